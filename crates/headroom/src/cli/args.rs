@@ -1,0 +1,262 @@
+//! Flags, and the parsers for values that need more than clap gives
+//! (durations, rates, stage lists). Each parse error says what was wrong
+//! and what would be right.
+
+use clap::Args;
+use headroom::engine::schedule::Stage;
+use std::time::Duration;
+
+#[derive(Args, Debug, Clone)]
+pub struct RunArgs {
+    /// URL to load, e.g. http://127.0.0.1:8080/hello
+    #[arg(long, value_name = "URL")]
+    pub url: String,
+
+    /// Closed model: number of virtual users, each with its own connection.
+    #[arg(short = 'u', long, value_name = "N", conflicts_with = "connections")]
+    pub vus: Option<u32>,
+
+    /// Closed model: same as --vus. Open model: most connections (requests in
+    /// flight) at once [default: 10000].
+    #[arg(short = 'c', long, value_name = "N")]
+    pub connections: Option<u32>,
+
+    /// How long to apply load, e.g. 30s, 2m, 1m30s [default: 10s unless
+    /// --requests or --iterations bound the run].
+    #[arg(short = 'd', long, value_name = "DURATION", value_parser = parse_duration)]
+    pub duration: Option<Duration>,
+
+    /// Stop after N requests in all.
+    #[arg(short = 'n', long, value_name = "N")]
+    pub requests: Option<u64>,
+
+    /// Closed model: requests per user, then the user stops.
+    #[arg(long, value_name = "N")]
+    pub iterations: Option<u64>,
+
+    /// Closed model: start users evenly over this time.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub ramp_up: Option<Duration>,
+
+    /// Closed model: pause after each response.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub think_time: Option<Duration>,
+
+    /// Open model: send R requests per second for --duration, whatever the
+    /// server's speed; latency counts from each request's intended time.
+    #[arg(short = 'r', long, value_name = "R", value_parser = parse_rate, conflicts_with = "stages")]
+    pub rate: Option<f64>,
+
+    /// Open model with stages: DURATION:RATE holds a rate, DURATION:A->B ramps
+    /// linearly, e.g. "10s:10,10s:15,10s:20" or "30s:0->500,1m:500".
+    #[arg(long, value_name = "STAGES", value_parser = parse_stages)]
+    pub stages: Option<StageList>,
+
+    /// Open a new connection for every request (sends Connection: close).
+    #[arg(long)]
+    pub no_keepalive: bool,
+
+    /// Time allowed for the TCP handshake.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "10s")]
+    pub connect_timeout: Duration,
+
+    /// Time allowed for a whole response after sending (Gatling's default).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "60s")]
+    pub timeout: Duration,
+
+    /// After the load ends, how long in-flight requests may finish before
+    /// being cut off (counted as `aborted`).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "10s")]
+    pub graceful_stop: Duration,
+
+    /// HTTP method.
+    #[arg(short = 'm', long, default_value = "GET")]
+    pub method: String,
+
+    /// Extra request header, "Name: value" (repeatable).
+    #[arg(short = 'H', long = "header", value_name = "HEADER", value_parser = parse_header)]
+    pub headers: Vec<(String, String)>,
+
+    /// Request body.
+    #[arg(long, value_name = "TEXT")]
+    pub body: Option<String>,
+
+    /// Statuses that count as OK, e.g. 200,404 [default: anything below 400].
+    #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = parse_status)]
+    pub expect_status: Option<Vec<u16>>,
+
+    /// Generator threads (one event loop each) [default: the CPUs available].
+    #[arg(long, value_name = "N")]
+    pub threads: Option<usize>,
+
+    /// Bounds of the response-time distribution in ms.
+    #[arg(
+        long,
+        value_name = "MS,MS",
+        value_delimiter = ',',
+        default_value = "800,1200"
+    )]
+    pub buckets: Vec<u64>,
+
+    /// Write the results (JSON) to this file.
+    #[arg(short = 'o', long, value_name = "FILE")]
+    pub out: Option<std::path::PathBuf>,
+
+    /// Print no summary (results file only).
+    #[arg(short = 'q', long)]
+    pub quiet: bool,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct TargetArgs {
+    /// Address to listen on (port 0 picks a free port; the first line of
+    /// output says which).
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    pub listen: String,
+    /// Worker processes sharing the port (0 = serve from one process).
+    #[arg(short = 'w', long, default_value_t = 1)]
+    pub workers: u32,
+    /// App threads per worker: requests served at once by each worker.
+    #[arg(short = 't', long, default_value_t = 4)]
+    pub threads: u32,
+    /// Allow listening on a non-loopback address.
+    #[arg(long)]
+    pub public: bool,
+    /// Listen backlog (the kernel's accept queue).
+    #[arg(long, default_value_t = 1024)]
+    pub backlog: u32,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct DemoArgs {
+    /// How long to load the target.
+    #[arg(short = 'd', long, value_parser = parse_duration, default_value = "15s")]
+    pub duration: Duration,
+    /// Write the demo's results (JSON) to this file.
+    #[arg(short = 'o', long, value_name = "FILE")]
+    pub out: Option<std::path::PathBuf>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct StageList(pub Vec<Stage>);
+
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let d = humantime::parse_duration(s.trim())
+        .map_err(|e| format!("`{s}` is not a duration ({e}); write e.g. 500ms, 30s, 2m, 1h30m"))?;
+    Ok(d)
+}
+
+pub fn parse_rate(s: &str) -> Result<f64, String> {
+    let t = s.trim().trim_end_matches("/s");
+    match t.parse::<f64>() {
+        Ok(r) if r.is_finite() && r > 0.0 => Ok(r),
+        _ => Err(format!(
+            "`{s}` is not a rate; write requests per second as a positive number, e.g. 500 or 12.5"
+        )),
+    }
+}
+
+fn parse_stage_rate(s: &str) -> Result<f64, String> {
+    let t = s.trim().trim_end_matches("/s");
+    match t.parse::<f64>() {
+        Ok(r) if r.is_finite() && r >= 0.0 => Ok(r),
+        _ => Err(format!("`{s}` is not a rate (requests per second ≥ 0)")),
+    }
+}
+
+pub fn parse_stages(s: &str) -> Result<StageList, String> {
+    let mut stages = Vec::new();
+    for (i, part) in s.split(',').enumerate() {
+        let n = i + 1;
+        let (d, rate) = part.split_once(':').ok_or_else(|| {
+            format!("stage {n} `{part}`: expected DURATION:RATE or DURATION:FROM->TO, e.g. 30s:100")
+        })?;
+        let duration = parse_duration(d).map_err(|e| format!("stage {n}: {e}"))?;
+        if duration.is_zero() {
+            return Err(format!("stage {n}: duration must be greater than zero"));
+        }
+        let stage = match rate.split_once("->") {
+            Some((from, to)) => Stage::Ramp {
+                from: parse_stage_rate(from).map_err(|e| format!("stage {n}: {e}"))?,
+                to: parse_stage_rate(to).map_err(|e| format!("stage {n}: {e}"))?,
+                duration,
+            },
+            None => Stage::Hold {
+                rate: parse_stage_rate(rate).map_err(|e| format!("stage {n}: {e}"))?,
+                duration,
+            },
+        };
+        stages.push(stage);
+    }
+    Ok(StageList(stages))
+}
+
+pub fn parse_header(s: &str) -> Result<(String, String), String> {
+    let (name, value) = s
+        .split_once(':')
+        .ok_or_else(|| format!("`{s}` is not a header; write \"Name: value\""))?;
+    let name = name.trim();
+    if name.is_empty() || name.bytes().any(|b| !b.is_ascii_graphic()) {
+        return Err(format!("`{name}` is not a valid header name"));
+    }
+    if value.bytes().any(|b| b == b'\r' || b == b'\n') {
+        return Err("header values cannot contain line breaks".into());
+    }
+    Ok((name.to_string(), value.trim().to_string()))
+}
+
+pub fn parse_status(s: &str) -> Result<u16, String> {
+    match s.trim().parse::<u16>() {
+        Ok(c) if (100..=599).contains(&c) => Ok(c),
+        _ => Err(format!("`{s}` is not an HTTP status (100..599)")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stage_lists() {
+        let s = parse_stages("10s:10, 10s:15,1m:0->50/s").unwrap().0;
+        assert_eq!(
+            s,
+            vec![
+                Stage::Hold {
+                    rate: 10.0,
+                    duration: Duration::from_secs(10)
+                },
+                Stage::Hold {
+                    rate: 15.0,
+                    duration: Duration::from_secs(10)
+                },
+                Stage::Ramp {
+                    from: 0.0,
+                    to: 50.0,
+                    duration: Duration::from_secs(60)
+                },
+            ]
+        );
+        for bad in ["10s", "x:10", "10s:-1", "10s:a->b", "0s:5", ""] {
+            assert!(parse_stages(bad).is_err(), "{bad:?} should fail");
+        }
+    }
+
+    #[test]
+    fn values() {
+        assert_eq!(parse_duration("1m30s").unwrap(), Duration::from_secs(90));
+        assert!(parse_duration("ten")
+            .unwrap_err()
+            .contains("not a duration"));
+        assert_eq!(parse_rate("500/s").unwrap(), 500.0);
+        assert!(parse_rate("0").is_err());
+        assert!(parse_rate("fast").is_err());
+        assert_eq!(
+            parse_header("X-A:  b ").unwrap(),
+            ("X-A".to_string(), "b".to_string())
+        );
+        assert!(parse_header("nocolon").is_err());
+        assert!(parse_status("99").is_err());
+        assert_eq!(parse_status("404").unwrap(), 404);
+    }
+}

@@ -1,0 +1,81 @@
+//! Command line: clap → a `Plan` (or target config) → the library.
+//! The only place that knows about flags, exit codes and anyhow.
+//!
+//! Exit codes: 0 ok; 1 thresholds breached (reserved); 2 usage or run
+//! error; 130 interrupted by Ctrl-C/SIGTERM (results are still written).
+
+mod args;
+mod demo;
+mod run;
+
+use clap::{Parser, Subcommand};
+
+pub const EXIT_OK: i32 = 0;
+pub const EXIT_ERROR: i32 = 2;
+pub const EXIT_INTERRUPTED: i32 = 130;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "headroom",
+    version,
+    about = "How much load can your server take, which configuration takes the most, and what runs out first.",
+    propagate_version = true
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Load one HTTP server and report exact counts and latencies.
+    Run(args::RunArgs),
+    /// The built-in sample server (workers × threads, like Puma -w/-t).
+    Target(args::TargetArgs),
+    /// Start the built-in target, load it with a realistic mix, summarise.
+    Demo(args::DemoArgs),
+}
+
+pub fn main() -> i32 {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let code = if e.use_stderr() { EXIT_ERROR } else { EXIT_OK };
+            let _ = e.print();
+            return code;
+        }
+    };
+    let result = match cli.command {
+        Command::Run(a) => run::run(a),
+        Command::Target(a) => target(a),
+        Command::Demo(a) => demo::demo(a),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            if is_broken_pipe(&e) {
+                return EXIT_OK;
+            }
+            eprintln!("headroom: error: {e:#}");
+            EXIT_ERROR
+        }
+    }
+}
+
+fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
+}
+
+fn target(a: args::TargetArgs) -> anyhow::Result<i32> {
+    headroom::target::run(&headroom::target::TargetConfig {
+        listen: a.listen,
+        workers: a.workers,
+        threads: a.threads,
+        public: a.public,
+        backlog: a.backlog,
+    })?;
+    Ok(EXIT_OK)
+}

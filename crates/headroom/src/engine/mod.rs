@@ -1,0 +1,167 @@
+//! The load engine: runs a [`Plan`] and returns exact counts, histograms
+//! and a per-second timeline.
+//!
+//! ```text
+//!  controller (calling thread) ── spawns ──▶ worker 0..W (a thread each,
+//!      ▲  merges intervals,                   single-threaded tokio runtime,
+//!      │  enforces the hard stop              own Recorder, own connections)
+//!      └──────── WorkerMsg::Tick / Done ◀─────┘
+//! ```
+//!
+//! - `schedule`: open-model arrival times (pure maths).
+//! - `closed` / `open`: the two load models, each a loop per user or per
+//!   connection on one worker.
+//! - `worker`: the thread, the shared per-worker state, one exchange.
+//! - `stop`: graceful stop and abort.
+
+mod closed;
+mod open;
+pub mod schedule;
+pub mod stop;
+mod worker;
+
+use crate::metrics::aggregate::{Aggregate, TimelinePoint};
+use crate::metrics::{Interval, Stats, WorkerReport};
+use crate::plan::{Plan, INTERRUPT_GRACE};
+use std::sync::atomic::AtomicU64;
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+pub use stop::StopSignal;
+
+pub(crate) enum WorkerMsg {
+    Tick {
+        worker: usize,
+        upto: u32,
+        intervals: Vec<Interval>,
+    },
+    Done {
+        worker: usize,
+        report: WorkerReport,
+    },
+}
+
+/// The live view after each second, for progress displays.
+pub struct Progress<'a> {
+    pub elapsed: Duration,
+    pub second: &'a TimelinePoint,
+    pub total: &'a Stats,
+}
+
+/// Everything a run measured.
+pub struct RunOutcome {
+    pub started_at: SystemTime,
+    /// From the start to the last response (or the stop): the denominator
+    /// of throughput, as JMeter computes it.
+    pub duration: Duration,
+    /// From the start to the last request actually sent.
+    pub send_window: Duration,
+    pub total: Stats,
+    pub per_request: Vec<Stats>,
+    pub timeline: Vec<TimelinePoint>,
+    pub interrupted: bool,
+    pub threads: usize,
+}
+
+/// Runs the plan to its end (or until `stop`), calling `on_second` as each
+/// second of the timeline completes.
+pub fn run(plan: &Plan, stop: &StopSignal, mut on_second: impl FnMut(Progress)) -> RunOutcome {
+    let threads = plan.effective_threads();
+    let plan = Arc::new(plan.clone());
+    let (tx, rx) = mpsc::channel();
+    let budget = plan.max_requests.map(|n| Arc::new(AtomicU64::new(n)));
+    let started_at = SystemTime::now();
+    let start = Instant::now();
+    let handles: Vec<_> = (0..threads)
+        .map(|id| {
+            let ctx = worker::WorkerCtx {
+                id,
+                workers: threads,
+                plan: plan.clone(),
+                start,
+                stop: stop.clone(),
+                tx: tx.clone(),
+                budget: budget.clone(),
+            };
+            std::thread::Builder::new()
+                .name(format!("headroom-worker-{id}"))
+                .spawn(move || worker::run(ctx))
+                .expect("a worker thread can be spawned")
+        })
+        .collect();
+    drop(tx);
+
+    let mut aggregate = Aggregate::new(threads, plan.requests.len());
+    let mut hard_stop = plan.load_duration().map(|d| start + d + plan.graceful_stop);
+    let mut seen_stop = false;
+    let mut aborted = false;
+    let mut last_sent: Option<Instant> = None;
+    let mut last_done: Option<Instant> = None;
+    let mut done = 0;
+    while done < threads {
+        let now = Instant::now();
+        if stop.is_stopping() && !seen_stop {
+            // Ctrl-C or a caller's stop: give in-flight requests a moment.
+            seen_stop = true;
+            let grace = now + INTERRUPT_GRACE.min(plan.graceful_stop);
+            hard_stop = Some(hard_stop.map_or(grace, |h| h.min(grace)));
+        }
+        if !aborted && hard_stop.is_some_and(|h| now >= h) {
+            stop.abort();
+            aborted = true;
+        }
+        let wait = hard_stop
+            .map_or(Duration::from_millis(100), |h| {
+                h.saturating_duration_since(now)
+            })
+            .clamp(Duration::from_millis(1), Duration::from_millis(100));
+        let msg = match rx.recv_timeout(wait) {
+            Ok(msg) => msg,
+            Err(RecvTimeoutError::Timeout) => continue,
+            Err(RecvTimeoutError::Disconnected) => break,
+        };
+        let new_seconds = match msg {
+            WorkerMsg::Tick {
+                worker,
+                upto,
+                intervals,
+            } => {
+                aggregate.add_intervals(intervals);
+                aggregate.worker_reached(worker, upto).len()
+            }
+            WorkerMsg::Done { worker, report } => {
+                done += 1;
+                last_sent = last_sent.max(report.last_sent);
+                last_done = last_done.max(report.last_done);
+                aggregate.add_intervals(report.intervals);
+                aggregate.add_per_request(&report.per_request);
+                aggregate.worker_done(worker).len()
+            }
+        };
+        if new_seconds > 0 {
+            let (timeline, total) = aggregate.timeline_and_total();
+            if let Some(second) = timeline.last() {
+                on_second(Progress {
+                    elapsed: start.elapsed(),
+                    second,
+                    total,
+                });
+            }
+        }
+    }
+    for h in handles {
+        let _ = h.join();
+    }
+    let end = last_done.unwrap_or_else(Instant::now);
+    let (total, per_request, timeline) = aggregate.finish();
+    RunOutcome {
+        started_at,
+        duration: end.saturating_duration_since(start),
+        send_window: last_sent.map_or(Duration::ZERO, |s| s.saturating_duration_since(start)),
+        total,
+        per_request,
+        timeline,
+        interrupted: stop.was_interrupted(),
+        threads,
+    }
+}

@@ -1,0 +1,84 @@
+//! Stopping a run: a graceful stop (no new requests; in-flight ones may
+//! finish) and an abort (cut off what is still in flight, counted as
+//! `aborted`). Workers check a flag before each request and wait on a
+//! watch channel where they sleep, so stopping never waits for a sleep.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use tokio::sync::watch;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Phase {
+    Running,
+    Stopping,
+    Abort,
+}
+
+/// Shared by the controller, the signal handler and every worker.
+#[derive(Clone)]
+pub struct StopSignal {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    stopping: AtomicBool,
+    interrupted: AtomicBool,
+    phase: watch::Sender<Phase>,
+}
+
+impl Default for StopSignal {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl StopSignal {
+    pub fn new() -> Self {
+        StopSignal {
+            inner: Arc::new(Inner {
+                stopping: AtomicBool::new(false),
+                interrupted: AtomicBool::new(false),
+                phase: watch::channel(Phase::Running).0,
+            }),
+        }
+    }
+
+    /// Ctrl-C / SIGTERM: stop sending, finish briefly, keep the results.
+    /// A second interrupt aborts at once.
+    pub fn interrupt(&self) {
+        if self.inner.interrupted.swap(true, Ordering::SeqCst) {
+            self.abort();
+        } else {
+            self.stop();
+        }
+    }
+
+    pub fn was_interrupted(&self) -> bool {
+        self.inner.interrupted.load(Ordering::SeqCst)
+    }
+
+    /// No new requests from now on.
+    pub fn stop(&self) {
+        self.inner.stopping.store(true, Ordering::SeqCst);
+        self.inner.phase.send_if_modified(|p| {
+            let changed = *p < Phase::Stopping;
+            *p = (*p).max(Phase::Stopping);
+            changed
+        });
+    }
+
+    /// Cut off everything in flight.
+    pub fn abort(&self) {
+        self.inner.stopping.store(true, Ordering::SeqCst);
+        self.inner.phase.send_replace(Phase::Abort);
+    }
+
+    /// Cheap check for the hot path.
+    pub fn is_stopping(&self) -> bool {
+        self.inner.stopping.load(Ordering::Relaxed)
+    }
+
+    pub fn subscribe(&self) -> watch::Receiver<Phase> {
+        self.inner.phase.subscribe()
+    }
+}

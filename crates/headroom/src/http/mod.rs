@@ -1,0 +1,322 @@
+//! HTTP/1.1 client: connect, send an encoded request, read one response.
+//!
+//! One request at a time per connection (no pipelining). The response body
+//! is counted and skipped, never copied, and the read buffer is reused, so a
+//! keep-alive exchange allocates nothing. Every failure maps to one
+//! [`ErrorClass`].
+
+pub mod response;
+
+use crate::metrics::ErrorClass;
+use response::{parse_head, ChunkedDecoder, Framing};
+use std::io;
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// Read buffer per connection; grows only for heads larger than this.
+const READ_BUFFER: usize = 8 * 1024;
+
+/// Where requests go: the resolved address and the `Host` header to send.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Endpoint {
+    pub addr: SocketAddr,
+    pub host_header: String,
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum EndpointError {
+    #[error("`{0}` is not a valid URL (expected e.g. http://127.0.0.1:8080/path)")]
+    InvalidUrl(String),
+    #[error(
+        "unsupported scheme `{0}://` (headroom speaks http://; https:// comes with TLS support)"
+    )]
+    Scheme(String),
+    #[error("URL `{0}` has no host")]
+    NoHost(String),
+    #[error("cannot resolve host `{host}`: {reason}")]
+    Resolve { host: String, reason: String },
+}
+
+impl Endpoint {
+    /// Parses and resolves an `http://` URL. Returns the endpoint and the
+    /// path with query (the request target).
+    pub fn from_url(text: &str) -> Result<(Endpoint, String), EndpointError> {
+        let url = url::Url::parse(text).map_err(|_| EndpointError::InvalidUrl(text.into()))?;
+        if url.scheme() != "http" {
+            return Err(EndpointError::Scheme(url.scheme().into()));
+        }
+        let host = url
+            .host_str()
+            .ok_or_else(|| EndpointError::NoHost(text.into()))?;
+        let port = url.port_or_known_default().unwrap_or(80);
+        let lookup_host = host.trim_start_matches('[').trim_end_matches(']');
+        let addr = (lookup_host, port)
+            .to_socket_addrs()
+            .map_err(|e| EndpointError::Resolve {
+                host: host.into(),
+                reason: e.to_string(),
+            })?
+            .next()
+            .ok_or_else(|| EndpointError::Resolve {
+                host: host.into(),
+                reason: "no address".into(),
+            })?;
+        let host_header = match url.port() {
+            Some(p) => format!("{host}:{p}"),
+            None => host.to_string(),
+        };
+        let mut target = url.path().to_string();
+        if let Some(q) = url.query() {
+            target.push('?');
+            target.push_str(q);
+        }
+        Ok((Endpoint { addr, host_header }, target))
+    }
+}
+
+/// Encodes a request once, ahead of the run; the hot path only writes it.
+pub fn encode_request(
+    method: &str,
+    target: &str,
+    host: &str,
+    headers: &[(String, String)],
+    body: &[u8],
+    keep_alive: bool,
+) -> Vec<u8> {
+    let mut out = Vec::with_capacity(128 + body.len());
+    out.extend_from_slice(format!("{method} {target} HTTP/1.1\r\nHost: {host}\r\n").as_bytes());
+    let has = |name: &str| headers.iter().any(|(k, _)| k.eq_ignore_ascii_case(name));
+    if !has("user-agent") {
+        out.extend_from_slice(
+            concat!("User-Agent: headroom/", env!("CARGO_PKG_VERSION"), "\r\n").as_bytes(),
+        );
+    }
+    if !has("accept") {
+        out.extend_from_slice(b"Accept: */*\r\n");
+    }
+    for (k, v) in headers {
+        out.extend_from_slice(format!("{k}: {v}\r\n").as_bytes());
+    }
+    if !keep_alive {
+        out.extend_from_slice(b"Connection: close\r\n");
+    }
+    if !body.is_empty() || matches!(method, "POST" | "PUT" | "PATCH") {
+        out.extend_from_slice(format!("Content-Length: {}\r\n", body.len()).as_bytes());
+    }
+    out.extend_from_slice(b"\r\n");
+    out.extend_from_slice(body);
+    out
+}
+
+/// What was read for one request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Response {
+    pub status: u16,
+    /// Bytes read from the socket for this response (head and body).
+    pub bytes: u64,
+    /// The connection may carry the next request.
+    pub keep_alive: bool,
+}
+
+pub struct Connection {
+    stream: TcpStream,
+    buf: Vec<u8>,
+}
+
+impl Connection {
+    pub async fn connect(addr: SocketAddr, timeout: Duration) -> Result<Connection, ErrorClass> {
+        let stream = match tokio::time::timeout(timeout, TcpStream::connect(addr)).await {
+            Err(_) => return Err(ErrorClass::ConnectTimeout),
+            Ok(Err(e)) => return Err(connect_error_class(&e)),
+            Ok(Ok(s)) => s,
+        };
+        // Requests are written whole; Nagle would only add delay.
+        let _ = stream.set_nodelay(true);
+        Ok(Connection {
+            stream,
+            buf: Vec::with_capacity(READ_BUFFER),
+        })
+    }
+
+    async fn read_more(&mut self) -> Result<usize, ErrorClass> {
+        if self.buf.capacity() - self.buf.len() < 1024 {
+            self.buf.reserve(READ_BUFFER);
+        }
+        self.stream
+            .read_buf(&mut self.buf)
+            .await
+            .map_err(|e| exchange_error_class(&e))
+    }
+
+    /// Sends `request` and reads one complete response. On error the
+    /// connection must not be reused.
+    pub async fn exchange(
+        &mut self,
+        request: &[u8],
+        head_request: bool,
+    ) -> Result<Response, ErrorClass> {
+        self.stream
+            .write_all(request)
+            .await
+            .map_err(|e| exchange_error_class(&e))?;
+        let mut received = 0u64;
+        let head = loop {
+            match parse_head(&self.buf, head_request) {
+                Err(_) => return Err(ErrorClass::MalformedResponse),
+                // Interim responses (100 Continue, 103 Early Hints) precede the real one.
+                Ok(Some(h)) if (100..200).contains(&h.status) && h.status != 101 => {
+                    self.buf.drain(..h.len);
+                    continue;
+                }
+                Ok(Some(h)) => break h,
+                Ok(None) => {}
+            }
+            let n = self.read_more().await?;
+            if n == 0 {
+                return Err(if received == 0 && self.buf.is_empty() {
+                    ErrorClass::ClosedBeforeResponse
+                } else {
+                    ErrorClass::ClosedMidResponse
+                });
+            }
+            received += n as u64;
+        };
+        let mut keep_alive = head.keep_alive;
+        match head.framing {
+            Framing::Empty => {
+                self.buf.drain(..head.len);
+            }
+            Framing::Length(length) => {
+                let have = (self.buf.len() - head.len) as u64;
+                if have >= length {
+                    self.buf.drain(..head.len + length as usize);
+                } else {
+                    let mut remaining = length - have;
+                    self.buf.clear();
+                    while remaining > 0 {
+                        let n = self.read_more().await?;
+                        if n == 0 {
+                            return Err(ErrorClass::ClosedMidResponse);
+                        }
+                        received += n as u64;
+                        if n as u64 > remaining {
+                            self.buf.drain(..remaining as usize);
+                            remaining = 0;
+                        } else {
+                            remaining -= n as u64;
+                            self.buf.clear();
+                        }
+                    }
+                }
+            }
+            Framing::Chunked => {
+                let mut decoder = ChunkedDecoder::default();
+                let used = decoder
+                    .feed(&self.buf[head.len..])
+                    .map_err(|_| ErrorClass::MalformedResponse)?;
+                self.buf.drain(..head.len + used);
+                while !decoder.is_done() {
+                    let n = self.read_more().await?;
+                    if n == 0 {
+                        return Err(ErrorClass::ClosedMidResponse);
+                    }
+                    received += n as u64;
+                    let used = decoder
+                        .feed(&self.buf)
+                        .map_err(|_| ErrorClass::MalformedResponse)?;
+                    self.buf.drain(..used);
+                }
+            }
+            Framing::UntilClose => {
+                // The close is the end of the body: a complete response,
+                // after which the caller reconnects.
+                self.buf.clear();
+                loop {
+                    let n = self.read_more().await?;
+                    if n == 0 {
+                        break;
+                    }
+                    received += n as u64;
+                    self.buf.clear();
+                }
+                keep_alive = false;
+            }
+        }
+        Ok(Response {
+            status: head.status,
+            bytes: received,
+            keep_alive,
+        })
+    }
+}
+
+fn is_fd_exhaustion(e: &io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::EMFILE) | Some(libc::ENFILE))
+}
+
+fn connect_error_class(e: &io::Error) -> ErrorClass {
+    if is_fd_exhaustion(e) {
+        ErrorClass::TooManyOpenFiles
+    } else if e.kind() == io::ErrorKind::ConnectionRefused {
+        ErrorClass::ConnectRefused
+    } else if e.kind() == io::ErrorKind::TimedOut {
+        ErrorClass::ConnectTimeout
+    } else {
+        ErrorClass::ConnectError
+    }
+}
+
+fn exchange_error_class(e: &io::Error) -> ErrorClass {
+    match e.kind() {
+        io::ErrorKind::UnexpectedEof => ErrorClass::ClosedMidResponse,
+        io::ErrorKind::TimedOut => ErrorClass::RequestTimeout,
+        _ => ErrorClass::ConnectionReset,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn endpoint_from_url() {
+        let (e, target) = Endpoint::from_url("http://127.0.0.1:8080/hello?x=1").unwrap();
+        assert_eq!(e.addr, "127.0.0.1:8080".parse().unwrap());
+        assert_eq!(e.host_header, "127.0.0.1:8080");
+        assert_eq!(target, "/hello?x=1");
+        let (e, target) = Endpoint::from_url("http://[::1]/").unwrap();
+        assert_eq!(e.addr, "[::1]:80".parse().unwrap());
+        assert_eq!(target, "/");
+        assert!(matches!(
+            Endpoint::from_url("ftp://127.0.0.1/"),
+            Err(EndpointError::Scheme(_))
+        ));
+        assert!(matches!(
+            Endpoint::from_url("127.0.0.1:80"),
+            Err(EndpointError::Scheme(_) | EndpointError::InvalidUrl(_))
+        ));
+        assert!(Endpoint::from_url("not a url").is_err());
+    }
+
+    #[test]
+    fn encoded_request_is_valid_http() {
+        let bytes = encode_request(
+            "POST",
+            "/a",
+            "h:1",
+            &[("X-Test".into(), "1".into())],
+            b"body",
+            false,
+        );
+        let mut headers = [httparse::EMPTY_HEADER; 16];
+        let mut req = httparse::Request::new(&mut headers);
+        let len = req.parse(&bytes).unwrap().unwrap();
+        assert_eq!(req.method, Some("POST"));
+        assert_eq!(&bytes[len..], b"body");
+        let names: Vec<_> = req.headers.iter().map(|h| h.name).collect();
+        assert!(names.contains(&"Connection"));
+        assert!(names.contains(&"Content-Length"));
+    }
+}

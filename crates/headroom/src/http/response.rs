@@ -1,0 +1,360 @@
+//! Response parsing, pure and incremental: each function says whether the
+//! bytes so far are *incomplete* (read more) or *invalid* (malformed), so a
+//! server that drips bytes or sends garbage is handled without guessing.
+
+/// How the body of a response is delimited (RFC 9112 §6.3).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Framing {
+    /// No body: HEAD, 1xx, 204, 304.
+    Empty,
+    /// `Content-Length: n`.
+    Length(u64),
+    /// `Transfer-Encoding: chunked`.
+    Chunked,
+    /// No length: the body ends when the server closes the connection
+    /// (Unicorn and Thin answer HTTP/1.0 clients and `Connection: close` so).
+    UntilClose,
+}
+
+/// A parsed status line and headers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Head {
+    pub status: u16,
+    /// Bytes of the status line and headers, including the blank line.
+    pub len: usize,
+    pub framing: Framing,
+    /// The server lets us send the next request on this connection.
+    pub keep_alive: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Malformed {
+    #[error("invalid status line or header: {0}")]
+    Syntax(httparse::Error),
+    #[error("invalid Content-Length")]
+    ContentLength,
+    #[error("invalid chunked encoding")]
+    Chunked,
+    #[error("response head larger than {MAX_HEAD} bytes")]
+    HeadTooLarge,
+}
+
+pub const MAX_HEAD: usize = 64 * 1024;
+const MAX_HEADERS: usize = 100;
+
+/// Parses a response head from the start of `buf`. `Ok(None)`: incomplete.
+pub fn parse_head(buf: &[u8], request_was_head: bool) -> Result<Option<Head>, Malformed> {
+    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let mut response = httparse::Response::new(&mut headers);
+    let len = match response.parse(buf) {
+        Ok(httparse::Status::Complete(len)) => len,
+        Ok(httparse::Status::Partial) if buf.len() > MAX_HEAD => {
+            return Err(Malformed::HeadTooLarge)
+        }
+        Ok(httparse::Status::Partial) => return Ok(None),
+        Err(e) => return Err(Malformed::Syntax(e)),
+    };
+    let status = response.code.expect("complete response has a code");
+    let http11 = response.version == Some(1);
+    let mut content_length: Option<u64> = None;
+    let mut chunked = false;
+    let mut close = !http11;
+    for h in response.headers.iter() {
+        if h.name.eq_ignore_ascii_case("content-length") {
+            let value = std::str::from_utf8(h.value)
+                .ok()
+                .and_then(|v| v.trim().parse::<u64>().ok())
+                .ok_or(Malformed::ContentLength)?;
+            // Repeated lengths must agree (RFC 9112 §6.3 item 5).
+            if content_length.is_some_and(|old| old != value) {
+                return Err(Malformed::ContentLength);
+            }
+            content_length = Some(value);
+        } else if h.name.eq_ignore_ascii_case("transfer-encoding") {
+            // Chunked must be the final coding; anything else means the body
+            // runs to the close.
+            chunked = last_token(h.value).eq_ignore_ascii_case(b"chunked");
+        } else if h.name.eq_ignore_ascii_case("connection") {
+            for token in h.value.split(|&b| b == b',') {
+                let token = trim(token);
+                if token.eq_ignore_ascii_case(b"close") {
+                    close = true;
+                } else if token.eq_ignore_ascii_case(b"keep-alive") && !http11 {
+                    close = false;
+                }
+            }
+        }
+    }
+    let framing =
+        if request_was_head || (100..200).contains(&status) || status == 204 || status == 304 {
+            Framing::Empty
+        } else if chunked {
+            Framing::Chunked
+        } else if let Some(n) = content_length {
+            Framing::Length(n)
+        } else {
+            Framing::UntilClose
+        };
+    let keep_alive = !close && framing != Framing::UntilClose;
+    Ok(Some(Head {
+        status,
+        len,
+        framing,
+        keep_alive,
+    }))
+}
+
+fn trim(mut s: &[u8]) -> &[u8] {
+    while let [b' ' | b'\t', rest @ ..] = s {
+        s = rest;
+    }
+    while let [rest @ .., b' ' | b'\t'] = s {
+        s = rest;
+    }
+    s
+}
+
+fn last_token(value: &[u8]) -> &[u8] {
+    trim(value.rsplit(|&b| b == b',').next().unwrap_or(value))
+}
+
+/// Streaming decoder for a chunked body. It only skips the bytes (the
+/// engine counts them); no copy of the body is made.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ChunkedDecoder {
+    state: ChunkState,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+enum ChunkState {
+    /// Expecting a chunk-size line.
+    #[default]
+    Size,
+    /// Inside chunk data: this many bytes left.
+    Data(u64),
+    /// Expecting the CRLF after chunk data.
+    DataEnd,
+    /// After the last chunk: trailer lines until an empty line.
+    Trailer,
+    Done,
+}
+
+impl ChunkedDecoder {
+    /// Consumes from `buf` as much as can be decoded. Returns the number of
+    /// bytes consumed; call again with more data until `is_done()`.
+    pub fn feed(&mut self, buf: &[u8]) -> Result<usize, Malformed> {
+        let mut pos = 0;
+        loop {
+            let rest = &buf[pos..];
+            match self.state {
+                ChunkState::Done => return Ok(pos),
+                ChunkState::Size => match httparse::parse_chunk_size(rest) {
+                    Ok(httparse::Status::Complete((used, size))) => {
+                        pos += used;
+                        self.state = if size == 0 {
+                            ChunkState::Trailer
+                        } else {
+                            ChunkState::Data(size)
+                        };
+                    }
+                    Ok(httparse::Status::Partial) => {
+                        if rest.len() > 4096 {
+                            return Err(Malformed::Chunked);
+                        }
+                        return Ok(pos);
+                    }
+                    Err(_) => return Err(Malformed::Chunked),
+                },
+                ChunkState::Data(left) => {
+                    if rest.is_empty() {
+                        return Ok(pos);
+                    }
+                    let take = (rest.len() as u64).min(left);
+                    pos += take as usize;
+                    self.state = if take == left {
+                        ChunkState::DataEnd
+                    } else {
+                        ChunkState::Data(left - take)
+                    };
+                }
+                ChunkState::DataEnd => {
+                    if rest.len() < 2 {
+                        return Ok(pos);
+                    }
+                    if &rest[..2] != b"\r\n" {
+                        return Err(Malformed::Chunked);
+                    }
+                    pos += 2;
+                    self.state = ChunkState::Size;
+                }
+                ChunkState::Trailer => {
+                    let Some(eol) = rest.windows(2).position(|w| w == b"\r\n") else {
+                        if rest.len() > MAX_HEAD {
+                            return Err(Malformed::Chunked);
+                        }
+                        return Ok(pos);
+                    };
+                    pos += eol + 2;
+                    if eol == 0 {
+                        self.state = ChunkState::Done;
+                    }
+                }
+            }
+        }
+    }
+
+    pub fn is_done(&self) -> bool {
+        self.state == ChunkState::Done
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn head(text: &str) -> Head {
+        parse_head(text.as_bytes(), false).unwrap().unwrap()
+    }
+
+    #[test]
+    fn framing_table() {
+        let cases: &[(&str, Framing, bool)] = &[
+            (
+                "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n",
+                Framing::Length(5),
+                true,
+            ),
+            (
+                "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n",
+                Framing::Chunked,
+                true,
+            ),
+            (
+                "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n",
+                Framing::Chunked,
+                true,
+            ),
+            (
+                "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Length: 9\r\n\r\n",
+                Framing::Chunked,
+                true,
+            ),
+            ("HTTP/1.1 200 OK\r\n\r\n", Framing::UntilClose, false),
+            (
+                "HTTP/1.0 200 OK\r\nContent-Length: 5\r\n\r\n",
+                Framing::Length(5),
+                false,
+            ),
+            (
+                "HTTP/1.0 200 OK\r\nConnection: keep-alive\r\nContent-Length: 5\r\n\r\n",
+                Framing::Length(5),
+                true,
+            ),
+            (
+                "HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 5\r\n\r\n",
+                Framing::Length(5),
+                false,
+            ),
+            (
+                "HTTP/1.1 200 OK\r\nConnection: Keep-Alive, Close\r\nContent-Length: 5\r\n\r\n",
+                Framing::Length(5),
+                false,
+            ),
+            ("HTTP/1.1 204 No Content\r\n\r\n", Framing::Empty, true),
+            (
+                "HTTP/1.1 304 Not Modified\r\nContent-Length: 10\r\n\r\n",
+                Framing::Empty,
+                true,
+            ),
+            ("HTTP/1.1 100 Continue\r\n\r\n", Framing::Empty, true),
+        ];
+        for (text, framing, keep_alive) in cases {
+            let h = head(text);
+            assert_eq!(
+                (h.framing, h.keep_alive),
+                (*framing, *keep_alive),
+                "{text:?}"
+            );
+            assert_eq!(h.len, text.len());
+        }
+    }
+
+    #[test]
+    fn head_request_has_no_body() {
+        let h = parse_head(b"HTTP/1.1 200 OK\r\nContent-Length: 50\r\n\r\n", true)
+            .unwrap()
+            .unwrap();
+        assert_eq!(h.framing, Framing::Empty);
+    }
+
+    #[test]
+    fn incomplete_versus_invalid() {
+        assert_eq!(
+            parse_head(b"HTTP/1.1 200 OK\r\nContent-Le", false),
+            Ok(None)
+        );
+        assert_eq!(parse_head(b"", false), Ok(None));
+        assert!(parse_head(b"garbage garbage\r\n\r\n", false).is_err());
+        assert!(parse_head(b"HTTP/1.1 200 OK\r\nContent-Length: x\r\n\r\n", false).is_err());
+        assert!(parse_head(
+            b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n",
+            false
+        )
+        .is_err());
+        let huge = format!("HTTP/1.1 200 OK\r\nX: {}", "a".repeat(MAX_HEAD + 1));
+        assert_eq!(
+            parse_head(huge.as_bytes(), false),
+            Err(Malformed::HeadTooLarge)
+        );
+    }
+
+    const BODY: &[u8] =
+        b"5\r\nhello\r\n1A;ext=1\r\nabcdefghijklmnopqrstuvwxyz\r\n0\r\nX-Trailer: 1\r\n\r\n";
+
+    #[test]
+    fn chunked_in_one_piece() {
+        let mut d = ChunkedDecoder::default();
+        assert_eq!(d.feed(BODY), Ok(BODY.len()));
+        assert!(d.is_done());
+    }
+
+    #[test]
+    fn chunked_garbage_is_malformed() {
+        let mut d = ChunkedDecoder::default();
+        assert!(d.feed(b"zz\r\n").is_err());
+        let mut d = ChunkedDecoder::default();
+        assert!(d.feed(b"2\r\nabXX").is_err());
+    }
+
+    proptest! {
+        /// However the body is split across reads (a server dripping bytes),
+        /// the decoder consumes exactly the body and finishes.
+        #[test]
+        fn chunked_any_split(cuts in proptest::collection::vec(0usize..BODY.len(), 0..8)) {
+            let mut cuts = cuts;
+            cuts.sort();
+            cuts.push(BODY.len());
+            let mut d = ChunkedDecoder::default();
+            let mut pending: Vec<u8> = Vec::new();
+            let mut last = 0;
+            let mut consumed = 0;
+            for cut in cuts {
+                pending.extend_from_slice(&BODY[last..cut]);
+                last = cut;
+                let used = d.feed(&pending).unwrap();
+                consumed += used;
+                pending.drain(..used);
+            }
+            prop_assert!(d.is_done());
+            prop_assert_eq!(consumed, BODY.len());
+        }
+
+        #[test]
+        fn parse_head_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..512)) {
+            let _ = parse_head(&bytes, false);
+            let mut d = ChunkedDecoder::default();
+            let _ = d.feed(&bytes);
+        }
+    }
+}

@@ -1,0 +1,19 @@
+//! headroom: a load generator and capacity benchmark for web servers.
+//!
+//! The pipeline, one module per stage:
+//!
+//! - [`plan`]: the resolved description of a run (what the CLI builds).
+//! - [`http`]: HTTP/1.1 client — connect, send, parse the response.
+//! - [`engine`]: workers, the closed and open load models, stopping.
+//! - [`metrics`]: per-worker recording, exact merge, the timeline.
+//! - [`report`]: `results.json`, the terminal summary and live progress.
+//! - [`target`]: the built-in sample server (`headroom target`).
+//! - [`sysinfo`]: the machine, for results' `meta`.
+
+pub mod engine;
+pub mod http;
+pub mod metrics;
+pub mod plan;
+pub mod report;
+pub mod sysinfo;
+pub mod target;

@@ -1,0 +1,208 @@
+//! Merging the workers' recordings. Workers send one-second [`Interval`]s
+//! as they complete; the aggregate adds them into the run total at once and
+//! turns each second into a [`TimelinePoint`] once every worker has passed it.
+
+use super::{histogram, ErrorClass, Interval, Stats};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// One second of the run, all workers together.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct TimelinePoint {
+    /// Seconds since the start at the end of this interval (1 = first second).
+    pub t_s: u32,
+    pub requests: u64,
+    pub ok: u64,
+    pub failed: u64,
+    pub bytes: u64,
+    pub p50_ms: f64,
+    pub p90_ms: f64,
+    pub p99_ms: f64,
+    pub max_ms: f64,
+    pub mean_ms: f64,
+    /// Open model: 99th percentile of how late sends were in this second.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub send_lag_p99_ms: Option<f64>,
+    /// Peak number of users running (closed) during the second.
+    pub active_users: u32,
+    /// Peak number of requests in flight during the second.
+    pub in_flight: u32,
+    /// Failed requests by class during this second.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub errors: BTreeMap<String, u64>,
+}
+
+impl TimelinePoint {
+    fn from_merged(index: u32, m: &Merged) -> Self {
+        let s = &m.stats;
+        let q = |q: f64| {
+            if s.latency.is_empty() {
+                0.0
+            } else {
+                histogram::ms(s.latency.value_at_quantile(q))
+            }
+        };
+        TimelinePoint {
+            t_s: index + 1,
+            requests: s.requests,
+            ok: s.ok,
+            failed: s.failed,
+            bytes: s.bytes,
+            p50_ms: q(0.5),
+            p90_ms: q(0.9),
+            p99_ms: q(0.99),
+            max_ms: if s.latency.is_empty() {
+                0.0
+            } else {
+                histogram::ms(s.latency.max())
+            },
+            mean_ms: if s.latency.is_empty() {
+                0.0
+            } else {
+                s.latency.mean() / 1000.0
+            },
+            send_lag_p99_ms: (!s.send_lag.is_empty())
+                .then(|| histogram::ms(s.send_lag.value_at_quantile(0.99))),
+            active_users: m.active_peak,
+            in_flight: m.in_flight_peak,
+            errors: s
+                .error_counts()
+                .map(|(c, n)| (c.key().to_string(), n))
+                .collect(),
+        }
+    }
+}
+
+#[derive(Default)]
+struct Merged {
+    stats: Stats,
+    active_peak: u32,
+    in_flight_peak: u32,
+}
+
+pub struct Aggregate {
+    total: Stats,
+    per_request: Vec<Stats>,
+    pending: BTreeMap<u32, Merged>,
+    watermarks: Vec<u32>,
+    timeline: Vec<TimelinePoint>,
+}
+
+impl Aggregate {
+    pub fn new(workers: usize, request_count: usize) -> Self {
+        Aggregate {
+            total: Stats::new(),
+            per_request: (0..request_count).map(|_| Stats::new()).collect(),
+            pending: BTreeMap::new(),
+            watermarks: vec![0; workers],
+            timeline: Vec::new(),
+        }
+    }
+
+    pub fn add_intervals(&mut self, intervals: Vec<Interval>) {
+        for i in intervals {
+            self.total += &i.stats;
+            let m = self.pending.entry(i.index).or_default();
+            m.stats += &i.stats;
+            m.active_peak += i.active_peak;
+            m.in_flight_peak += i.in_flight_peak;
+        }
+    }
+
+    /// Worker `worker` has sent everything before interval `upto`. Returns
+    /// the seconds that every worker has now passed, as timeline points.
+    pub fn worker_reached(&mut self, worker: usize, upto: u32) -> &[TimelinePoint] {
+        self.watermarks[worker] = self.watermarks[worker].max(upto);
+        let all = self.watermarks.iter().copied().min().unwrap_or(0);
+        let before = self.timeline.len();
+        if all != u32::MAX {
+            self.finalize_before(all);
+        }
+        &self.timeline[before..]
+    }
+
+    /// A finished worker no longer holds the timeline back.
+    pub fn worker_done(&mut self, worker: usize) -> &[TimelinePoint] {
+        self.worker_reached(worker, u32::MAX)
+    }
+
+    fn finalize_before(&mut self, upto: u32) {
+        // Seconds no worker recorded anything in still get a point.
+        while (self.timeline.len() as u32) < upto {
+            let index = self.timeline.len() as u32;
+            let m = self.pending.remove(&index).unwrap_or_default();
+            self.timeline.push(TimelinePoint::from_merged(index, &m));
+        }
+    }
+
+    pub fn add_per_request(&mut self, per_request: &[Stats]) {
+        for (into, s) in self.per_request.iter_mut().zip(per_request) {
+            *into += s;
+        }
+    }
+
+    pub fn total(&self) -> &Stats {
+        &self.total
+    }
+
+    /// The finished seconds so far, and the running total.
+    pub fn timeline_and_total(&self) -> (&[TimelinePoint], &Stats) {
+        (&self.timeline, &self.total)
+    }
+
+    /// The run total, per-request totals and the full timeline.
+    pub fn finish(mut self) -> (Stats, Vec<Stats>, Vec<TimelinePoint>) {
+        let last = self.pending.keys().next_back().map(|&i| i + 1).unwrap_or(0);
+        self.finalize_before(last.max(self.timeline.len() as u32));
+        (self.total, self.per_request, self.timeline)
+    }
+}
+
+/// Count of a class over a timeline (used by checks and tests).
+pub fn timeline_errors(timeline: &[TimelinePoint], class: ErrorClass) -> u64 {
+    timeline
+        .iter()
+        .filter_map(|p| p.errors.get(class.key()))
+        .sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metrics::{Outcome, Recorder};
+    use std::time::{Duration, Instant};
+
+    #[test]
+    fn two_workers_merge_into_one_timeline_and_exact_totals() {
+        let start = Instant::now();
+        let ok = Outcome {
+            status: Some(200),
+            ..Default::default()
+        };
+        let mut agg = Aggregate::new(2, 1);
+        for worker in 0..2 {
+            let mut r = Recorder::new(start, 1);
+            for ms in [100u64, 1100, 1200, 3500] {
+                let t = start + Duration::from_millis(ms + worker as u64);
+                r.request_started();
+                r.record(0, t, Some(t), t + Duration::from_millis(5), &ok);
+            }
+            agg.add_intervals(r.take_completed(2));
+            let shown = agg.worker_reached(worker, 2).len();
+            assert_eq!(shown, if worker == 0 { 0 } else { 2 });
+            let report = r.finish();
+            agg.add_intervals(report.intervals);
+            agg.add_per_request(&report.per_request);
+        }
+        let (total, per_request, timeline) = agg.finish();
+        assert_eq!(total.requests, 8);
+        assert_eq!(per_request[0].requests, 8);
+        let counts: Vec<u64> = timeline.iter().map(|p| p.requests).collect();
+        assert_eq!(counts, vec![2, 4, 0, 2]);
+        assert_eq!(
+            timeline.iter().map(|p| p.requests).sum::<u64>(),
+            total.requests
+        );
+        assert_eq!(timeline[3].t_s, 4);
+    }
+}

@@ -1,0 +1,243 @@
+//! The per-worker recorder. One per worker thread, never shared across
+//! threads, so recording is a few additions and three histogram increments.
+
+use super::{histogram, ErrorClass, Stats, MAX_STATUS};
+use std::time::{Duration, Instant};
+
+/// What became of one request, as the client saw it.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Outcome {
+    /// Status of the final response, when one was read.
+    pub status: Option<u16>,
+    /// Why the request failed, if it did.
+    pub error: Option<ErrorClass>,
+    /// Response bytes read (head + body).
+    pub bytes: u64,
+    /// The request opened a new TCP connection.
+    pub connected: bool,
+}
+
+/// One second of one worker's recordings. `index` 0 is [start, start+1s).
+#[derive(Debug)]
+pub struct Interval {
+    pub index: u32,
+    pub stats: Stats,
+    /// Most users active (closed) or requests in flight (open) at once.
+    pub active_peak: u32,
+    pub in_flight_peak: u32,
+}
+
+impl Interval {
+    fn new(index: u32, active: u32, in_flight: u32) -> Self {
+        Interval {
+            index,
+            stats: Stats::new(),
+            active_peak: active,
+            in_flight_peak: in_flight,
+        }
+    }
+}
+
+pub struct Recorder {
+    start: Instant,
+    current: Interval,
+    completed: Vec<Interval>,
+    per_request: Vec<Stats>,
+    active: u32,
+    in_flight: u32,
+    last_sent: Option<Instant>,
+    last_done: Option<Instant>,
+}
+
+/// What a worker hands over when it finishes.
+#[derive(Debug)]
+pub struct WorkerReport {
+    pub intervals: Vec<Interval>,
+    pub per_request: Vec<Stats>,
+    /// When this worker sent its last request and finished its last one.
+    pub last_sent: Option<Instant>,
+    pub last_done: Option<Instant>,
+}
+
+impl Recorder {
+    pub fn new(start: Instant, request_count: usize) -> Self {
+        Recorder {
+            start,
+            current: Interval::new(0, 0, 0),
+            completed: Vec::new(),
+            per_request: (0..request_count).map(|_| Stats::new()).collect(),
+            active: 0,
+            in_flight: 0,
+            last_sent: None,
+            last_done: None,
+        }
+    }
+
+    fn interval_index(&self, at: Instant) -> u32 {
+        (at.saturating_duration_since(self.start).as_micros() / 1_000_000) as u32
+    }
+
+    /// Moves to the interval `at` falls in (times only move forward here:
+    /// one thread, one monotonic clock).
+    fn advance_to(&mut self, at: Instant) {
+        let index = self.interval_index(at);
+        if index > self.current.index {
+            let next = Interval::new(index, self.active, self.in_flight);
+            self.completed
+                .push(std::mem::replace(&mut self.current, next));
+        }
+    }
+
+    pub fn user_started(&mut self) {
+        self.active += 1;
+        self.current.active_peak = self.current.active_peak.max(self.active);
+    }
+
+    pub fn user_finished(&mut self) {
+        self.active -= 1;
+    }
+
+    /// A request is about to be sent (or waits for a connection).
+    pub fn request_started(&mut self) {
+        self.in_flight += 1;
+        self.current.in_flight_peak = self.current.in_flight_peak.max(self.in_flight);
+    }
+
+    /// Files a finished request. `sent` is `None` when it was never sent.
+    pub fn record(
+        &mut self,
+        request: usize,
+        intended: Instant,
+        sent: Option<Instant>,
+        done: Instant,
+        outcome: &Outcome,
+    ) {
+        self.in_flight = self.in_flight.saturating_sub(1);
+        self.advance_to(done);
+        self.last_done = Some(done);
+        if sent.is_some() {
+            self.last_sent = self.last_sent.max(sent);
+        }
+        let latency = micros(done.saturating_duration_since(intended));
+        let service = sent.map(|s| micros(done.saturating_duration_since(s)));
+        let lag = sent.map(|s| micros(s.saturating_duration_since(intended)));
+        record_into(&mut self.current.stats, latency, service, lag, outcome);
+        record_into(
+            &mut self.per_request[request],
+            latency,
+            service,
+            lag,
+            outcome,
+        );
+    }
+
+    /// Intervals that ended before `upto` (an interval index), oldest first.
+    pub fn take_completed(&mut self, upto: u32) -> Vec<Interval> {
+        if self.current.index < upto {
+            let next = Interval::new(upto, self.active, self.in_flight);
+            self.completed
+                .push(std::mem::replace(&mut self.current, next));
+        }
+        std::mem::take(&mut self.completed)
+    }
+
+    pub fn active(&self) -> u32 {
+        self.active
+    }
+
+    pub fn in_flight(&self) -> u32 {
+        self.in_flight
+    }
+
+    /// Everything left: the remaining intervals and the per-request totals.
+    pub fn finish(self) -> WorkerReport {
+        let mut intervals = self.completed;
+        intervals.push(self.current);
+        WorkerReport {
+            intervals,
+            per_request: self.per_request,
+            last_sent: self.last_sent,
+            last_done: self.last_done,
+        }
+    }
+}
+
+fn micros(d: Duration) -> u64 {
+    d.as_micros().min(u64::MAX as u128) as u64
+}
+
+fn record_into(
+    stats: &mut Stats,
+    latency: u64,
+    service: Option<u64>,
+    lag: Option<u64>,
+    outcome: &Outcome,
+) {
+    stats.requests += 1;
+    stats.bytes += outcome.bytes;
+    stats.connections_opened += outcome.connected as u64;
+    if let Some(code) = outcome.status {
+        stats.status[(code as usize).min(MAX_STATUS)] += 1;
+    }
+    histogram::record_us(&mut stats.latency, latency);
+    if let Some(service) = service {
+        histogram::record_us(&mut stats.service_time, service);
+    }
+    if let Some(lag) = lag {
+        histogram::record_us(&mut stats.send_lag, lag);
+    }
+    match outcome.error {
+        None => {
+            stats.ok += 1;
+            histogram::record_us(&mut stats.latency_ok, latency);
+        }
+        Some(class) => {
+            stats.failed += 1;
+            stats.errors[class.index()] += 1;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn outcomes_land_in_the_second_they_complete() {
+        let start = Instant::now();
+        let mut r = Recorder::new(start, 1);
+        let ok = Outcome {
+            status: Some(200),
+            ..Default::default()
+        };
+        let at = |ms| start + Duration::from_millis(ms);
+        r.request_started();
+        r.record(0, at(0), Some(at(0)), at(10), &ok);
+        r.request_started();
+        r.record(0, at(900), Some(at(950)), at(1500), &ok);
+        let failed = Outcome {
+            error: Some(ErrorClass::ConnectRefused),
+            ..Default::default()
+        };
+        r.request_started();
+        r.record(0, at(2100), Some(at(2100)), at(2101), &failed);
+        let done = r.take_completed(2);
+        assert_eq!(done.iter().map(|i| i.index).collect::<Vec<_>>(), vec![0, 1]);
+        assert_eq!(done[1].stats.requests, 1);
+        // latency counts from the intended time: 1500 - 900 = 600 ms
+        assert_eq!(done[1].stats.latency.max() / 1000, 600);
+        assert_eq!(done[1].stats.service_time.max() / 1000, 550);
+        assert_eq!(done[1].stats.send_lag.max() / 1000, 50);
+        let report = r.finish();
+        assert_eq!(report.intervals.len(), 1);
+        assert_eq!(report.intervals[0].stats.failed, 1);
+        assert_eq!(report.per_request[0].requests, 3);
+        assert_eq!(report.per_request[0].ok, 2);
+        assert_eq!(
+            report.per_request[0].error_count(ErrorClass::ConnectRefused),
+            1
+        );
+        assert_eq!(report.last_done, Some(at(2101)));
+        assert_eq!(report.last_sent, Some(at(2100)));
+    }
+}

@@ -1,0 +1,246 @@
+//! `headroom target`: the built-in sample server, a real stand-in for a
+//! pre-forking, threaded app server (Puma `-w W -t T`).
+//!
+//! The master binds the port, maps shared counters, forks W workers that
+//! inherit the listening socket, and respawns any that die. Each worker has
+//! one IO thread (tokio + hyper, HTTP/1.1 keep-alive) and T app threads; a
+//! request holds an app thread while it runs, so a worker serves at most T
+//! requests at once and the rest wait, as in the seeds' servers.
+//! `--workers 0` serves from the master itself (Puma's single mode).
+//!
+//! Endpoints: `/hello`, `/fibonacci?n=`, `/sleep?ms=`, `/status?code=`,
+//! `/bytes?n=`, `/health` and `/stats` (the last two are not counted).
+
+pub mod app;
+mod counters;
+
+use bytes::Bytes;
+use counters::Counters;
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper::{Request, Response};
+use std::convert::Infallible;
+use std::io::Write;
+use std::net::{SocketAddr, TcpListener, ToSocketAddrs};
+use std::time::Duration;
+
+#[derive(Clone, Debug)]
+pub struct TargetConfig {
+    pub listen: String,
+    pub workers: u32,
+    pub threads: u32,
+    pub public: bool,
+    pub backlog: u32,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum TargetError {
+    #[error("cannot parse listen address `{0}` (expected e.g. 127.0.0.1:8080)")]
+    Address(String),
+    #[error("refusing to listen on non-loopback address {0}: pass --public to allow it")]
+    NotLoopback(SocketAddr),
+    #[error("--threads must be at least 1")]
+    NoThreads,
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+}
+
+fn bind(addr: SocketAddr, backlog: u32) -> std::io::Result<TcpListener> {
+    use socket2::{Domain, Socket, Type};
+    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, None)?;
+    socket.set_reuse_address(true)?;
+    socket.bind(&addr.into())?;
+    socket.listen(backlog.min(i32::MAX as u32) as i32)?;
+    Ok(socket.into())
+}
+
+/// Binds, prints `listening on http://ADDR` on stdout, and serves until
+/// SIGTERM/SIGINT. Blocks; forks when `workers > 0`.
+pub fn run(config: &TargetConfig) -> Result<(), TargetError> {
+    if config.threads == 0 {
+        return Err(TargetError::NoThreads);
+    }
+    let addr = config
+        .listen
+        .to_socket_addrs()
+        .ok()
+        .and_then(|mut a| a.next())
+        .ok_or_else(|| TargetError::Address(config.listen.clone()))?;
+    if !addr.ip().is_loopback() && !config.public {
+        return Err(TargetError::NotLoopback(addr));
+    }
+    let listener =
+        bind(addr, config.backlog).map_err(|source| TargetError::Bind { addr, source })?;
+    let counters: &'static Counters = Box::leak(Box::new(Counters::new_shared()?));
+    let local = listener.local_addr()?;
+    {
+        let mut out = std::io::stdout().lock();
+        writeln!(
+            out,
+            "headroom target listening on http://{local} (workers {}, threads {}, pid {})",
+            config.workers,
+            config.threads,
+            std::process::id()
+        )?;
+        out.flush()?;
+    }
+    if config.workers == 0 {
+        serve(listener, config.threads, counters);
+        return Ok(());
+    }
+    master(listener, config, counters)
+}
+
+/// Forks and supervises the workers (no threads exist yet: fork is safe).
+fn master(
+    listener: TcpListener,
+    config: &TargetConfig,
+    counters: &'static Counters,
+) -> Result<(), TargetError> {
+    use signal_hook::consts::{SIGCHLD, SIGINT, SIGTERM};
+    let spawn = || -> std::io::Result<libc::pid_t> {
+        // SAFETY: the master is single-threaded here (signal-hook's
+        // iterator does not start a thread), so the child may run Rust code.
+        match unsafe { libc::fork() } {
+            -1 => Err(std::io::Error::last_os_error()),
+            0 => {
+                unsafe {
+                    // Die with the master, and take default signal actions.
+                    libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+                    for sig in [libc::SIGTERM, libc::SIGINT, libc::SIGCHLD] {
+                        libc::signal(sig, libc::SIG_DFL);
+                    }
+                }
+                serve(
+                    listener.try_clone().expect("dup listener"),
+                    config.threads,
+                    counters,
+                );
+                std::process::exit(0);
+            }
+            pid => Ok(pid),
+        }
+    };
+    let mut signals = signal_hook::iterator::Signals::new([SIGTERM, SIGINT, SIGCHLD])?;
+    let mut children: Vec<libc::pid_t> = (0..config.workers)
+        .map(|_| spawn())
+        .collect::<Result<_, _>>()?;
+    'supervise: for signal in signals.forever() {
+        match signal {
+            SIGCHLD => loop {
+                let mut status = 0;
+                // SAFETY: reaps any exited child without blocking.
+                let pid = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
+                if pid <= 0 {
+                    break;
+                }
+                if let Some(slot) = children.iter_mut().find(|c| **c == pid) {
+                    // A worker died: replace it, as Puma and Unicorn do.
+                    *slot = spawn()?;
+                }
+            },
+            _ => break 'supervise,
+        }
+    }
+    for &pid in &children {
+        // SAFETY: signalling our own children.
+        unsafe { libc::kill(pid, libc::SIGTERM) };
+    }
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    for &pid in &children {
+        loop {
+            let mut status = 0;
+            let r = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
+            if r != 0 {
+                break;
+            }
+            if std::time::Instant::now() > deadline {
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+    Ok(())
+}
+
+/// One worker: an IO thread and `threads` app threads.
+fn serve(listener: TcpListener, threads: u32, counters: &'static Counters) {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .max_blocking_threads(threads as usize)
+        .build()
+        .expect("a tokio runtime can be built");
+    runtime.block_on(async move {
+        listener
+            .set_nonblocking(true)
+            .expect("nonblocking listener");
+        let listener = tokio::net::TcpListener::from_std(listener).expect("tokio listener");
+        loop {
+            let Ok((stream, _)) = listener.accept().await else {
+                // EMFILE and friends: back off instead of spinning.
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                continue;
+            };
+            let _ = stream.set_nodelay(true);
+            tokio::spawn(async move {
+                let service = hyper::service::service_fn(move |req| handle(req, counters));
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                    .await;
+            });
+        }
+    });
+}
+
+fn reply(r: app::Reply) -> Response<Full<Bytes>> {
+    Response::builder()
+        .status(r.status)
+        .header("content-type", r.content_type)
+        .body(Full::new(Bytes::from(r.body)))
+        .expect("valid response")
+}
+
+async fn handle(
+    req: Request<Incoming>,
+    counters: &'static Counters,
+) -> Result<Response<Full<Bytes>>, Infallible> {
+    let path = req.uri().path();
+    let query = req.uri().query().unwrap_or("");
+    match path {
+        "/health" => {
+            return Ok(reply(app::Reply {
+                status: 200,
+                content_type: "text/plain",
+                body: b"ok\n".to_vec(),
+            }))
+        }
+        "/stats" => {
+            return Ok(reply(app::Reply {
+                status: 200,
+                content_type: "application/json",
+                body: counters.json().into_bytes(),
+            }))
+        }
+        _ => {}
+    }
+    let _in_flight = counters.begin();
+    let route = match app::route(path, query) {
+        Ok(route) => route,
+        Err(r) => return Ok(reply(r)),
+    };
+    // Holding an app thread for the whole request is the point: it is what
+    // makes the worker × thread grid behave like a real app server.
+    let r = tokio::task::spawn_blocking(move || app::respond(route))
+        .await
+        .unwrap_or_else(|_| app::Reply {
+            status: 500,
+            content_type: "text/plain",
+            body: b"app thread panicked\n".to_vec(),
+        });
+    Ok(reply(r))
+}
