@@ -29,7 +29,7 @@ struct Cli {
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Load one HTTP server and report exact counts and latencies.
-    Run(args::RunArgs),
+    Run(Box<args::RunArgs>),
     /// The built-in sample server (workers × threads, like Puma -w/-t).
     Target(args::TargetArgs),
     /// Start the built-in target, load it with a realistic mix, summarise.
@@ -46,7 +46,7 @@ pub fn main() -> i32 {
         }
     };
     let result = match cli.command {
-        Command::Run(a) => run::run(a),
+        Command::Run(a) => run::run(*a),
         Command::Target(a) => target(a),
         Command::Demo(a) => demo::demo(a),
     };

@@ -195,7 +195,8 @@ mod tests {
     #[test]
     fn constant_rate_table() {
         // (rate, duration s, arrivals, [(n, expected t in s)])
-        let cases: &[(f64, f64, u64, &[(u64, f64)])] = &[
+        type Case = (f64, f64, u64, &'static [(u64, f64)]);
+        let cases: &[Case] = &[
             (500.0, 10.0, 5000, &[(0, 0.0), (1, 0.002), (4999, 9.998)]),
             (1.0, 3.0, 3, &[(0, 0.0), (2, 2.0)]),
             (0.3, 10.0, 3, &[(1, 3.333_333), (2, 6.666_667)]),
