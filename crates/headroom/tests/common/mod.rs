@@ -1,0 +1,332 @@
+//! Test harness: real servers on loopback, each stopped by its own PID on
+//! drop (even when the test fails), and a runner for the `headroom` binary.
+#![allow(dead_code)]
+
+use serde_json::Value;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+pub fn headroom_bin() -> &'static str {
+    env!("CARGO_BIN_EXE_headroom")
+}
+
+/// Kills a child process by its PID when dropped: SIGTERM, then SIGKILL.
+pub struct ProcessGuard {
+    pub child: Child,
+}
+
+impl ProcessGuard {
+    pub fn pid(&self) -> i32 {
+        self.child.id() as i32
+    }
+}
+
+impl Drop for ProcessGuard {
+    fn drop(&mut self) {
+        unsafe { libc::kill(self.pid(), libc::SIGTERM) };
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The built-in target on a free port.
+pub struct Target {
+    pub guard: ProcessGuard,
+    pub base: String,
+}
+
+impl Target {
+    pub fn start(workers: u32, threads: u32) -> Target {
+        Self::start_with(&[
+            "--workers",
+            &workers.to_string(),
+            "--threads",
+            &threads.to_string(),
+        ])
+    }
+
+    pub fn start_with(args: &[&str]) -> Target {
+        let mut child = Command::new(headroom_bin())
+            .args(["target", "--listen", "127.0.0.1:0"])
+            .args(args)
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("start headroom target");
+        let stdout = child.stdout.take().unwrap();
+        let guard = ProcessGuard { child };
+        let mut line = String::new();
+        BufReader::new(stdout).read_line(&mut line).unwrap();
+        let base = line
+            .split_whitespace()
+            .find(|w| w.starts_with("http://"))
+            .unwrap_or_else(|| panic!("target did not start: {line:?}"))
+            .to_string();
+        Target { guard, base }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{}", self.base, path)
+    }
+
+    pub fn stats(&self) -> Value {
+        let body = http_get(&self.url("/stats"));
+        serde_json::from_str(&body).unwrap()
+    }
+
+    pub fn requests(&self) -> u64 {
+        self.stats()["requests"].as_u64().unwrap()
+    }
+}
+
+/// A blocking one-shot GET (for reading a server's own counters).
+pub fn http_get(url: &str) -> String {
+    let rest = url.strip_prefix("http://").unwrap();
+    let (host, path) = rest.split_at(rest.find('/').unwrap());
+    let mut s = TcpStream::connect(host).unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    out.split_once("\r\n\r\n").unwrap().1.to_string()
+}
+
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+pub fn wait_for_port(port: u16) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "port {port} never opened");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Debian's nginx on a free loopback port, with its own config and an
+/// access log to count what it received.
+pub struct Nginx {
+    pub guard: ProcessGuard,
+    pub dir: tempfile::TempDir,
+    pub port: u16,
+}
+
+impl Nginx {
+    pub fn start() -> Nginx {
+        let nginx = ["/usr/sbin/nginx", "/usr/bin/nginx"]
+            .into_iter()
+            .find(|p| Path::new(p).exists())
+            .expect("nginx is required for these tests: apt-get install -y nginx-light");
+        let dir = tempfile::tempdir().unwrap();
+        let port = free_port();
+        let d = dir.path().display();
+        let user = if unsafe { libc::geteuid() } == 0 {
+            "user root;"
+        } else {
+            ""
+        };
+        let conf = format!(
+            "{user}
+worker_processes 1;
+daemon off;
+pid {d}/nginx.pid;
+error_log {d}/error.log;
+events {{ worker_connections 8192; }}
+http {{
+  access_log {d}/access.log;
+  client_body_temp_path {d}/body;
+  proxy_temp_path {d}/proxy;
+  fastcgi_temp_path {d}/fastcgi;
+  uwsgi_temp_path {d}/uwsgi;
+  scgi_temp_path {d}/scgi;
+  keepalive_requests 100000;
+  server {{
+    listen 127.0.0.1:{port} backlog=4096;
+    location / {{ return 200 \"hello from nginx\\n\"; }}
+  }}
+}}
+"
+        );
+        std::fs::write(dir.path().join("nginx.conf"), conf).unwrap();
+        let child = Command::new(nginx)
+            .arg("-p")
+            .arg(dir.path())
+            .arg("-c")
+            .arg(dir.path().join("nginx.conf"))
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start nginx");
+        let guard = ProcessGuard { child };
+        wait_for_port(port);
+        Nginx { guard, dir, port }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://127.0.0.1:{}{}", self.port, path)
+    }
+
+    /// Requests nginx logged (one access-log line each).
+    pub fn requests(&self) -> u64 {
+        let log = std::fs::read_to_string(self.dir.path().join("access.log")).unwrap_or_default();
+        log.lines().count() as u64
+    }
+}
+
+/// A hand-written server on a free port: `handle` gets each accepted
+/// connection on its own thread. Counts requests the handler reports.
+pub struct RawServer {
+    pub addr: SocketAddr,
+    pub requests: Arc<AtomicU64>,
+    stop: Arc<AtomicBool>,
+}
+
+impl RawServer {
+    pub fn start<F>(handle: F) -> RawServer
+    where
+        F: Fn(TcpStream, &AtomicU64) + Send + Sync + 'static,
+    {
+        Self::start_with_backlog(None, handle)
+    }
+
+    pub fn start_with_backlog<F>(backlog: Option<i32>, handle: F) -> RawServer
+    where
+        F: Fn(TcpStream, &AtomicU64) + Send + Sync + 'static,
+    {
+        let listener = match backlog {
+            None => TcpListener::bind("127.0.0.1:0").unwrap(),
+            Some(n) => {
+                let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None)
+                    .unwrap();
+                s.bind(&"127.0.0.1:0".parse::<SocketAddr>().unwrap().into())
+                    .unwrap();
+                s.listen(n).unwrap();
+                s.into()
+            }
+        };
+        let addr = listener.local_addr().unwrap();
+        let requests = Arc::new(AtomicU64::new(0));
+        let stop = Arc::new(AtomicBool::new(false));
+        let handle = Arc::new(handle);
+        let (r, st) = (requests.clone(), stop.clone());
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                if st.load(Ordering::SeqCst) {
+                    break;
+                }
+                let Ok(stream) = stream else { continue };
+                let (h, r) = (handle.clone(), r.clone());
+                std::thread::spawn(move || h(stream, &r));
+            }
+        });
+        RawServer {
+            addr,
+            requests,
+            stop,
+        }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{}", self.addr, path)
+    }
+
+    pub fn requests(&self) -> u64 {
+        self.requests.load(Ordering::SeqCst)
+    }
+}
+
+impl Drop for RawServer {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        let _ = TcpStream::connect(self.addr);
+    }
+}
+
+/// Reads one request head (up to the blank line); false on EOF/error.
+pub fn read_request(stream: &mut TcpStream) -> bool {
+    let mut buf = Vec::new();
+    let mut byte = [0u8; 1024];
+    loop {
+        match stream.read(&mut byte) {
+            Ok(0) | Err(_) => return false,
+            Ok(n) => {
+                buf.extend_from_slice(&byte[..n]);
+                if buf.windows(4).any(|w| w == b"\r\n\r\n") {
+                    return true;
+                }
+            }
+        }
+    }
+}
+
+/// A finished `headroom` invocation.
+pub struct Run {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+    pub results: Option<Value>,
+    pub elapsed: Duration,
+    _dir: tempfile::TempDir,
+}
+
+impl Run {
+    pub fn results(&self) -> &Value {
+        self.results.as_ref().unwrap_or_else(|| {
+            panic!(
+                "no results file; exit {}\nstdout:\n{}\nstderr:\n{}",
+                self.code, self.stdout, self.stderr
+            )
+        })
+    }
+
+    pub fn total(&self) -> u64 {
+        self.results()["requests"]["total"].as_u64().unwrap()
+    }
+
+    pub fn error(&self, class: &str) -> u64 {
+        self.results()["errors"][class].as_u64().unwrap_or(0)
+    }
+}
+
+/// Runs `headroom run ARGS --out <tmp>` and collects everything.
+pub fn run(args: &[&str]) -> Run {
+    run_with(args, |_| {})
+}
+
+pub fn run_with(args: &[&str], customise: impl FnOnce(&mut Command)) -> Run {
+    let dir = tempfile::tempdir().unwrap();
+    let out: PathBuf = dir.path().join("results.json");
+    let mut cmd = Command::new(headroom_bin());
+    cmd.arg("run").args(args).arg("--out").arg(&out);
+    customise(&mut cmd);
+    let start = Instant::now();
+    let output = cmd.output().expect("run headroom");
+    let results = std::fs::read_to_string(&out)
+        .ok()
+        .map(|s| serde_json::from_str(&s).expect("results.json is valid JSON"));
+    Run {
+        code: output.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&output.stdout).into(),
+        stderr: String::from_utf8_lossy(&output.stderr).into(),
+        results,
+        elapsed: start.elapsed(),
+        _dir: dir,
+    }
+}
