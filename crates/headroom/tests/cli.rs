@@ -1,0 +1,114 @@
+//! The command line: bad input gets one clear line and exit code 2, no
+//! panic; Ctrl-C and SIGTERM stop a run promptly and still write results.
+
+mod common;
+use common::{headroom_bin, Target};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn headroom(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(headroom_bin()).args(args).output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into(),
+        String::from_utf8_lossy(&out.stderr).into(),
+    )
+}
+
+#[test]
+fn bad_input_is_one_clear_error_and_exit_2() {
+    let url = "http://127.0.0.1:9/";
+    // (args, what the message must mention)
+    let cases: &[(&[&str], &str)] = &[
+        (&["run", "--url", url, "--bogus"], "--bogus"),
+        (
+            &["run", "--url", url, "--duration", "ten"],
+            "not a duration",
+        ),
+        (&["run", "--url", url, "--rate=-5"], "not a rate"),
+        (&["run", "--url", url, "--rate", "fast"], "not a rate"),
+        (&["run", "--url", "not a url"], "not a valid URL"),
+        (&["run", "--url", "ftp://127.0.0.1/"], "unsupported scheme"),
+        (
+            &["run", "--url", "https://127.0.0.1/"],
+            "unsupported scheme",
+        ),
+        (&["run", "--url", url, "--stages", "10s"], "DURATION:RATE"),
+        (
+            &["run", "--url", url, "--rate", "5", "--vus", "3"],
+            "--vus is for the closed model",
+        ),
+        (&["run", "--url", url, "--vus", "0"], "at least 1"),
+        (&["run", "--url", url, "-H", "nocolon"], "not a header"),
+        (
+            &["run", "--url", url, "--expect-status", "42"],
+            "not an HTTP status",
+        ),
+        (&["run"], "--url"),
+        (&["target", "--listen", "8.8.8.8:80"], "non-loopback"),
+        (
+            &["target", "--listen", "nonsense"],
+            "cannot parse listen address",
+        ),
+        (&["frobnicate"], "frobnicate"),
+    ];
+    for (args, needle) in cases {
+        let (code, _, stderr) = headroom(args);
+        assert_eq!(code, 2, "{args:?}: {stderr}");
+        assert!(stderr.contains(needle), "{args:?}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+    }
+}
+
+#[test]
+fn help_and_version_exit_0() {
+    assert_eq!(headroom(&["--help"]).0, 0);
+    let (code, out, _) = headroom(&["--version"]);
+    assert_eq!(code, 0);
+    assert!(out.contains(env!("CARGO_PKG_VERSION")));
+}
+
+fn interrupt_mid_run(signal: i32) {
+    let target = Target::start(1, 4);
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("r.json");
+    let url = target.url("/sleep?ms=5");
+    let mut child = Command::new(headroom_bin())
+        .args([
+            "run",
+            "--url",
+            &url,
+            "--vus",
+            "4",
+            "--duration",
+            "60s",
+            "--out",
+        ])
+        .arg(&out)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(2500));
+    let sent = Instant::now();
+    unsafe { libc::kill(child.id() as i32, signal) };
+    let status = child.wait().unwrap();
+    assert!(sent.elapsed() < Duration::from_secs(3), "stopped promptly");
+    assert_eq!(status.code(), Some(130));
+    let results: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    assert_eq!(results["interrupted"], true);
+    let total = results["requests"]["total"].as_u64().unwrap();
+    assert!(total > 100);
+    assert_eq!(total, target.requests(), "exact even when interrupted");
+    assert!(results["duration_s"].as_f64().unwrap() < 5.0);
+}
+
+#[test]
+fn sigint_mid_run_writes_valid_results() {
+    interrupt_mid_run(libc::SIGINT);
+}
+
+#[test]
+fn sigterm_mid_run_writes_valid_results() {
+    interrupt_mid_run(libc::SIGTERM);
+}

@@ -1,0 +1,290 @@
+//! Every failure is classified and counted, and the run still ends on
+//! time: servers that refuse, never answer, close early, send garbage or
+//! reset; the generator running out of file descriptors. And every legal
+//! response framing is read as a success.
+
+mod common;
+use common::{read_request, run, run_with, RawServer, Target};
+use std::io::Write;
+use std::os::unix::process::CommandExt;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+fn closed_port() -> u16 {
+    common::free_port()
+}
+
+#[test]
+fn refused_port_is_counted_and_exits_2() {
+    let url = format!("http://127.0.0.1:{}/", closed_port());
+    let r = run(&["--url", &url, "--vus", "2", "--duration", "1s"]);
+    assert_eq!(r.code, 2);
+    assert!(r.stderr.contains("could not connect"), "{}", r.stderr);
+    assert_eq!(
+        r.stderr.trim().lines().count(),
+        1,
+        "one-line error: {}",
+        r.stderr
+    );
+    let refused = r.error("connect_refused");
+    assert!(refused > 0);
+    assert_eq!(refused, r.total());
+    assert_eq!(
+        r.results()["requests"]["not_delivered"].as_u64(),
+        Some(refused)
+    );
+}
+
+#[test]
+fn never_answering_server_times_out_on_time() {
+    let server = RawServer::start(|mut s, count| {
+        if read_request(&mut s) {
+            count.fetch_add(1, Ordering::SeqCst);
+            std::thread::sleep(Duration::from_secs(30));
+        }
+    });
+    let r = run(&[
+        "--url",
+        &server.url("/"),
+        "--vus",
+        "2",
+        "--duration",
+        "1s",
+        "--timeout",
+        "400ms",
+    ]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let timeouts = r.error("request_timeout");
+    assert!(timeouts >= 2, "{:?}", r.results()["errors"]);
+    assert_eq!(timeouts, r.total());
+    assert_eq!(server.requests(), r.total());
+    // 1 s of load plus at most one 400 ms timeout, plus process start.
+    assert!(r.elapsed < Duration::from_secs(4), "took {:?}", r.elapsed);
+}
+
+#[test]
+fn graceful_stop_cuts_off_slow_requests_as_aborted() {
+    let target = Target::start(1, 8);
+    let r = run(&[
+        "--url",
+        &target.url("/sleep?ms=5000"),
+        "--vus",
+        "3",
+        "--duration",
+        "1s",
+        "--graceful-stop",
+        "500ms",
+    ]);
+    assert_eq!(r.error("aborted"), 3);
+    assert_eq!(r.total(), 3);
+    assert_eq!(target.requests(), 3);
+    assert!(r.elapsed < Duration::from_secs(4), "took {:?}", r.elapsed);
+}
+
+/// Serves every request with `response`, then closes when `close` is set.
+fn answering(response: &'static [u8], close: bool) -> RawServer {
+    RawServer::start(move |mut s, count| {
+        while read_request(&mut s) {
+            count.fetch_add(1, Ordering::SeqCst);
+            if s.write_all(response).is_err() || close {
+                return;
+            }
+        }
+    })
+}
+
+fn classified(server: &RawServer, class: &str) {
+    let r = run(&["--url", &server.url("/"), "--vus", "2", "--duration", "1s"]);
+    assert_eq!(r.code, 0, "{class}: {}", r.stderr);
+    let n = r.error(class);
+    assert!(n > 0, "{class}: {:?}", r.results()["errors"]);
+    assert_eq!(n, r.total(), "{class}: every request fails so");
+    assert_eq!(server.requests(), r.total(), "{class}: server count");
+}
+
+#[test]
+fn close_mid_response_is_classified() {
+    let server = answering(
+        b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nonly part",
+        true,
+    );
+    classified(&server, "closed_mid_response");
+}
+
+#[test]
+fn close_before_response_is_classified() {
+    let server = answering(b"", true);
+    classified(&server, "closed_before_response");
+}
+
+#[test]
+fn garbage_response_is_classified() {
+    let server = answering(b"this is not http\r\n\r\n", false);
+    classified(&server, "malformed_response");
+}
+
+#[test]
+fn reset_is_classified() {
+    let server = RawServer::start(|s, count| {
+        let mut s = s;
+        if read_request(&mut s) {
+            count.fetch_add(1, Ordering::SeqCst);
+            // SO_LINGER 0: close sends RST instead of FIN.
+            let _ = socket2::SockRef::from(&s).set_linger(Some(Duration::ZERO));
+        }
+    });
+    classified(&server, "connection_reset");
+}
+
+#[test]
+fn statuses_are_failures_unless_expected() {
+    let target = Target::start(1, 4);
+    let r = run(&["--url", &target.url("/status?code=503"), "--requests", "50"]);
+    assert_eq!(r.error("http_5xx"), 50);
+    assert_eq!(r.results()["status_codes"]["503"].as_u64(), Some(50));
+    let r = run(&[
+        "--url",
+        &target.url("/status?code=404"),
+        "--requests",
+        "50",
+        "--expect-status",
+        "404",
+    ]);
+    assert_eq!(r.results()["requests"]["ok"].as_u64(), Some(50));
+    let r = run(&[
+        "--url",
+        &target.url("/hello"),
+        "--requests",
+        "20",
+        "--expect-status",
+        "404",
+    ]);
+    assert_eq!(r.error("unexpected_status"), 20);
+}
+
+#[test]
+fn too_many_open_files_is_classified_with_advice() {
+    let target = Target::start(1, 8);
+    let r = run_with(
+        &[
+            "--url",
+            &target.url("/hello"),
+            "--vus",
+            "100",
+            "--duration",
+            "1s",
+        ],
+        |cmd| unsafe {
+            cmd.pre_exec(|| {
+                let lim = libc::rlimit {
+                    rlim_cur: 40,
+                    rlim_max: 40,
+                };
+                libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+                Ok(())
+            });
+        },
+    );
+    assert!(r.error("too_many_open_files") > 0, "{}", r.stderr);
+    let res = r.results();
+    assert!(res["requests"]["ok"].as_u64().unwrap() > 0);
+    let warnings = res["warnings"].to_string();
+    assert!(warnings.contains("ulimit -n"), "{warnings}");
+    assert!(r.stdout.contains("ulimit -n"));
+}
+
+#[test]
+fn connect_timeout_is_classified() {
+    // Backlog 1 and never accepting: the kernel drops further SYNs.
+    let listener =
+        socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    listener
+        .bind(
+            &"127.0.0.1:0"
+                .parse::<std::net::SocketAddr>()
+                .unwrap()
+                .into(),
+        )
+        .unwrap();
+    listener.listen(0).unwrap();
+    let addr = listener.local_addr().unwrap().as_socket().unwrap();
+    let r = run(&[
+        "--url",
+        &format!("http://{addr}/"),
+        "--vus",
+        "8",
+        "--duration",
+        "1s",
+        "--connect-timeout",
+        "300ms",
+        "--timeout",
+        "300ms",
+    ]);
+    assert!(
+        r.error("connect_timeout") > 0,
+        "{:?}",
+        r.results()["errors"]
+    );
+    drop(listener);
+}
+
+/// Legal framings are successes, and a close-delimited body is followed by
+/// a reconnect rather than an error (wrk miscounts these).
+#[test]
+fn every_legal_framing_is_a_success() {
+    let cases: &[(&str, &[u8], bool)] = &[
+        ("content-length", b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello", false),
+        (
+            "chunked",
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n",
+            false,
+        ),
+        ("until close", b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\nbody until close", true),
+        ("HTTP/1.0", b"HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nok", true),
+        (
+            "connection: close",
+            b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 2\r\n\r\nok",
+            true,
+        ),
+        ("interim 100", b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 204 No Content\r\n\r\n", false),
+    ];
+    for &(label, response, closes) in cases {
+        let server = answering(response, closes);
+        let r = run(&["--url", &server.url("/"), "--vus", "3", "--duration", "1s"]);
+        assert_eq!(r.code, 0, "{label}: {}", r.stderr);
+        let res = r.results();
+        assert_eq!(
+            res["requests"]["failed"].as_u64(),
+            Some(0),
+            "{label}: {}",
+            res["errors"]
+        );
+        assert!(r.total() > 20, "{label}");
+        assert_eq!(server.requests(), r.total(), "{label}");
+        let conns = res["connections_opened"].as_u64().unwrap();
+        if closes {
+            assert_eq!(conns, r.total(), "{label}: one connection per response");
+        } else {
+            assert_eq!(conns, 3, "{label}: keep-alive");
+        }
+    }
+}
+
+#[test]
+fn dripping_server_is_read_correctly() {
+    let server = RawServer::start(|mut s, count| {
+        while read_request(&mut s) {
+            count.fetch_add(1, Ordering::SeqCst);
+            for b in b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n" {
+                if s.write_all(&[*b]).is_err() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_micros(200));
+            }
+        }
+    });
+    let r = run(&["--url", &server.url("/"), "--vus", "2", "--duration", "1s"]);
+    assert_eq!(r.results()["requests"]["failed"].as_u64(), Some(0));
+    assert!(r.total() >= 10);
+    assert_eq!(server.requests(), r.total());
+}
