@@ -2,7 +2,9 @@
 //!
 //! The pipeline, one module per stage:
 //!
-//! - [`plan`]: the resolved description of a run (what the CLI builds).
+//! - [`scenario`]: scenario files (TOML/YAML) → validated [`plan::Plan`].
+//! - [`plan`]: the resolved description of a run, with its templates,
+//!   feeders and checks.
 //! - [`http`]: HTTP/1.1 client — connect, send, parse the response.
 //! - [`engine`]: workers, the closed and open load models, stopping.
 //! - [`metrics`]: per-worker recording, exact merge, the timeline.
@@ -15,5 +17,6 @@ pub mod http;
 pub mod metrics;
 pub mod plan;
 pub mod report;
+pub mod scenario;
 pub mod sysinfo;
 pub mod target;

@@ -8,9 +8,18 @@ use std::time::Duration;
 
 #[derive(Args, Debug, Clone)]
 pub struct RunArgs {
-    /// URL to load, e.g. http://127.0.0.1:8080/hello
-    #[arg(long, value_name = "URL")]
-    pub url: String,
+    /// Scenario file (.toml, .yaml): requests, sessions, feeders, checks,
+    /// load. Flags given here override the file.
+    #[arg(value_name = "SCENARIO", required_unless_present = "url")]
+    pub scenario: Option<std::path::PathBuf>,
+
+    /// URL to load without a scenario file, e.g. http://127.0.0.1:8080/hello
+    #[arg(long, value_name = "URL", conflicts_with = "scenario")]
+    pub url: Option<String>,
+
+    /// With a scenario: the base URL its request paths are joined to.
+    #[arg(long, value_name = "URL", requires = "scenario")]
+    pub base_url: Option<String>,
 
     /// Closed model: number of virtual users, each with its own connection.
     #[arg(short = 'u', long, value_name = "N", conflicts_with = "connections")]
@@ -56,33 +65,35 @@ pub struct RunArgs {
     #[arg(long)]
     pub no_keepalive: bool,
 
-    /// Time allowed for the TCP handshake.
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "10s")]
-    pub connect_timeout: Duration,
+    /// Time allowed for the TCP (and TLS) handshake [default: 10s].
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub connect_timeout: Option<Duration>,
 
-    /// Time allowed for a whole response after sending (Gatling's default).
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "60s")]
-    pub timeout: Duration,
+    /// Time allowed for a whole response after sending [default: 60s, as
+    /// Gatling].
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub timeout: Option<Duration>,
 
     /// After the load ends, how long in-flight requests may finish before
-    /// being cut off (counted as `aborted`).
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "10s")]
-    pub graceful_stop: Duration,
+    /// being cut off (counted as `aborted`) [default: 10s].
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub graceful_stop: Option<Duration>,
 
-    /// HTTP method.
-    #[arg(short = 'm', long, default_value = "GET")]
-    pub method: String,
+    /// HTTP method (one-liner) [default: GET].
+    #[arg(short = 'm', long, conflicts_with = "scenario")]
+    pub method: Option<String>,
 
     /// Extra request header, "Name: value" (repeatable).
     #[arg(short = 'H', long = "header", value_name = "HEADER", value_parser = parse_header)]
     pub headers: Vec<(String, String)>,
 
-    /// Request body.
-    #[arg(long, value_name = "TEXT")]
+    /// Request body (one-liner).
+    #[arg(long, value_name = "TEXT", conflicts_with = "scenario")]
     pub body: Option<String>,
 
-    /// Statuses that count as OK, e.g. 200,404 [default: anything below 400].
-    #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = parse_status)]
+    /// Statuses that count as OK, e.g. 200,404 (one-liner) [default:
+    /// anything below 400].
+    #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = parse_status, conflicts_with = "scenario")]
     pub expect_status: Option<Vec<u16>>,
 
     /// Generator threads (one event loop each) [default: the CPUs available].

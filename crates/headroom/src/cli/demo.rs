@@ -7,12 +7,42 @@ use super::args::DemoArgs;
 use super::run::{execute, install_interrupt};
 use anyhow::{bail, Context};
 use headroom::engine::StopSignal;
-use headroom::http::{encode_request, Endpoint};
-use headroom::plan::{ClosedLoad, Expect, Load, Plan, RequestSpec};
 use headroom::report::results::DEFAULT_BUCKETS_MS;
+use headroom::scenario::{self, Format};
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
+
+/// The demo's scenario; `BASE` and `DURATION` are filled in.
+const DEMO_SCENARIO: &str = r#"
+base_url = "BASE"
+
+[load]
+model = "closed"
+vus = 16
+ramp_up = "1s"
+duration = "DURATION"
+
+[[request]]
+name = "hello"
+path = "/hello"
+weight = 5
+
+[[request]]
+name = "fibonacci"
+path = "/fibonacci?n=5000"
+weight = 2
+
+[[request]]
+name = "sleep"
+path = "/sleep?ms=20"
+weight = 2
+
+[[request]]
+name = "bytes"
+path = "/bytes?n=50000"
+weight = 1
+"#;
 
 /// Stops the child server when dropped, whatever happened.
 pub struct ServerGuard(pub Child);
@@ -63,44 +93,17 @@ pub fn demo(a: DemoArgs) -> anyhow::Result<i32> {
         "--threads",
         "4",
     ])?;
-    println!("headroom demo: built-in target at {base} (2 workers × 4 threads); 16 users for {} s on a mix of", a.duration.as_secs());
+    println!(
+        "headroom demo: built-in target at {base} (2 workers × 4 threads); 16 users for {} on a mix of",
+        humantime::format_duration(a.duration)
+    );
     println!("  /hello (cheap) 50 %, /fibonacci?n=5000 (CPU) 20 %, /sleep?ms=20 (IO wait) 20 %, /bytes?n=50000 (large) 10 %");
-    let (endpoint, _) = Endpoint::from_url(&base)?;
-    let mix: [(&str, &str, u32); 4] = [
-        ("hello", "/hello", 5),
-        ("fibonacci", "/fibonacci?n=5000", 2),
-        ("sleep", "/sleep?ms=20", 2),
-        ("bytes", "/bytes?n=50000", 1),
-    ];
-    let requests = mix
-        .iter()
-        .map(|&(name, target, weight)| RequestSpec {
-            name: name.into(),
-            method: "GET".into(),
-            target: target.into(),
-            weight,
-            expect: Expect::default(),
-            encoded: encode_request("GET", target, &endpoint.host_header, &[], &[], true),
-        })
-        .collect();
-    let plan = Plan {
-        endpoint,
-        label: base.clone(),
-        requests,
-        load: Load::Closed(ClosedLoad {
-            vus: 16,
-            ramp_up: Duration::from_secs(1),
-            duration: Some(a.duration),
-            iterations: None,
-            think_time: Duration::ZERO,
-        }),
-        keep_alive: true,
-        connect_timeout: Duration::from_secs(5),
-        request_timeout: Duration::from_secs(30),
-        graceful_stop: Duration::from_secs(5),
-        threads: headroom::sysinfo::available_cores(),
-        max_requests: None,
-    };
+    let text = DEMO_SCENARIO.replace("BASE", &base).replace(
+        "DURATION",
+        &humantime::format_duration(a.duration).to_string(),
+    );
+    let raw = scenario::parse(&text, Format::Toml).map_err(|p| anyhow::anyhow!(p.message))?;
+    let plan = scenario::build_raw(&raw, "demo", &base)?;
     let stop = StopSignal::new();
     install_interrupt(&stop)?;
     execute(&plan, &stop, &DEFAULT_BUCKETS_MS, a.out.as_deref(), false)

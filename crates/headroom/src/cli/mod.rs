@@ -34,6 +34,8 @@ enum Command {
     Target(args::TargetArgs),
     /// Start the built-in target, load it with a realistic mix, summarise.
     Demo(args::DemoArgs),
+    /// Print the JSON Schema of scenario files (for editors).
+    Schema,
 }
 
 pub fn main() -> i32 {
@@ -49,6 +51,7 @@ pub fn main() -> i32 {
         Command::Run(a) => run::run(*a),
         Command::Target(a) => target(a),
         Command::Demo(a) => demo::demo(a),
+        Command::Schema => schema(),
     };
     match result {
         Ok(code) => code,
@@ -67,6 +70,12 @@ fn is_broken_pipe(e: &anyhow::Error) -> bool {
         c.downcast_ref::<std::io::Error>()
             .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
     })
+}
+
+fn schema() -> anyhow::Result<i32> {
+    let schema = headroom::scenario::raw::json_schema();
+    println!("{}", serde_json::to_string_pretty(&schema)?);
+    Ok(EXIT_OK)
 }
 
 fn target(a: args::TargetArgs) -> anyhow::Result<i32> {

@@ -1,113 +1,203 @@
-//! `headroom run`: flags → `Plan` → engine → results file and summary.
+//! `headroom run`: a scenario file or a one-liner URL → `Plan` → engine →
+//! results file and summary. Flags override the scenario file; the
+//! one-liner is turned into a scenario too, so both are validated alike.
 
 use super::args::RunArgs;
 use super::{EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK};
 use anyhow::{bail, Context};
-use headroom::engine::schedule::Schedule;
+use headroom::engine::schedule::Stage;
 use headroom::engine::{self, StopSignal};
-use headroom::http::{encode_request, Endpoint};
-use headroom::plan::{
-    ClosedLoad, Expect, Load, OpenLoad, Plan, RequestSpec, DEFAULT_MAX_CONNECTIONS,
-};
+use headroom::http::Endpoint;
+use headroom::plan::Plan;
 use headroom::report::live::Live;
 use headroom::report::results::{Results, ResultsInput};
 use headroom::report::terminal;
+use headroom::scenario::raw::{
+    Model, RawExpect, RawLoad, RawRequest, RawScenario, RawStage, RawStatus,
+};
 use headroom::sysinfo;
 use std::path::Path;
 use std::time::Duration;
 
-const DEFAULT_VUS: u32 = 10;
-const DEFAULT_DURATION: Duration = Duration::from_secs(10);
+fn duration_text(d: Duration) -> String {
+    humantime::format_duration(d).to_string()
+}
+
+/// Flag combinations that make no sense, said in terms of flags.
+fn check_flags(a: &RunArgs) -> anyhow::Result<()> {
+    let open = a.rate.is_some() || a.stages.is_some();
+    if open && a.vus.is_some() {
+        bail!("--vus is for the closed model; with --rate or --stages use --connections to cap connections");
+    }
+    if open && (a.iterations.is_some() || a.ramp_up.is_some() || a.think_time.is_some()) {
+        bail!("--iterations, --ramp-up and --think-time are for the closed model (--vus), not --rate/--stages");
+    }
+    if a.stages.is_some() && a.duration.is_some() {
+        bail!("--duration and --stages both set the length of the run: give one");
+    }
+    for (value, flag) in [
+        (a.vus.map(u64::from), "--vus"),
+        (a.connections.map(u64::from), "--connections"),
+        (a.requests, "--requests"),
+        (a.threads.map(|t| t as u64), "--threads"),
+    ] {
+        if value == Some(0) {
+            bail!("{flag} must be at least 1");
+        }
+    }
+    if a.buckets.windows(2).any(|w| w[0] >= w[1]) {
+        bail!("--buckets must be increasing, e.g. 800,1200");
+    }
+    Ok(())
+}
+
+/// Lays the flags over a scenario (file or one-liner): flags win.
+fn apply_flags(raw: &mut RawScenario, a: &RunArgs) {
+    if let Some(base) = &a.base_url {
+        raw.base_url = Some(base.clone());
+    }
+    let load = raw.load.get_or_insert_with(RawLoad::default);
+    let open_flag = a.rate.is_some() || a.stages.is_some();
+    let closed_flag =
+        a.vus.is_some() || a.iterations.is_some() || a.ramp_up.is_some() || a.think_time.is_some();
+    if open_flag {
+        *load = RawLoad {
+            model: Some(Model::Open),
+            max_connections: load.max_connections,
+            max_requests: load.max_requests,
+            graceful_stop: load.graceful_stop.clone(),
+            duration: load.duration.clone().filter(|_| a.stages.is_none()),
+            ..RawLoad::default()
+        };
+        load.rate = a.rate;
+        load.stages = a.stages.as_ref().map(|s| {
+            s.0.iter()
+                .map(|stage| match *stage {
+                    Stage::Hold { rate, duration } => RawStage {
+                        duration: duration_text(duration),
+                        rate: Some(rate),
+                        ..RawStage::default()
+                    },
+                    Stage::Ramp { from, to, duration } => RawStage {
+                        duration: duration_text(duration),
+                        from: Some(from),
+                        to: Some(to),
+                        ..RawStage::default()
+                    },
+                })
+                .collect()
+        });
+    } else if closed_flag {
+        let was_open = load.model == Some(Model::Open)
+            || load.rate.is_some()
+            || load.stages.is_some()
+            || load.users.is_some()
+            || load.users_per_second.is_some();
+        if was_open {
+            // Switching a file's open load to closed drops its open fields.
+            *load = RawLoad {
+                duration: load.duration.clone(),
+                max_requests: load.max_requests,
+                graceful_stop: load.graceful_stop.clone(),
+                ..RawLoad::default()
+            };
+        }
+        load.model = Some(Model::Closed);
+    }
+    let open = load.model == Some(Model::Open)
+        || (load.model.is_none()
+            && (load.rate.is_some()
+                || load.stages.is_some()
+                || load.users.is_some()
+                || load.users_per_second.is_some()));
+    if let Some(c) = a.connections {
+        if open {
+            load.max_connections = Some(c);
+        } else {
+            load.vus = Some(c);
+        }
+    }
+    if let Some(v) = a.vus {
+        load.vus = Some(v);
+    }
+    let set = |slot: &mut Option<String>, d: Option<Duration>| {
+        if let Some(d) = d {
+            *slot = Some(duration_text(d));
+        }
+    };
+    set(&mut load.duration, a.duration);
+    set(&mut load.ramp_up, a.ramp_up);
+    set(&mut load.think_time, a.think_time);
+    set(&mut load.graceful_stop, a.graceful_stop);
+    if a.requests.is_some() {
+        load.max_requests = a.requests;
+    }
+    if a.iterations.is_some() {
+        load.iterations = a.iterations;
+    }
+    let http = raw.http.get_or_insert_with(Default::default);
+    set(&mut http.timeout, a.timeout);
+    set(&mut http.connect_timeout, a.connect_timeout);
+    if a.no_keepalive {
+        http.keep_alive = Some(false);
+    }
+    if a.threads.is_some() {
+        http.threads = a.threads;
+    }
+    if !a.headers.is_empty() {
+        let headers = http.headers.get_or_insert_with(Default::default);
+        for (k, v) in &a.headers {
+            headers.retain(|old, _| !old.eq_ignore_ascii_case(k));
+            headers.insert(k.clone(), v.clone());
+        }
+    }
+}
+
+/// The one-liner as a scenario: one request to `--url`.
+fn one_liner(a: &RunArgs, url: &str) -> anyhow::Result<RawScenario> {
+    let (endpoint, target) = Endpoint::from_url(url).context("--url")?;
+    let method = a
+        .method
+        .clone()
+        .unwrap_or_else(|| "GET".into())
+        .to_ascii_uppercase();
+    if method.is_empty() || !method.bytes().all(|b| b.is_ascii_alphabetic()) {
+        bail!("--method `{method}` is not an HTTP method");
+    }
+    let scheme = if endpoint.https { "https" } else { "http" };
+    Ok(RawScenario {
+        base_url: Some(format!("{scheme}://{}", endpoint.host_header)),
+        requests: vec![RawRequest {
+            name: format!("{method} {target}"),
+            method: Some(method),
+            path: Some(target),
+            body: a.body.clone(),
+            expect: a.expect_status.as_ref().map(|s| RawExpect {
+                status: Some(RawStatus::List(s.clone())),
+            }),
+            ..RawRequest::default()
+        }],
+        ..RawScenario::default()
+    })
+}
 
 pub fn plan_from_args(a: &RunArgs) -> anyhow::Result<Plan> {
-    let (endpoint, target) = Endpoint::from_url(&a.url).context("--url")?;
-    let open = a.rate.is_some() || a.stages.is_some();
-    let load = if open {
-        if a.vus.is_some() {
-            bail!("--vus is for the closed model; with --rate or --stages use --connections to cap connections");
+    check_flags(a)?;
+    match (&a.scenario, &a.url) {
+        (Some(path), _) => {
+            let mut file = headroom::scenario::read(path)?;
+            apply_flags(&mut file.raw, a);
+            Ok(file.build()?)
         }
-        if a.iterations.is_some() || a.ramp_up.is_some() || a.think_time.is_some() {
-            bail!("--iterations, --ramp-up and --think-time are for the closed model (--vus), not --rate/--stages");
+        (None, Some(url)) => {
+            let mut raw = one_liner(a, url)?;
+            apply_flags(&mut raw, a);
+            let mut plan = headroom::scenario::build_raw(&raw, "command line", url)?;
+            plan.label = url.clone();
+            Ok(plan)
         }
-        let schedule = match (&a.rate, &a.stages) {
-            (Some(rate), _) => Schedule::constant(*rate, a.duration.unwrap_or(DEFAULT_DURATION)),
-            (None, Some(stages)) => {
-                if a.duration.is_some() {
-                    bail!("--duration and --stages both set the length of the run: give one");
-                }
-                Schedule::new(stages.0.clone())
-            }
-            (None, None) => unreachable!("open implies rate or stages"),
-        }
-        .context("--rate/--stages")?;
-        Load::Open(OpenLoad {
-            schedule,
-            max_connections: a
-                .connections
-                .map_or(DEFAULT_MAX_CONNECTIONS, |c| c as usize),
-        })
-    } else {
-        let vus = a.vus.or(a.connections).unwrap_or(DEFAULT_VUS);
-        if vus == 0 {
-            bail!("--vus must be at least 1");
-        }
-        let bounded = a.duration.is_some() || a.requests.is_some() || a.iterations.is_some();
-        Load::Closed(ClosedLoad {
-            vus,
-            ramp_up: a.ramp_up.unwrap_or_default(),
-            duration: if bounded {
-                a.duration
-            } else {
-                Some(DEFAULT_DURATION)
-            },
-            iterations: a.iterations,
-            think_time: a.think_time.unwrap_or_default(),
-        })
-    };
-    if a.requests == Some(0) {
-        bail!("--requests must be at least 1");
+        (None, None) => bail!("give a scenario file or --url"),
     }
-    if a.threads == Some(0) {
-        bail!("--threads must be at least 1");
-    }
-    if a.connections == Some(0) {
-        bail!("--connections must be at least 1");
-    }
-    let method = a.method.to_ascii_uppercase();
-    if method.is_empty() || !method.bytes().all(|b| b.is_ascii_alphabetic()) {
-        bail!("--method `{}` is not an HTTP method", a.method);
-    }
-    let body = a.body.clone().unwrap_or_default().into_bytes();
-    let keep_alive = !a.no_keepalive;
-    let encoded = encode_request(
-        &method,
-        &target,
-        &endpoint.host_header,
-        &a.headers,
-        &body,
-        keep_alive,
-    );
-    Ok(Plan {
-        label: a.url.clone(),
-        requests: vec![RequestSpec {
-            name: format!("{method} {target}"),
-            method,
-            target,
-            weight: 1,
-            expect: Expect {
-                statuses: a.expect_status.clone(),
-            },
-            encoded,
-        }],
-        endpoint,
-        load,
-        keep_alive,
-        connect_timeout: a.connect_timeout,
-        request_timeout: a.timeout,
-        graceful_stop: a.graceful_stop,
-        threads: a.threads.unwrap_or_else(sysinfo::available_cores),
-        max_requests: a.requests,
-    })
 }
 
 /// Ctrl-C and SIGTERM stop the run gracefully; a second one aborts.
@@ -126,7 +216,7 @@ pub fn install_interrupt(stop: &StopSignal) -> anyhow::Result<()> {
 }
 
 /// Runs a plan with live progress, writes the results file (even when
-/// interrupted), prints the summary.
+/// interrupted), prints the summary. Returns the exit code.
 pub fn execute(
     plan: &Plan,
     stop: &StopSignal,
@@ -177,9 +267,6 @@ pub fn execute(
 }
 
 pub fn run(a: RunArgs) -> anyhow::Result<i32> {
-    if a.buckets.windows(2).any(|w| w[0] >= w[1]) {
-        bail!("--buckets must be increasing, e.g. 800,1200");
-    }
     let plan = plan_from_args(&a)?;
     let stop = StopSignal::new();
     install_interrupt(&stop)?;

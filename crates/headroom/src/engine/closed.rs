@@ -1,8 +1,10 @@
-//! Closed model: N users, each on its own connection, looping
-//! request → response (→ think time). A user starts its next request only
-//! when the previous one has finished, so latency counts from the send.
+//! Closed model: N users, each on its own connection, looping iterations
+//! (a request from the mix, or a session) → think time. A user starts its
+//! next request only when the previous one has finished, so latency counts
+//! from the send.
 
-use super::worker::{perform, InFlight, Shared};
+use super::user::{Control, User};
+use super::worker::Shared;
 use crate::plan::ClosedLoad;
 use std::rc::Rc;
 use std::time::Instant;
@@ -13,7 +15,7 @@ pub(crate) async fn run(shared: Rc<Shared>, load: &ClosedLoad) {
         .step_by(shared.workers)
         .map(|user| {
             let offset = load.ramp_up.mul_f64(user as f64 / load.vus as f64);
-            tokio::task::spawn_local(user_loop(shared.clone(), load.clone(), offset))
+            tokio::task::spawn_local(user_loop(shared.clone(), load.clone(), user, offset))
         })
         .collect();
     for user in users {
@@ -30,32 +32,19 @@ impl Drop for ActiveUser<'_> {
     }
 }
 
-async fn user_loop(shared: Rc<Shared>, load: ClosedLoad, offset: std::time::Duration) {
-    let start_at = shared.start + offset;
-    if !shared.sleep_until(start_at).await {
+async fn user_loop(shared: Rc<Shared>, load: ClosedLoad, id: u64, offset: std::time::Duration) {
+    if !shared.sleep_until(shared.start + offset).await {
         return;
     }
     let deadline = load.duration.map(|d| shared.start + d);
     shared.recorder.borrow_mut().user_started();
-    shared.users_started.set(shared.users_started.get() + 1);
     let _active = ActiveUser(&shared);
-    let mut conn = None;
-    let mut iteration = 0u64;
-    loop {
-        if shared.stop.is_stopping()
-            || deadline.is_some_and(|d| Instant::now() >= d)
-            || load.iterations.is_some_and(|n| iteration >= n)
-            || !shared.take_budget()
-        {
+    let mut user = User::new(&shared, id, deadline);
+    while load.iterations.is_none_or(|n| user.iteration < n) {
+        let pick = shared.pick();
+        if user.iteration(&shared, None, pick).await == Control::Stop {
             break;
         }
-        let request = shared.pick();
-        let sent = Instant::now();
-        let mut in_flight = InFlight::begin(&shared, request, sent);
-        in_flight.sent_at(sent);
-        let outcome = perform(&shared, &mut conn, &shared.plan.requests[request]).await;
-        in_flight.finish(outcome);
-        iteration += 1;
         if !load.think_time.is_zero() {
             let wake = Instant::now() + load.think_time;
             let wake = deadline.map_or(wake, |d| wake.min(d));

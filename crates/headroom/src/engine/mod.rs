@@ -11,6 +11,8 @@
 //! - `schedule`: open-model arrival times (pure maths).
 //! - `closed` / `open`: the two load models, each a loop per user or per
 //!   connection on one worker.
+//! - `user`: one virtual user's state and iteration (a request from the
+//!   mix, or a session of steps; checks, extraction, cookies, feeders).
 //! - `worker`: the thread, the shared per-worker state, one exchange.
 //! - `stop`: graceful stop and abort.
 
@@ -18,6 +20,7 @@ mod closed;
 mod open;
 pub mod schedule;
 pub mod stop;
+mod user;
 mod worker;
 
 use crate::metrics::aggregate::{Aggregate, TimelinePoint};
@@ -60,6 +63,8 @@ pub struct RunOutcome {
     pub per_request: Vec<Stats>,
     pub timeline: Vec<TimelinePoint>,
     pub interrupted: bool,
+    /// Why the run ended before its planned end, when it did.
+    pub stop_reason: Option<String>,
     pub threads: usize,
 }
 
@@ -101,9 +106,15 @@ pub fn run(plan: &Plan, stop: &StopSignal, mut on_second: impl FnMut(Progress)) 
     while done < threads {
         let now = Instant::now();
         if stop.is_stopping() && !seen_stop {
-            // Ctrl-C or a caller's stop: give in-flight requests a moment.
+            // Ctrl-C gives in-flight requests a moment; a stop with a reason
+            // (a feeder ran dry) the usual graceful stop.
             seen_stop = true;
-            let grace = now + INTERRUPT_GRACE.min(plan.graceful_stop);
+            let grace = if stop.was_interrupted() {
+                INTERRUPT_GRACE.min(plan.graceful_stop)
+            } else {
+                plan.graceful_stop
+            };
+            let grace = now + grace;
             hard_stop = Some(hard_stop.map_or(grace, |h| h.min(grace)));
         }
         if !aborted && hard_stop.is_some_and(|h| now >= h) {
@@ -162,6 +173,7 @@ pub fn run(plan: &Plan, stop: &StopSignal, mut on_second: impl FnMut(Progress)) 
         per_request,
         timeline,
         interrupted: stop.was_interrupted(),
+        stop_reason: stop.reason(),
         threads,
     }
 }

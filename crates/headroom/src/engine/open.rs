@@ -1,10 +1,13 @@
-//! Open model: requests are due at scheduled times whether or not earlier
-//! ones have returned. A scheduler puts each due request on a queue; a pool
-//! of connections (grown on demand, up to the cap) takes them off. Latency
-//! counts from the *intended* time, so a request that waited for a free
-//! connection carries its wait (no coordinated omission).
+//! Open model: arrivals (requests, or session starts) are due at scheduled
+//! times whether or not earlier ones have returned. A scheduler puts each
+//! due arrival on a queue; a pool of connections (grown on demand, up to
+//! the cap) takes them off. Latency counts from the *intended* time, so an
+//! arrival that waited for a free connection carries its wait (no
+//! coordinated omission). Each arrival is a new user; its session runs on
+//! a pooled connection.
 
-use super::worker::{perform, InFlight, Shared};
+use super::user::User;
+use super::worker::Shared;
 use crate::plan::OpenLoad;
 use std::cell::Cell;
 use std::rc::Rc;
@@ -12,7 +15,10 @@ use std::time::Instant;
 
 pub(crate) struct Arrival {
     pub intended: Instant,
-    pub request: usize,
+    /// Arrival number (the user's id).
+    pub n: u64,
+    /// The request (mix) or session drawn for it.
+    pub pick: usize,
 }
 
 pub(crate) type Queue = (
@@ -39,9 +45,8 @@ pub(crate) async fn run(shared: Rc<Shared>, load: &OpenLoad, queue: Queue) {
         if shared.stop.is_stopping() {
             break;
         }
-        shared.recorder.borrow_mut().request_started();
-        let request = shared.pick();
-        if tx.try_send(Arrival { intended, request }).is_err() {
+        let pick = shared.pick();
+        if tx.try_send(Arrival { intended, n, pick }).is_err() {
             break;
         }
         // Grow the pool only when every connection is busy.
@@ -66,7 +71,7 @@ async fn connection(
     rx: async_channel::Receiver<Arrival>,
     idle: Rc<Cell<usize>>,
 ) {
-    let mut conn = None;
+    let mut user = User::new(&shared, 0, None);
     loop {
         let arrival = match rx.try_recv() {
             Ok(a) => a,
@@ -81,9 +86,8 @@ async fn connection(
                 }
             }
         };
-        let mut in_flight = InFlight::already_counted(&shared, arrival.request, arrival.intended);
-        in_flight.sent_at(Instant::now());
-        let outcome = perform(&shared, &mut conn, &shared.plan.requests[arrival.request]).await;
-        in_flight.finish(outcome);
+        user.reset(arrival.n);
+        user.iteration(&shared, Some(arrival.intended), arrival.pick)
+            .await;
     }
 }

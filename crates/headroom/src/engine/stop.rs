@@ -4,7 +4,7 @@
 //! watch channel where they sleep, so stopping never waits for a sleep.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use tokio::sync::watch;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -23,6 +23,7 @@ pub struct StopSignal {
 struct Inner {
     stopping: AtomicBool,
     interrupted: AtomicBool,
+    reason: Mutex<Option<String>>,
     phase: watch::Sender<Phase>,
 }
 
@@ -38,6 +39,7 @@ impl StopSignal {
             inner: Arc::new(Inner {
                 stopping: AtomicBool::new(false),
                 interrupted: AtomicBool::new(false),
+                reason: Mutex::new(None),
                 phase: watch::channel(Phase::Running).0,
             }),
         }
@@ -55,6 +57,21 @@ impl StopSignal {
 
     pub fn was_interrupted(&self) -> bool {
         self.inner.interrupted.load(Ordering::SeqCst)
+    }
+
+    /// Ends the run early for a reason the summary states (e.g. a unique
+    /// feeder ran dry). In-flight requests get the graceful stop.
+    pub fn stop_because(&self, reason: String) {
+        self.inner
+            .reason
+            .lock()
+            .expect("stop reason lock")
+            .get_or_insert(reason);
+        self.stop();
+    }
+
+    pub fn reason(&self) -> Option<String> {
+        self.inner.reason.lock().expect("stop reason lock").clone()
     }
 
     /// No new requests from now on.

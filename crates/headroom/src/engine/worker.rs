@@ -4,10 +4,9 @@
 
 use super::stop::{Phase, StopSignal};
 use super::{closed, open, WorkerMsg};
-use crate::http::Connection;
 use crate::metrics::{ErrorClass, Outcome, Recorder};
-use crate::plan::{Load, Plan, RequestSpec};
-use std::cell::{Cell, RefCell};
+use crate::plan::{Flow, Load, Plan, Step};
+use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::Sender;
@@ -35,11 +34,10 @@ pub(crate) struct Shared {
     pub stop: StopSignal,
     pub recorder: RefCell<Recorder>,
     budget: Option<Arc<AtomicU64>>,
-    rng: RefCell<fastrand::Rng>,
-    /// Cumulative weights of the requests, for a weighted pick.
+    pub rng: RefCell<fastrand::Rng>,
+    /// Cumulative weights of the requests (mix) or sessions, for a
+    /// weighted pick.
     cumulative: Vec<u64>,
-    /// Users (closed) ever started on this worker; keeps ids unique.
-    pub users_started: Cell<u64>,
 }
 
 impl Shared {
@@ -53,7 +51,7 @@ impl Shared {
         }
     }
 
-    /// Index of the next request, drawn by weight.
+    /// Index of the next request (mix) or session, drawn by weight.
     pub fn pick(&self) -> usize {
         if self.cumulative.len() == 1 {
             return 0;
@@ -87,14 +85,9 @@ pub(crate) struct InFlight<'a> {
 }
 
 impl<'a> InFlight<'a> {
-    /// A request counted as in flight from now (closed model).
+    /// A request counted as in flight from now.
     pub fn begin(shared: &'a Shared, request: usize, intended: Instant) -> Self {
         shared.recorder.borrow_mut().request_started();
-        Self::already_counted(shared, request, intended)
-    }
-
-    /// A request already counted in flight when it was queued (open model).
-    pub fn already_counted(shared: &'a Shared, request: usize, intended: Instant) -> Self {
         InFlight {
             shared,
             request,
@@ -108,8 +101,8 @@ impl<'a> InFlight<'a> {
         self.sent = Some(at);
     }
 
-    pub fn finish(mut self, outcome: Outcome) {
-        self.record(Instant::now(), &outcome);
+    pub fn finish_at(mut self, done: Instant, outcome: Outcome) {
+        self.record(done, &outcome);
     }
 
     fn record(&mut self, done: Instant, outcome: &Outcome) {
@@ -141,50 +134,6 @@ impl Drop for InFlight<'_> {
     }
 }
 
-/// Sends one request on `conn` (connecting first if needed) and reads the
-/// response. Leaves `conn` empty when it must not be reused.
-pub(crate) async fn perform(
-    shared: &Shared,
-    conn: &mut Option<Connection>,
-    request: &RequestSpec,
-) -> Outcome {
-    let plan = &shared.plan;
-    let mut outcome = Outcome::default();
-    let c = match conn {
-        Some(c) => c,
-        None => match Connection::connect(plan.endpoint.addr, plan.connect_timeout).await {
-            Ok(c) => {
-                outcome.connected = true;
-                conn.insert(c)
-            }
-            Err(class) => {
-                outcome.error = Some(class);
-                return outcome;
-            }
-        },
-    };
-    let exchange = c.exchange(&request.encoded, request.is_head());
-    match tokio::time::timeout(plan.request_timeout, exchange).await {
-        Err(_) => {
-            *conn = None;
-            outcome.error = Some(ErrorClass::RequestTimeout);
-        }
-        Ok(Err(class)) => {
-            *conn = None;
-            outcome.error = Some(class);
-        }
-        Ok(Ok(response)) => {
-            outcome.status = Some(response.status);
-            outcome.bytes = response.bytes;
-            outcome.error = request.expect.check(response.status);
-            if !response.keep_alive || !plan.keep_alive {
-                *conn = None;
-            }
-        }
-    }
-    outcome
-}
-
 /// Every second, on the second: hand the finished seconds to the controller.
 async fn tick(shared: Rc<Shared>, tx: Sender<WorkerMsg>) {
     let mut upto = 1u32;
@@ -210,12 +159,14 @@ pub(crate) fn run(ctx: WorkerCtx) {
         .enable_all()
         .build()
         .expect("a tokio runtime can be built");
-    let cumulative = ctx
-        .plan
-        .requests
+    let weights: Vec<u32> = match &ctx.plan.flow {
+        Flow::Mix => ctx.plan.requests.iter().map(|r| r.weight).collect(),
+        Flow::Sessions(sessions) => sessions.iter().map(|s| s.weight).collect(),
+    };
+    let cumulative = weights
         .iter()
-        .scan(0u64, |sum, r| {
-            *sum += r.weight as u64;
+        .scan(0u64, |sum, &w| {
+            *sum += w as u64;
             Some(*sum)
         })
         .collect();
@@ -229,7 +180,6 @@ pub(crate) fn run(ctx: WorkerCtx) {
         budget: ctx.budget,
         rng: RefCell::new(fastrand::Rng::new()),
         cumulative,
-        users_started: Cell::new(0),
     });
     // The open model's queue outlives the tasks, so what is left in it at a
     // hard stop can still be counted as not sent.
@@ -255,14 +205,11 @@ pub(crate) fn run(ctx: WorkerCtx) {
     drop(runtime);
     let now = Instant::now();
     while let Ok(arrival) = queue.1.try_recv() {
-        let outcome = Outcome {
-            error: Some(ErrorClass::NotSent),
-            ..Default::default()
-        };
+        let request = first_request(&ctx.plan, arrival.pick);
         shared
             .recorder
             .borrow_mut()
-            .record(arrival.request, arrival.intended, None, now, &outcome);
+            .record_not_sent(request, arrival.intended, now);
     }
     let recorder = shared
         .recorder
@@ -271,4 +218,20 @@ pub(crate) fn run(ctx: WorkerCtx) {
         worker: ctx.id,
         report: recorder.finish(),
     });
+}
+
+/// The request an arrival would have sent first (to file it as not sent).
+fn first_request(plan: &Plan, pick: usize) -> usize {
+    fn first(steps: &[Step]) -> Option<usize> {
+        steps.iter().find_map(|s| match s {
+            Step::Request(i) => Some(*i),
+            Step::Repeat { steps, .. } => first(steps),
+            Step::Choice(branches) => branches.iter().find_map(|(_, s)| first(s)),
+            Step::Think { .. } | Step::Feed(_) => None,
+        })
+    }
+    match &plan.flow {
+        Flow::Mix => pick,
+        Flow::Sessions(sessions) => first(&sessions[pick].steps).unwrap_or(0),
+    }
 }

@@ -6,14 +6,22 @@
 //! [`ErrorClass`].
 
 pub mod response;
+mod stream;
+pub mod tls;
 
 use crate::metrics::ErrorClass;
-use response::{parse_head, ChunkedDecoder, Framing};
+use response::{append_limited, parse_head, ChunkedDecoder, Framing};
 use std::io;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::time::Duration;
+use stream::Stream;
+use tls::TlsClient;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
+
+/// Most body bytes kept for checks and extraction; the rest is counted
+/// but not kept.
+pub const MAX_CAPTURED_BODY: usize = 16 * 1024 * 1024;
 
 /// Read buffer per connection; grows only for heads larger than this.
 const READ_BUFFER: usize = 8 * 1024;
@@ -23,6 +31,9 @@ const READ_BUFFER: usize = 8 * 1024;
 pub struct Endpoint {
     pub addr: SocketAddr,
     pub host_header: String,
+    /// The URL's host, for TLS server names.
+    pub host: String,
+    pub https: bool,
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -40,11 +51,11 @@ pub enum EndpointError {
 }
 
 impl Endpoint {
-    /// Parses and resolves an `http://` URL. Returns the endpoint and the
-    /// path with query (the request target).
+    /// Parses and resolves an `http://` or `https://` URL. Returns the
+    /// endpoint and the path with query (the request target).
     pub fn from_url(text: &str) -> Result<(Endpoint, String), EndpointError> {
         let url = url::Url::parse(text).map_err(|_| EndpointError::InvalidUrl(text.into()))?;
-        if url.scheme() != "http" {
+        if url.scheme() != "http" && url.scheme() != "https" {
             return Err(EndpointError::Scheme(url.scheme().into()));
         }
         let host = url
@@ -72,7 +83,15 @@ impl Endpoint {
             target.push('?');
             target.push_str(q);
         }
-        Ok((Endpoint { addr, host_header }, target))
+        Ok((
+            Endpoint {
+                addr,
+                host_header,
+                host: host.to_string(),
+                https: url.scheme() == "https",
+            },
+            target,
+        ))
     }
 }
 
@@ -86,8 +105,27 @@ pub fn encode_request(
     keep_alive: bool,
 ) -> Vec<u8> {
     let mut out = Vec::with_capacity(128 + body.len());
-    out.extend_from_slice(format!("{method} {target} HTTP/1.1\r\nHost: {host}\r\n").as_bytes());
+    write_request(&mut out, method, target, host, headers, body, keep_alive);
+    out
+}
+
+/// Appends an HTTP/1.1 request to `out`. `Host`, `User-Agent` and `Accept`
+/// are added unless `headers` sets them; `Content-Length` when there is a
+/// body (or the method usually has one).
+pub fn write_request(
+    out: &mut Vec<u8>,
+    method: &str,
+    target: &str,
+    host: &str,
+    headers: &[(String, String)],
+    body: &[u8],
+    keep_alive: bool,
+) {
+    out.extend_from_slice(format!("{method} {target} HTTP/1.1\r\n").as_bytes());
     let has = |name: &str| headers.iter().any(|(k, _)| k.eq_ignore_ascii_case(name));
+    if !has("host") {
+        out.extend_from_slice(format!("Host: {host}\r\n").as_bytes());
+    }
     if !has("user-agent") {
         out.extend_from_slice(
             concat!("User-Agent: headroom/", env!("CARGO_PKG_VERSION"), "\r\n").as_bytes(),
@@ -107,7 +145,54 @@ pub fn encode_request(
     }
     out.extend_from_slice(b"\r\n");
     out.extend_from_slice(body);
-    out
+}
+
+/// What to keep of a response, beyond its status and size.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Capture {
+    pub headers: bool,
+    pub set_cookies: bool,
+    pub body: bool,
+}
+
+/// What was kept (buffers reused from one request to the next).
+#[derive(Clone, Debug, Default)]
+pub struct Captured {
+    pub headers: Vec<(String, String)>,
+    pub set_cookies: Vec<String>,
+    pub body: Vec<u8>,
+}
+
+impl Captured {
+    fn clear(&mut self) {
+        self.headers.clear();
+        self.set_cookies.clear();
+        self.body.clear();
+    }
+
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
+    fn keep_head(&mut self, head: &[u8], want: Capture) {
+        let mut headers = [httparse::EMPTY_HEADER; 100];
+        let mut response = httparse::Response::new(&mut headers);
+        if response.parse(head).is_err() {
+            return;
+        }
+        for h in response.headers.iter() {
+            let value = String::from_utf8_lossy(h.value);
+            if want.set_cookies && h.name.eq_ignore_ascii_case("set-cookie") {
+                self.set_cookies.push(value.to_string());
+            }
+            if want.headers {
+                self.headers.push((h.name.to_string(), value.into_owned()));
+            }
+        }
+    }
 }
 
 /// What was read for one request.
@@ -121,19 +206,38 @@ pub struct Response {
 }
 
 pub struct Connection {
-    stream: TcpStream,
+    stream: Stream,
     buf: Vec<u8>,
 }
 
 impl Connection {
-    pub async fn connect(addr: SocketAddr, timeout: Duration) -> Result<Connection, ErrorClass> {
-        let stream = match tokio::time::timeout(timeout, TcpStream::connect(addr)).await {
-            Err(_) => return Err(ErrorClass::ConnectTimeout),
-            Ok(Err(e)) => return Err(connect_error_class(&e)),
-            Ok(Ok(s)) => s,
+    /// Opens a TCP connection (and the TLS session, when `tls` is given),
+    /// all within `timeout`.
+    pub async fn connect(
+        addr: SocketAddr,
+        timeout: Duration,
+        tls: Option<&TlsClient>,
+    ) -> Result<Connection, ErrorClass> {
+        let open = async {
+            let tcp = TcpStream::connect(addr)
+                .await
+                .map_err(|e| connect_error_class(&e))?;
+            // Requests are written whole; Nagle would only add delay.
+            let _ = tcp.set_nodelay(true);
+            match tls {
+                None => Ok(Stream::Plain(tcp)),
+                Some(tls) => tls
+                    .connector
+                    .connect(tls.server_name.clone(), tcp)
+                    .await
+                    .map(|s| Stream::Tls(Box::new(s)))
+                    .map_err(|_| ErrorClass::TlsHandshake),
+            }
         };
-        // Requests are written whole; Nagle would only add delay.
-        let _ = stream.set_nodelay(true);
+        let stream = match tokio::time::timeout(timeout, open).await {
+            Err(_) => return Err(ErrorClass::ConnectTimeout),
+            Ok(result) => result?,
+        };
         Ok(Connection {
             stream,
             buf: Vec::with_capacity(READ_BUFFER),
@@ -150,15 +254,24 @@ impl Connection {
             .map_err(|e| exchange_error_class(&e))
     }
 
-    /// Sends `request` and reads one complete response. On error the
-    /// connection must not be reused.
+    /// Sends `request` and reads one complete response, keeping what
+    /// `want` asks for in `captured`. On error the connection must not be
+    /// reused.
     pub async fn exchange(
         &mut self,
         request: &[u8],
         head_request: bool,
+        want: Capture,
+        captured: &mut Captured,
     ) -> Result<Response, ErrorClass> {
+        captured.clear();
         self.stream
             .write_all(request)
+            .await
+            .map_err(|e| exchange_error_class(&e))?;
+        // TLS buffers writes; a no-op for plain TCP.
+        self.stream
+            .flush()
             .await
             .map_err(|e| exchange_error_class(&e))?;
         let mut received = 0u64;
@@ -183,6 +296,16 @@ impl Connection {
             }
             received += n as u64;
         };
+        if want.headers || want.set_cookies {
+            captured.keep_head(&self.buf[..head.len], want);
+        }
+        // Body bytes are appended to `body` only when a check needs them.
+        let mut body = want.body.then_some(&mut captured.body);
+        fn keep(body: &mut Option<&mut Vec<u8>>, data: &[u8]) {
+            if let Some(body) = body.as_mut() {
+                append_limited(body, data, MAX_CAPTURED_BODY);
+            }
+        }
         let mut keep_alive = head.keep_alive;
         match head.framing {
             Framing::Empty => {
@@ -191,8 +314,10 @@ impl Connection {
             Framing::Length(length) => {
                 let have = (self.buf.len() - head.len) as u64;
                 if have >= length {
+                    keep(&mut body, &self.buf[head.len..head.len + length as usize]);
                     self.buf.drain(..head.len + length as usize);
                 } else {
+                    keep(&mut body, &self.buf[head.len..]);
                     let mut remaining = length - have;
                     self.buf.clear();
                     while remaining > 0 {
@@ -202,9 +327,11 @@ impl Connection {
                         }
                         received += n as u64;
                         if n as u64 > remaining {
+                            keep(&mut body, &self.buf[..remaining as usize]);
                             self.buf.drain(..remaining as usize);
                             remaining = 0;
                         } else {
+                            keep(&mut body, &self.buf);
                             remaining -= n as u64;
                             self.buf.clear();
                         }
@@ -214,7 +341,10 @@ impl Connection {
             Framing::Chunked => {
                 let mut decoder = ChunkedDecoder::default();
                 let used = decoder
-                    .feed(&self.buf[head.len..])
+                    .feed_into(
+                        &self.buf[head.len..],
+                        body.as_deref_mut().map(|v| (v, MAX_CAPTURED_BODY)),
+                    )
                     .map_err(|_| ErrorClass::MalformedResponse)?;
                 self.buf.drain(..head.len + used);
                 while !decoder.is_done() {
@@ -224,7 +354,10 @@ impl Connection {
                     }
                     received += n as u64;
                     let used = decoder
-                        .feed(&self.buf)
+                        .feed_into(
+                            &self.buf,
+                            body.as_deref_mut().map(|v| (v, MAX_CAPTURED_BODY)),
+                        )
                         .map_err(|_| ErrorClass::MalformedResponse)?;
                     self.buf.drain(..used);
                 }
@@ -232,6 +365,7 @@ impl Connection {
             Framing::UntilClose => {
                 // The close is the end of the body: a complete response,
                 // after which the caller reconnects.
+                keep(&mut body, &self.buf[head.len..]);
                 self.buf.clear();
                 loop {
                     let n = self.read_more().await?;
@@ -239,6 +373,7 @@ impl Connection {
                         break;
                     }
                     received += n as u64;
+                    keep(&mut body, &self.buf);
                     self.buf.clear();
                 }
                 keep_alive = false;
@@ -286,6 +421,9 @@ mod tests {
         assert_eq!(e.addr, "127.0.0.1:8080".parse().unwrap());
         assert_eq!(e.host_header, "127.0.0.1:8080");
         assert_eq!(target, "/hello?x=1");
+        let (e, _) = Endpoint::from_url("https://127.0.0.1/").unwrap();
+        assert!(e.https);
+        assert_eq!(e.addr.port(), 443);
         let (e, target) = Endpoint::from_url("http://[::1]/").unwrap();
         assert_eq!(e.addr, "[::1]:80".parse().unwrap());
         assert_eq!(target, "/");

@@ -143,6 +143,16 @@ impl ChunkedDecoder {
     /// Consumes from `buf` as much as can be decoded. Returns the number of
     /// bytes consumed; call again with more data until `is_done()`.
     pub fn feed(&mut self, buf: &[u8]) -> Result<usize, Malformed> {
+        self.feed_into(buf, None)
+    }
+
+    /// As `feed`, appending the decoded body data to `sink` (up to `limit`
+    /// bytes in all) when one is given.
+    pub fn feed_into(
+        &mut self,
+        buf: &[u8],
+        mut sink: Option<(&mut Vec<u8>, usize)>,
+    ) -> Result<usize, Malformed> {
         let mut pos = 0;
         loop {
             let rest = &buf[pos..];
@@ -170,6 +180,9 @@ impl ChunkedDecoder {
                         return Ok(pos);
                     }
                     let take = (rest.len() as u64).min(left);
+                    if let Some((sink, limit)) = sink.as_mut() {
+                        append_limited(sink, &rest[..take as usize], *limit);
+                    }
                     pos += take as usize;
                     self.state = if take == left {
                         ChunkState::DataEnd
@@ -206,6 +219,12 @@ impl ChunkedDecoder {
     pub fn is_done(&self) -> bool {
         self.state == ChunkState::Done
     }
+}
+
+/// Appends as much of `data` as fits under `limit` bytes in all.
+pub fn append_limited(sink: &mut Vec<u8>, data: &[u8], limit: usize) {
+    let room = limit.saturating_sub(sink.len());
+    sink.extend_from_slice(&data[..data.len().min(room)]);
 }
 
 #[cfg(test)]
@@ -317,6 +336,21 @@ mod tests {
         let mut d = ChunkedDecoder::default();
         assert_eq!(d.feed(BODY), Ok(BODY.len()));
         assert!(d.is_done());
+    }
+
+    #[test]
+    fn chunked_body_is_decoded_into_a_sink() {
+        let mut d = ChunkedDecoder::default();
+        let mut body = Vec::new();
+        assert_eq!(
+            d.feed_into(BODY, Some((&mut body, 1 << 20))),
+            Ok(BODY.len())
+        );
+        assert_eq!(body, b"helloabcdefghijklmnopqrstuvwxyz");
+        let mut d = ChunkedDecoder::default();
+        let mut short = Vec::new();
+        d.feed_into(BODY, Some((&mut short, 7))).unwrap();
+        assert_eq!(short, b"helloab");
     }
 
     #[test]

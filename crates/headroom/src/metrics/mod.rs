@@ -32,6 +32,8 @@ pub enum ErrorClass {
     TooManyOpenFiles,
     /// Any other connect failure (no route, ports exhausted, ...).
     ConnectError,
+    /// The TLS handshake failed (certificate not trusted, wrong name, ...).
+    TlsHandshake,
     /// No complete response within the request timeout.
     RequestTimeout,
     /// The connection was reset (RST, broken pipe).
@@ -48,6 +50,9 @@ pub enum ErrorClass {
     Http5xx,
     /// Any other status the scenario did not expect (e.g. 200 when 404 was).
     UnexpectedStatus,
+    /// A scenario check (body, JSON path, header, response time) or an
+    /// extraction failed; `Stats::checks` says which.
+    CheckFailed,
     /// In flight when the run's hard stop came (end of the graceful stop, or
     /// an interrupt): sent, but cut off before its response.
     Aborted,
@@ -57,12 +62,13 @@ pub enum ErrorClass {
 }
 
 impl ErrorClass {
-    pub const COUNT: usize = 14;
+    pub const COUNT: usize = 16;
     pub const ALL: [ErrorClass; Self::COUNT] = [
         Self::ConnectRefused,
         Self::ConnectTimeout,
         Self::TooManyOpenFiles,
         Self::ConnectError,
+        Self::TlsHandshake,
         Self::RequestTimeout,
         Self::ConnectionReset,
         Self::ClosedBeforeResponse,
@@ -71,6 +77,7 @@ impl ErrorClass {
         Self::Http4xx,
         Self::Http5xx,
         Self::UnexpectedStatus,
+        Self::CheckFailed,
         Self::Aborted,
         Self::NotSent,
     ];
@@ -86,6 +93,7 @@ impl ErrorClass {
             Self::ConnectTimeout => "connect_timeout",
             Self::TooManyOpenFiles => "too_many_open_files",
             Self::ConnectError => "connect_error",
+            Self::TlsHandshake => "tls_handshake",
             Self::RequestTimeout => "request_timeout",
             Self::ConnectionReset => "connection_reset",
             Self::ClosedBeforeResponse => "closed_before_response",
@@ -94,6 +102,7 @@ impl ErrorClass {
             Self::Http4xx => "http_4xx",
             Self::Http5xx => "http_5xx",
             Self::UnexpectedStatus => "unexpected_status",
+            Self::CheckFailed => "check_failed",
             Self::Aborted => "aborted",
             Self::NotSent => "not_sent",
         }
@@ -112,6 +121,7 @@ impl ErrorClass {
                 "the generator ran out of file descriptors (raise `ulimit -n`)"
             }
             Self::ConnectError => "could not connect",
+            Self::TlsHandshake => "TLS handshake failed (certificate not trusted or wrong name?)",
             Self::RequestTimeout => "no complete response within the request timeout",
             Self::ConnectionReset => "connection reset by the server",
             Self::ClosedBeforeResponse => "server closed the connection before responding",
@@ -120,6 +130,7 @@ impl ErrorClass {
             Self::Http4xx => "client error status (4xx) not expected",
             Self::Http5xx => "server error status (5xx) not expected",
             Self::UnexpectedStatus => "status not in the expected set",
+            Self::CheckFailed => "a check or extraction failed",
             Self::Aborted => "cut off in flight when the run stopped",
             Self::NotSent => "due but never sent: all connections busy until the stop",
         }
@@ -134,6 +145,7 @@ impl ErrorClass {
                 | Self::ConnectTimeout
                 | Self::TooManyOpenFiles
                 | Self::ConnectError
+                | Self::TlsHandshake
                 | Self::NotSent
         )
     }
@@ -163,6 +175,9 @@ pub struct Stats {
     /// Count per status code, index = code (0..=999).
     pub status: Vec<u64>,
     pub errors: [u64; ErrorClass::COUNT],
+    /// Failures per scenario check (index = check id); their sum is
+    /// `errors[CheckFailed]`. Grows on first use.
+    pub checks: Vec<u64>,
     /// TCP connections the generator opened successfully.
     pub connections_opened: u64,
 }
@@ -186,6 +201,7 @@ impl Stats {
             send_lag: histogram::new(),
             status: vec![0; MAX_STATUS + 1],
             errors: [0; ErrorClass::COUNT],
+            checks: Vec::new(),
             connections_opened: 0,
         }
     }
@@ -226,6 +242,12 @@ impl AddAssign<&Stats> for Stats {
             *a += b;
         }
         for (a, b) in self.errors.iter_mut().zip(&other.errors) {
+            *a += b;
+        }
+        if self.checks.len() < other.checks.len() {
+            self.checks.resize(other.checks.len(), 0);
+        }
+        for (a, b) in self.checks.iter_mut().zip(&other.checks) {
             *a += b;
         }
         self.connections_opened += other.connections_opened;

@@ -15,6 +15,8 @@ pub struct Outcome {
     pub bytes: u64,
     /// The request opened a new TCP connection.
     pub connected: bool,
+    /// Which scenario check failed (with `error: Some(CheckFailed)`).
+    pub failed_check: Option<u32>,
 }
 
 /// One second of one worker's recordings. `index` 0 is [start, start+1s).
@@ -131,6 +133,17 @@ impl Recorder {
         );
     }
 
+    /// Files a request that was due but never sent (it was never counted
+    /// in flight).
+    pub fn record_not_sent(&mut self, request: usize, intended: Instant, done: Instant) {
+        self.in_flight += 1;
+        let outcome = Outcome {
+            error: Some(ErrorClass::NotSent),
+            ..Outcome::default()
+        };
+        self.record(request, intended, None, done, &outcome);
+    }
+
     /// Intervals that ended before `upto` (an interval index), oldest first.
     pub fn take_completed(&mut self, upto: u32) -> Vec<Interval> {
         if self.current.index < upto {
@@ -194,6 +207,13 @@ fn record_into(
         Some(class) => {
             stats.failed += 1;
             stats.errors[class.index()] += 1;
+            if let Some(check) = outcome.failed_check {
+                let i = check as usize;
+                if stats.checks.len() <= i {
+                    stats.checks.resize(i + 1, 0);
+                }
+                stats.checks[i] += 1;
+            }
         }
     }
 }

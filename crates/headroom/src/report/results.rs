@@ -45,6 +45,9 @@ pub struct Results {
     pub connections_opened: u64,
     /// Stopped by Ctrl-C / SIGTERM before its planned end.
     pub interrupted: bool,
+    /// Why the run ended early, when it did (e.g. a feeder ran dry).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop_reason: Option<String>,
     pub warnings: Vec<String>,
     pub histograms: Histograms,
 }
@@ -93,8 +96,9 @@ pub struct RequestConfig {
     pub method: String,
     pub target: String,
     pub weight: u32,
+    /// Statuses that count as OK, e.g. "200" or "200-299,404".
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub expect_status: Option<Vec<u16>>,
+    pub expect_status: Option<String>,
 }
 
 /// The figures of a set of requests: the JMeter aggregate row, the Gatling
@@ -229,8 +233,38 @@ pub fn distribution(stats: &Stats, bounds_ms: &[u64]) -> Vec<Bucket> {
     buckets
 }
 
+/// Error classes for results: a failed check is named (`check: <request>:
+/// <check>`) rather than lumped together, so the counts still add up to
+/// `requests.failed`.
+pub fn error_map(stats: &Stats, check_names: &[String]) -> BTreeMap<String, u64> {
+    let mut map = BTreeMap::new();
+    for (class, n) in stats.error_counts() {
+        if class != ErrorClass::CheckFailed {
+            map.insert(class.key().to_string(), n);
+        }
+    }
+    let mut named = 0;
+    for (id, &n) in stats.checks.iter().enumerate().filter(|(_, &n)| n > 0) {
+        let name = check_names.get(id).map_or("unnamed", String::as_str);
+        map.insert(format!("check: {name}"), n);
+        named += n;
+    }
+    let unnamed = stats
+        .error_count(ErrorClass::CheckFailed)
+        .saturating_sub(named);
+    if unnamed > 0 {
+        map.insert(ErrorClass::CheckFailed.key().to_string(), unnamed);
+    }
+    map
+}
+
 impl Summary {
-    pub fn new(stats: &Stats, duration: Duration, bounds_ms: &[u64]) -> Summary {
+    pub fn new(
+        stats: &Stats,
+        duration: Duration,
+        bounds_ms: &[u64],
+        check_names: &[String],
+    ) -> Summary {
         let secs = duration.as_secs_f64();
         let per_s = |x: f64| if secs > 0.0 { x / secs } else { 0.0 };
         let not_delivered = stats
@@ -256,10 +290,7 @@ impl Summary {
                 .status_counts()
                 .map(|(code, n)| (code.to_string(), n))
                 .collect(),
-            errors: stats
-                .error_counts()
-                .map(|(class, n)| (class.key().to_string(), n))
-                .collect(),
+            errors: error_map(stats, check_names),
         }
     }
 }
@@ -287,7 +318,7 @@ impl RunConfig {
                     method: r.method.clone(),
                     target: r.target.clone(),
                     weight: r.weight,
-                    expect_status: r.expect.statuses.clone(),
+                    expect_status: r.expect.statuses.as_ref().map(|s| s.describe()),
                 })
                 .collect(),
         };
@@ -375,7 +406,7 @@ impl Results {
                 fd_limit: [fd_limit.0, fd_limit.1],
             },
             config: RunConfig::from_plan(plan),
-            summary: Summary::new(t, outcome.duration, buckets_ms),
+            summary: Summary::new(t, outcome.duration, buckets_ms, &plan.check_names),
             duration_s: outcome.duration.as_secs_f64(),
             service_time_ms: LatencySummary::from_histogram(&t.service_time),
             target_rate_rps,
@@ -388,13 +419,14 @@ impl Results {
                 .map(|(r, s)| {
                     (
                         r.name.clone(),
-                        Summary::new(s, outcome.duration, buckets_ms),
+                        Summary::new(s, outcome.duration, buckets_ms, &plan.check_names),
                     )
                 })
                 .collect(),
             timeline: outcome.timeline.clone(),
             connections_opened: t.connections_opened,
             interrupted: outcome.interrupted,
+            stop_reason: outcome.stop_reason.clone(),
             warnings: warnings(outcome, fd_limit),
             histograms: Histograms {
                 unit: "us".into(),

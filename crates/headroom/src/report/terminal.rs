@@ -197,11 +197,21 @@ pub fn write_summary(out: &mut dyn Write, r: &Results) -> io::Result<()> {
             .errors
             .iter()
             .map(|(key, n)| {
-                let what = ErrorClass::from_key(key).map_or("", |c| c.describe());
+                let what = ErrorClass::from_key(key).map_or(
+                    if key.starts_with("check: ") {
+                        "a check failed"
+                    } else {
+                        ""
+                    },
+                    |c| c.describe(),
+                );
                 vec![key.clone(), thousands(*n), what.to_string()]
             })
             .collect();
         write_table(out, &rows)?;
+    }
+    if let Some(reason) = &r.stop_reason {
+        writeln!(out, "stopped early: {reason}")?;
     }
     for w in &r.warnings {
         writeln!(out, "warning: {w}")?;

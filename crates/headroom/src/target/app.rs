@@ -19,12 +19,20 @@ pub enum Route {
     Sleep(u64),
     Status(u16),
     Bytes(u64),
+    /// Issues a token (JSON) and a session cookie for `user`.
+    Login(String),
+    /// 200 with the user's name if `Authorization: Bearer tok-<user>`
+    /// was sent, else 401.
+    Private(Option<String>),
+    /// Echoes the request line and headers back as text.
+    Echo(String),
 }
 
 pub struct Reply {
     pub status: u16,
     pub content_type: &'static str,
     pub body: Vec<u8>,
+    pub set_cookie: Option<String>,
 }
 
 impl Reply {
@@ -33,6 +41,7 @@ impl Reply {
             status,
             content_type: "text/plain; charset=utf-8",
             body: body.into().into_bytes(),
+            set_cookie: None,
         }
     }
 }
@@ -68,6 +77,21 @@ pub fn route(path: &str, query: &str) -> Result<Route, Reply> {
         "/bytes" => number(query, "n", 1024, MAX_BYTES)
             .map(Route::Bytes)
             .map_err(bad),
+        "/login" => {
+            let user = url::form_urlencoded::parse(query.as_bytes())
+                .find(|(k, _)| k == "user")
+                .map_or_else(|| "guest".to_string(), |(_, v)| v.into_owned());
+            if user.is_empty()
+                || !user
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+            {
+                return Err(bad(format!(
+                    "user must be letters, digits, - or _, got `{user}`"
+                )));
+            }
+            Ok(Route::Login(user))
+        }
         _ => Err(Reply::text(404, format!("no route for {path}\n"))),
     }
 }
@@ -95,7 +119,24 @@ pub fn respond(route: Route) -> Reply {
             status: 200,
             content_type: "application/octet-stream",
             body: vec![b'x'; n as usize],
+            set_cookie: None,
         },
+        Route::Login(user) => Reply {
+            status: 200,
+            content_type: "application/json",
+            body: format!("{{\"user\":\"{user}\",\"token\":\"tok-{user}\"}}\n").into_bytes(),
+            set_cookie: Some(format!("session=sess-{user}; Path=/; HttpOnly")),
+        },
+        Route::Private(auth) => match auth.as_deref().and_then(|a| a.strip_prefix("Bearer tok-")) {
+            Some(user) if !user.is_empty() => Reply {
+                status: 200,
+                content_type: "application/json",
+                body: format!("{{\"user\":\"{user}\"}}\n").into_bytes(),
+                set_cookie: None,
+            },
+            _ => Reply::text(401, "missing or wrong Authorization: Bearer token\n"),
+        },
+        Route::Echo(text) => Reply::text(200, text),
     }
 }
 

@@ -9,7 +9,8 @@
 //! `--workers 0` serves from the master itself (Puma's single mode).
 //!
 //! Endpoints: `/hello`, `/fibonacci?n=`, `/sleep?ms=`, `/status?code=`,
-//! `/bytes?n=`, `/health` and `/stats` (the last two are not counted).
+//! `/bytes?n=`, `/login?user=`, `/private`, `/echo`, `/health` and `/stats`
+//! (the last two are not counted).
 
 pub mod app;
 mod counters;
@@ -198,11 +199,22 @@ fn serve(listener: TcpListener, threads: u32, counters: &'static Counters) {
 }
 
 fn reply(r: app::Reply) -> Response<Full<Bytes>> {
-    Response::builder()
+    let mut b = Response::builder()
         .status(r.status)
-        .header("content-type", r.content_type)
-        .body(Full::new(Bytes::from(r.body)))
+        .header("content-type", r.content_type);
+    if let Some(cookie) = r.set_cookie {
+        b = b.header("set-cookie", cookie);
+    }
+    b.body(Full::new(Bytes::from(r.body)))
         .expect("valid response")
+}
+
+fn echo(req: &Request<Incoming>) -> String {
+    let mut text = format!("{} {} {:?}\n", req.method(), req.uri(), req.version());
+    for (k, v) in req.headers() {
+        text.push_str(&format!("{k}: {}\n", String::from_utf8_lossy(v.as_bytes())));
+    }
+    text
 }
 
 async fn handle(
@@ -217,6 +229,7 @@ async fn handle(
                 status: 200,
                 content_type: "text/plain",
                 body: b"ok\n".to_vec(),
+                set_cookie: None,
             }))
         }
         "/stats" => {
@@ -224,12 +237,23 @@ async fn handle(
                 status: 200,
                 content_type: "application/json",
                 body: counters.json().into_bytes(),
+                set_cookie: None,
             }))
         }
         _ => {}
     }
     let _in_flight = counters.begin();
-    let route = match app::route(path, query) {
+    let route = match path {
+        "/private" => Ok(app::Route::Private(
+            req.headers()
+                .get("authorization")
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string),
+        )),
+        "/echo" => Ok(app::Route::Echo(echo(&req))),
+        _ => app::route(path, query),
+    };
+    let route = match route {
         Ok(route) => route,
         Err(r) => return Ok(reply(r)),
     };
@@ -241,6 +265,7 @@ async fn handle(
             status: 500,
             content_type: "text/plain",
             body: b"app thread panicked\n".to_vec(),
+            set_cookie: None,
         });
     Ok(reply(r))
 }

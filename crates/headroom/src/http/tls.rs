@@ -1,0 +1,149 @@
+//! TLS for `https://` targets, via rustls. Certificates are verified
+//! against the system's roots by default; a scenario may add a CA file
+//! (a self-signed test server), override the SNI name, or — explicitly —
+//! skip verification.
+
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TlsOptions {
+    /// PEM file with extra trusted CA certificates.
+    pub ca_file: Option<PathBuf>,
+    /// Name sent in SNI and verified against the certificate (default: the
+    /// URL's host).
+    pub server_name: Option<String>,
+    /// Accept any certificate. Off unless a scenario says so.
+    pub insecure: bool,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    #[error("cannot read CA file {path}: {reason}")]
+    CaFile { path: PathBuf, reason: String },
+    #[error("`{0}` is not a valid TLS server name")]
+    ServerName(String),
+    #[error("no trusted CA certificates: the system store is empty and no ca_file was given")]
+    NoRoots,
+}
+
+/// What a connection needs to start TLS: the config and the SNI name.
+#[derive(Clone)]
+pub struct TlsClient {
+    pub connector: tokio_rustls::TlsConnector,
+    pub server_name: ServerName<'static>,
+}
+
+impl std::fmt::Debug for TlsClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "TlsClient({:?})", self.server_name)
+    }
+}
+
+impl TlsClient {
+    pub fn new(host: &str, options: &TlsOptions) -> Result<TlsClient, TlsError> {
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let builder = ClientConfig::builder_with_provider(provider.clone())
+            .with_safe_default_protocol_versions()
+            .expect("ring supports the default protocol versions");
+        let mut config = if options.insecure {
+            builder
+                .dangerous()
+                .with_custom_certificate_verifier(Arc::new(AcceptAny(provider)))
+                .with_no_client_auth()
+        } else {
+            let mut roots = RootCertStore::empty();
+            let native = rustls_native_certs::load_native_certs();
+            for cert in native.certs {
+                let _ = roots.add(cert);
+            }
+            if let Some(path) = &options.ca_file {
+                let certs: Vec<CertificateDer> = CertificateDer::pem_file_iter(path)
+                    .and_then(|it| it.collect::<Result<_, _>>())
+                    .map_err(|e| TlsError::CaFile {
+                        path: path.clone(),
+                        reason: e.to_string(),
+                    })?;
+                if certs.is_empty() {
+                    return Err(TlsError::CaFile {
+                        path: path.clone(),
+                        reason: "no PEM certificate in it".into(),
+                    });
+                }
+                for cert in certs {
+                    roots.add(cert).map_err(|e| TlsError::CaFile {
+                        path: path.clone(),
+                        reason: e.to_string(),
+                    })?;
+                }
+            }
+            if roots.is_empty() {
+                return Err(TlsError::NoRoots);
+            }
+            builder.with_root_certificates(roots).with_no_client_auth()
+        };
+        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        let name = options.server_name.as_deref().unwrap_or(host);
+        let name = name.trim_start_matches('[').trim_end_matches(']');
+        let server_name = ServerName::try_from(name.to_string())
+            .map_err(|_| TlsError::ServerName(name.to_string()))?;
+        Ok(TlsClient {
+            connector: tokio_rustls::TlsConnector::from(Arc::new(config)),
+            server_name,
+        })
+    }
+}
+
+/// `insecure = true`: accepts any certificate (signatures still checked so
+/// the handshake is well-formed).
+#[derive(Debug)]
+struct AcceptAny(Arc<rustls::crypto::CryptoProvider>);
+
+impl ServerCertVerifier for AcceptAny {
+    fn verify_server_cert(
+        &self,
+        _: &CertificateDer<'_>,
+        _: &[CertificateDer<'_>],
+        _: &ServerName<'_>,
+        _: &[u8],
+        _: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        Ok(ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
+}

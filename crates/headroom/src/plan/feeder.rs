@@ -1,0 +1,292 @@
+//! Feeders: rows of test data (CSV with a header row, or a JSON array of
+//! objects) handed to users, one row per iteration.
+//!
+//! Orders: `sequential` (file order, once through — the run stops when it
+//! runs dry), `circular` (file order, wrapping), `random` (uniform, with
+//! repeats), `unique` (shuffled, never repeating — stops when dry).
+//! Scopes: `shared` (one cursor for all users, across worker threads) or
+//! `per_user` (each user walks the rows on its own).
+
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema, Default,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum FeederOrder {
+    Sequential,
+    #[default]
+    Circular,
+    Random,
+    Unique,
+}
+
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema, Default,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum FeederScope {
+    #[default]
+    Shared,
+    PerUser,
+}
+
+#[derive(Debug)]
+pub struct Feeder {
+    pub name: String,
+    pub columns: Vec<String>,
+    rows: Vec<Vec<String>>,
+    pub order: FeederOrder,
+    pub scope: FeederScope,
+    shared_cursor: AtomicU64,
+    /// For `unique`: the shuffled row order.
+    permutation: Vec<u32>,
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum FeederError {
+    #[error("cannot read feeder file {path}: {reason}")]
+    Read { path: String, reason: String },
+    #[error("feeder file {path} line {line}: {reason}")]
+    Csv {
+        path: String,
+        line: u64,
+        reason: String,
+    },
+    #[error("feeder file {path}: {reason}")]
+    Json { path: String, reason: String },
+    #[error("feeder file {path} has no rows")]
+    Empty { path: String },
+}
+
+/// A feeder with no rows left (`sequential` or `unique`).
+#[derive(Debug, PartialEq, Eq)]
+pub struct RanDry {
+    pub rows: usize,
+}
+
+impl Feeder {
+    pub fn from_rows(
+        name: &str,
+        columns: Vec<String>,
+        rows: Vec<Vec<String>>,
+        order: FeederOrder,
+        scope: FeederScope,
+    ) -> Feeder {
+        let mut permutation: Vec<u32> = (0..rows.len() as u32).collect();
+        fastrand::Rng::new().shuffle(&mut permutation);
+        Feeder {
+            name: name.to_string(),
+            columns,
+            rows,
+            order,
+            scope,
+            shared_cursor: AtomicU64::new(0),
+            permutation,
+        }
+    }
+
+    /// Reads a `.csv` (header row = column names) or `.json` (array of
+    /// objects) file.
+    pub fn load(
+        name: &str,
+        path: &Path,
+        order: FeederOrder,
+        scope: FeederScope,
+    ) -> Result<Feeder, FeederError> {
+        let shown = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|e| FeederError::Read {
+            path: shown.clone(),
+            reason: e.to_string(),
+        })?;
+        let is_json = path
+            .extension()
+            .is_some_and(|e| e.eq_ignore_ascii_case("json"));
+        let (columns, rows) = if is_json {
+            parse_json(&text).map_err(|reason| FeederError::Json {
+                path: shown.clone(),
+                reason,
+            })?
+        } else {
+            parse_csv(&text).map_err(|(line, reason)| FeederError::Csv {
+                path: shown.clone(),
+                line,
+                reason,
+            })?
+        };
+        if rows.is_empty() {
+            return Err(FeederError::Empty { path: shown });
+        }
+        Ok(Feeder::from_rows(name, columns, rows, order, scope))
+    }
+
+    pub fn len(&self) -> usize {
+        self.rows.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.rows.is_empty()
+    }
+
+    /// The next row. `user_cursor` is the user's own position (used with
+    /// the `per_user` scope).
+    pub fn next_row(
+        &self,
+        user_cursor: &mut u64,
+        rng: &mut fastrand::Rng,
+    ) -> Result<&[String], RanDry> {
+        let n = self.rows.len() as u64;
+        let i = match self.scope {
+            FeederScope::Shared => self.shared_cursor.fetch_add(1, Ordering::Relaxed),
+            FeederScope::PerUser => {
+                let i = *user_cursor;
+                *user_cursor += 1;
+                i
+            }
+        };
+        let row = match self.order {
+            FeederOrder::Random => rng.usize(..self.rows.len()),
+            FeederOrder::Circular => (i % n) as usize,
+            FeederOrder::Sequential if i < n => i as usize,
+            FeederOrder::Unique if i < n => self.permutation[i as usize] as usize,
+            FeederOrder::Sequential | FeederOrder::Unique => {
+                return Err(RanDry {
+                    rows: self.rows.len(),
+                })
+            }
+        };
+        Ok(&self.rows[row])
+    }
+}
+
+/// Column names and rows.
+type Table = (Vec<String>, Vec<Vec<String>>);
+
+fn parse_csv(text: &str) -> Result<Table, (u64, String)> {
+    let mut reader = csv::ReaderBuilder::new()
+        .has_headers(true)
+        .trim(csv::Trim::All)
+        .from_reader(text.as_bytes());
+    let columns: Vec<String> = reader
+        .headers()
+        .map_err(|e| (1, e.to_string()))?
+        .iter()
+        .map(str::to_string)
+        .collect();
+    if columns.iter().any(String::is_empty) {
+        return Err((
+            1,
+            "the header row names every column (an empty name was found)".into(),
+        ));
+    }
+    let mut rows = Vec::new();
+    for record in reader.records() {
+        let record = record.map_err(|e| {
+            let line = e.position().map_or(0, |p| p.line());
+            (line, e.to_string())
+        })?;
+        rows.push(record.iter().map(str::to_string).collect());
+    }
+    Ok((columns, rows))
+}
+
+fn parse_json(text: &str) -> Result<Table, String> {
+    let value: serde_json::Value = serde_json::from_str(text).map_err(|e| e.to_string())?;
+    let items = value.as_array().ok_or("expected a JSON array of objects")?;
+    let mut columns: Vec<String> = Vec::new();
+    for (i, item) in items.iter().enumerate() {
+        let obj = item
+            .as_object()
+            .ok_or_else(|| format!("item {} is not an object", i + 1))?;
+        for k in obj.keys() {
+            if !columns.contains(k) {
+                columns.push(k.clone());
+            }
+        }
+    }
+    let rows = items
+        .iter()
+        .map(|item| {
+            columns
+                .iter()
+                .map(|c| match item.get(c) {
+                    None | Some(serde_json::Value::Null) => String::new(),
+                    Some(serde_json::Value::String(s)) => s.clone(),
+                    Some(v) => v.to_string(),
+                })
+                .collect()
+        })
+        .collect();
+    Ok((columns, rows))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn feeder(order: FeederOrder, scope: FeederScope) -> Feeder {
+        let rows = (0..5).map(|i| vec![i.to_string()]).collect();
+        Feeder::from_rows("f", vec!["id".into()], rows, order, scope)
+    }
+
+    fn draw(f: &Feeder, cursor: &mut u64, rng: &mut fastrand::Rng) -> Result<String, RanDry> {
+        f.next_row(cursor, rng).map(|r| r[0].clone())
+    }
+
+    #[test]
+    fn orders() {
+        let mut rng = fastrand::Rng::with_seed(1);
+        let mut c = 0;
+        let f = feeder(FeederOrder::Circular, FeederScope::Shared);
+        let got: Vec<_> = (0..7)
+            .map(|_| draw(&f, &mut c, &mut rng).unwrap())
+            .collect();
+        assert_eq!(got, ["0", "1", "2", "3", "4", "0", "1"]);
+
+        let f = feeder(FeederOrder::Sequential, FeederScope::Shared);
+        let got: Vec<_> = (0..5)
+            .map(|_| draw(&f, &mut c, &mut rng).unwrap())
+            .collect();
+        assert_eq!(got, ["0", "1", "2", "3", "4"]);
+        assert_eq!(draw(&f, &mut c, &mut rng), Err(RanDry { rows: 5 }));
+
+        let f = feeder(FeederOrder::Unique, FeederScope::Shared);
+        let mut got: Vec<_> = (0..5)
+            .map(|_| draw(&f, &mut c, &mut rng).unwrap())
+            .collect();
+        assert!(draw(&f, &mut c, &mut rng).is_err());
+        got.sort();
+        assert_eq!(got, ["0", "1", "2", "3", "4"], "unique never repeats");
+
+        let f = feeder(FeederOrder::Random, FeederScope::Shared);
+        let seen: std::collections::BTreeSet<_> = (0..200)
+            .map(|_| draw(&f, &mut c, &mut rng).unwrap())
+            .collect();
+        assert_eq!(seen.len(), 5, "random covers the rows");
+    }
+
+    #[test]
+    fn per_user_cursors_are_independent() {
+        let mut rng = fastrand::Rng::with_seed(1);
+        let f = feeder(FeederOrder::Sequential, FeederScope::PerUser);
+        let (mut a, mut b) = (0, 0);
+        assert_eq!(draw(&f, &mut a, &mut rng).unwrap(), "0");
+        assert_eq!(draw(&f, &mut a, &mut rng).unwrap(), "1");
+        assert_eq!(draw(&f, &mut b, &mut rng).unwrap(), "0");
+    }
+
+    #[test]
+    fn csv_and_json_files() {
+        let (cols, rows) = parse_csv("id,name\n1, a\n2,b\n").unwrap();
+        assert_eq!(cols, ["id", "name"]);
+        assert_eq!(rows, vec![vec!["1", "a"], vec!["2", "b"]]);
+        assert!(parse_csv("id\n1\n2,3\n").is_err());
+        let (cols, rows) = parse_json(r#"[{"id": 1, "n": "x"}, {"id": 2}]"#).unwrap();
+        assert_eq!(cols, ["id", "n"]);
+        assert_eq!(rows, vec![vec!["1", "x"], vec!["2", ""]]);
+        assert!(parse_json("{}").is_err());
+        assert!(parse_json("[1]").is_err());
+    }
+}

@@ -1,0 +1,225 @@
+//! `{{name}}` templates in URLs, headers and bodies, compiled once into
+//! literal and variable parts and rendered per request into a reused buffer.
+//!
+//! Variables come from feeders and extractions; built-ins are `user_id`,
+//! `iteration`, `uuid()`, `timestamp()` (Unix milliseconds), `timestamp_s()`
+//! and `random_int(LOW, HIGH)` (inclusive).
+
+use std::collections::HashMap;
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Part {
+    Literal(String),
+    Var(String),
+    UserId,
+    Iteration,
+    Uuid,
+    TimestampMs,
+    TimestampS,
+    RandomInt(i64, i64),
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Template {
+    parts: Vec<Part>,
+}
+
+/// The values a template can read, for one user at one moment.
+pub struct Scope<'a> {
+    pub vars: &'a HashMap<String, String>,
+    pub user_id: u64,
+    pub iteration: u64,
+    pub rng: &'a mut fastrand::Rng,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum TemplateError {
+    #[error("`{{{{` without a closing `}}}}`")]
+    Unclosed,
+    #[error("empty `{{{{}}}}`")]
+    Empty,
+    #[error("`{0}` is not a variable name or a built-in (user_id, iteration, uuid(), timestamp(), timestamp_s(), random_int(LOW, HIGH))")]
+    BadExpression(String),
+    #[error("random_int({0}): expected two integers LOW ≤ HIGH, e.g. random_int(1, 100)")]
+    BadRandom(String),
+}
+
+fn is_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-' || c == '.')
+}
+
+impl Template {
+    pub fn parse(text: &str) -> Result<Template, TemplateError> {
+        let mut parts = Vec::new();
+        let mut rest = text;
+        while let Some(open) = rest.find("{{") {
+            if open > 0 {
+                parts.push(Part::Literal(rest[..open].to_string()));
+            }
+            let after = &rest[open + 2..];
+            let close = after.find("}}").ok_or(TemplateError::Unclosed)?;
+            let expr = after[..close].trim();
+            parts.push(Self::expression(expr)?);
+            rest = &after[close + 2..];
+        }
+        if !rest.is_empty() {
+            parts.push(Part::Literal(rest.to_string()));
+        }
+        Ok(Template { parts })
+    }
+
+    fn expression(expr: &str) -> Result<Part, TemplateError> {
+        if expr.is_empty() {
+            return Err(TemplateError::Empty);
+        }
+        Ok(match expr {
+            "user_id" => Part::UserId,
+            "iteration" => Part::Iteration,
+            "uuid()" | "uuid" => Part::Uuid,
+            "timestamp()" | "timestamp" => Part::TimestampMs,
+            "timestamp_s()" => Part::TimestampS,
+            _ => {
+                if let Some(args) = expr
+                    .strip_prefix("random_int(")
+                    .and_then(|a| a.strip_suffix(')'))
+                {
+                    let nums: Vec<Option<i64>> =
+                        args.split(',').map(|a| a.trim().parse().ok()).collect();
+                    match nums[..] {
+                        [Some(lo), Some(hi)] if lo <= hi => Part::RandomInt(lo, hi),
+                        _ => return Err(TemplateError::BadRandom(args.to_string())),
+                    }
+                } else if is_name(expr) {
+                    Part::Var(expr.to_string())
+                } else {
+                    return Err(TemplateError::BadExpression(expr.to_string()));
+                }
+            }
+        })
+    }
+
+    /// A template without any `{{…}}`.
+    pub fn is_static(&self) -> bool {
+        self.parts.iter().all(|p| matches!(p, Part::Literal(_)))
+    }
+
+    /// Names of the variables (not built-ins) it reads.
+    pub fn vars(&self) -> impl Iterator<Item = &str> {
+        self.parts.iter().filter_map(|p| match p {
+            Part::Var(v) => Some(v.as_str()),
+            _ => None,
+        })
+    }
+
+    /// The text, for a static template.
+    pub fn literal(&self) -> String {
+        let mut s = String::new();
+        for p in &self.parts {
+            if let Part::Literal(l) = p {
+                s.push_str(l);
+            }
+        }
+        s
+    }
+
+    /// Appends the rendered text to `out`. A variable not set yet renders
+    /// as empty (validation makes sure something can set it).
+    pub fn render(&self, scope: &mut Scope, out: &mut Vec<u8>) {
+        use std::io::Write;
+        for p in &self.parts {
+            match p {
+                Part::Literal(l) => out.extend_from_slice(l.as_bytes()),
+                Part::Var(v) => {
+                    if let Some(value) = scope.vars.get(v) {
+                        out.extend_from_slice(value.as_bytes());
+                    }
+                }
+                Part::UserId => {
+                    let _ = write!(out, "{}", scope.user_id);
+                }
+                Part::Iteration => {
+                    let _ = write!(out, "{}", scope.iteration);
+                }
+                Part::Uuid => {
+                    let _ = write!(out, "{}", uuid::Uuid::new_v4());
+                }
+                Part::TimestampMs | Part::TimestampS => {
+                    let now = std::time::SystemTime::now()
+                        .duration_since(std::time::UNIX_EPOCH)
+                        .unwrap_or_default();
+                    let value = if *p == Part::TimestampMs {
+                        now.as_millis()
+                    } else {
+                        now.as_secs() as u128
+                    };
+                    let _ = write!(out, "{value}");
+                }
+                Part::RandomInt(lo, hi) => {
+                    let _ = write!(out, "{}", scope.rng.i64(*lo..=*hi));
+                }
+            }
+        }
+    }
+
+    pub fn render_string(&self, scope: &mut Scope) -> String {
+        let mut out = Vec::new();
+        self.render(scope, &mut out);
+        String::from_utf8_lossy(&out).into_owned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn render(t: &str, vars: &[(&str, &str)]) -> String {
+        let vars: HashMap<String, String> = vars
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let mut rng = fastrand::Rng::with_seed(7);
+        let mut scope = Scope {
+            vars: &vars,
+            user_id: 42,
+            iteration: 3,
+            rng: &mut rng,
+        };
+        Template::parse(t).unwrap().render_string(&mut scope)
+    }
+
+    #[test]
+    fn renders_variables_and_builtins() {
+        assert_eq!(
+            render(
+                "/item/{{id}}?u={{ user_id }}&i={{iteration}}",
+                &[("id", "7")]
+            ),
+            "/item/7?u=42&i=3"
+        );
+        assert_eq!(render("plain", &[]), "plain");
+        let r: i64 = render("{{random_int(5, 9)}}", &[]).parse().unwrap();
+        assert!((5..=9).contains(&r));
+        assert_eq!(render("{{uuid()}}", &[]).len(), 36);
+        assert!(render("{{timestamp()}}", &[]).parse::<u64>().unwrap() > 1_600_000_000_000);
+    }
+
+    #[test]
+    fn parse_errors() {
+        assert_eq!(Template::parse("/a/{{id"), Err(TemplateError::Unclosed));
+        assert_eq!(Template::parse("{{ }}"), Err(TemplateError::Empty));
+        assert!(matches!(
+            Template::parse("{{a b}}"),
+            Err(TemplateError::BadExpression(_))
+        ));
+        assert!(matches!(
+            Template::parse("{{random_int(9, 1)}}"),
+            Err(TemplateError::BadRandom(_))
+        ));
+        let t = Template::parse("{{a}}-{{b}}-{{user_id}}").unwrap();
+        assert_eq!(t.vars().collect::<Vec<_>>(), vec!["a", "b"]);
+        assert!(!t.is_static());
+        assert!(Template::parse("/x").unwrap().is_static());
+    }
+}
