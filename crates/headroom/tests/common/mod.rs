@@ -128,14 +128,44 @@ pub struct Nginx {
     pub dir: tempfile::TempDir,
     pub port: u16,
 }
+// (field order matters: the guard stops nginx before its folder is removed)
 
 impl Nginx {
     pub fn start() -> Nginx {
+        Self::start_with("", "")
+    }
+
+    /// nginx serving TLS on its port with this certificate and key (PEM).
+    pub fn start_tls(cert_pem: &str, key_pem: &str) -> Nginx {
+        Self::start_in(tempfile::tempdir().unwrap(), " ssl", |dir| {
+            let cert = dir.join("cert.pem");
+            let key = dir.join("key.pem");
+            std::fs::write(&cert, cert_pem).unwrap();
+            std::fs::write(&key, key_pem).unwrap();
+            format!(
+                "ssl_certificate {}; ssl_certificate_key {};",
+                cert.display(),
+                key.display()
+            )
+        })
+    }
+
+    /// `listen_flags` go after the listen address; `server_extra` into the
+    /// server block.
+    pub fn start_with(listen_flags: &str, server_extra: &str) -> Nginx {
+        Self::start_in(tempfile::tempdir().unwrap(), listen_flags, |_| server_extra.to_string())
+    }
+
+    fn start_in(
+        dir: tempfile::TempDir,
+        listen_flags: &str,
+        server_extra: impl FnOnce(&Path) -> String,
+    ) -> Nginx {
+        let server_extra = server_extra(dir.path());
         let nginx = ["/usr/sbin/nginx", "/usr/bin/nginx"]
             .into_iter()
             .find(|p| Path::new(p).exists())
             .expect("nginx is required for these tests: apt-get install -y nginx-light");
-        let dir = tempfile::tempdir().unwrap();
         let port = free_port();
         let d = dir.path().display();
         let user = if unsafe { libc::geteuid() } == 0 {
@@ -159,7 +189,8 @@ http {{
   scgi_temp_path {d}/scgi;
   keepalive_requests 100000;
   server {{
-    listen 127.0.0.1:{port} backlog=4096;
+    listen 127.0.0.1:{port}{listen_flags} backlog=4096;
+    {server_extra}
     location / {{ return 200 \"hello from nginx\\n\"; }}
   }}
 }}
@@ -181,6 +212,16 @@ http {{
 
     pub fn url(&self, path: &str) -> String {
         format!("http://127.0.0.1:{}{}", self.port, path)
+    }
+
+    /// Request targets nginx logged, in order ("/path?query").
+    pub fn paths(&self) -> Vec<String> {
+        let log = std::fs::read_to_string(self.dir.path().join("access.log")).unwrap_or_default();
+        log.lines()
+            .filter_map(|l| l.split('"').nth(1))
+            .filter_map(|req| req.split(' ').nth(1))
+            .map(str::to_string)
+            .collect()
     }
 
     /// Requests nginx logged (one access-log line each).
@@ -257,6 +298,36 @@ impl Drop for RawServer {
         self.stop.store(true, Ordering::SeqCst);
         let _ = TcpStream::connect(self.addr);
     }
+}
+
+/// Reads one request head (up to the blank line) and returns it.
+pub fn read_request_head(stream: &mut TcpStream) -> Option<String> {
+    let mut buf = Vec::new();
+    let mut byte = [0u8; 1];
+    while !buf.ends_with(b"\r\n\r\n") {
+        match stream.read(&mut byte) {
+            Ok(0) | Err(_) => return None,
+            Ok(_) => buf.push(byte[0]),
+        }
+    }
+    let head = String::from_utf8_lossy(&buf).into_owned();
+    // Skip a body if one was announced.
+    let length = head
+        .lines()
+        .find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().parse::<usize>().unwrap_or(0)))
+        .unwrap_or(0);
+    let mut body = vec![0u8; length];
+    stream.read_exact(&mut body).ok()?;
+    Some(head)
+}
+
+/// Writes a scenario file (and any data files) into a fresh folder.
+pub fn scenario_dir(files: &[(&str, &str)]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, text) in files {
+        std::fs::write(dir.path().join(name), text).unwrap();
+    }
+    dir
 }
 
 /// Reads one request head (up to the blank line); false on EOF/error.
