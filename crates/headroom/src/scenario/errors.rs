@@ -70,11 +70,31 @@ impl<'a> Locator<'a> {
                 .map(|(i, _)| start + i)
                 .collect::<Vec<_>>()
         };
-        let mut hits = if needle.is_empty() {
-            Vec::new()
-        } else {
-            candidates(needle)
+        // An exact value first ("hom" must not match inside "home"): quoted,
+        // then bare on a word boundary, then anywhere.
+        let bounded = |n: &str| {
+            candidates(n)
+                .into_iter()
+                .filter(|&i| {
+                    let after = self.text[i + n.len()..].chars().next();
+                    !after.is_some_and(|c| c.is_alphanumeric() || c == '_')
+                })
+                .collect::<Vec<_>>()
         };
+        let mut hits = Vec::new();
+        if !needle.is_empty() {
+            for attempt in [
+                candidates(&format!("\"{needle}\"")),
+                candidates(&format!("'{needle}'")),
+                bounded(needle),
+                candidates(needle),
+            ] {
+                if !attempt.is_empty() {
+                    hits = attempt;
+                    break;
+                }
+            }
+        }
         if hits.is_empty() && !key.is_empty() {
             hits = candidates(key);
         }
