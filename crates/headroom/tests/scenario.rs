@@ -21,18 +21,35 @@ fn example(name: &str) -> String {
 #[test]
 fn mix_toml_works_as_written() {
     let target = Target::start(2, 8);
-    let r = run(&[&example("mix.toml"), "--base-url", &target.base, "--duration", "3s"]);
+    let r = run(&[
+        &example("mix.toml"),
+        "--base-url",
+        &target.base,
+        "--duration",
+        "3s",
+    ]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     let res = r.results();
-    assert_eq!(res["requests"]["failed"].as_u64(), Some(0), "{}", res["errors"]);
+    assert_eq!(
+        res["requests"]["failed"].as_u64(),
+        Some(0),
+        "{}",
+        res["errors"]
+    );
     assert_eq!(target.requests(), r.total());
     let per = res["per_request"].as_object().unwrap();
     let names: Vec<&str> = per.keys().map(String::as_str).collect();
     assert_eq!(names, ["home", "item", "missing"]);
     // "missing" answers 404, which it expects: OK, not failed.
     assert!(per["missing"]["requests"]["ok"].as_u64().unwrap() > 0);
-    assert_eq!(per["missing"]["status_codes"]["404"], per["missing"]["requests"]["total"]);
-    let sum: u64 = per.values().map(|s| s["requests"]["total"].as_u64().unwrap()).sum();
+    assert_eq!(
+        per["missing"]["status_codes"]["404"],
+        per["missing"]["requests"]["total"]
+    );
+    let sum: u64 = per
+        .values()
+        .map(|s| s["requests"]["total"].as_u64().unwrap())
+        .sum();
     assert_eq!(sum, r.total());
 }
 
@@ -41,9 +58,18 @@ fn yaml_is_the_same_scenario_as_toml() {
     use headroom::scenario::{parse, Format};
     let toml = std::fs::read_to_string(examples().join("mix.toml")).unwrap();
     let yaml = std::fs::read_to_string(examples().join("mix.yaml")).unwrap();
-    assert_eq!(parse(&toml, Format::Toml).unwrap(), parse(&yaml, Format::Yaml).unwrap());
+    assert_eq!(
+        parse(&toml, Format::Toml).unwrap(),
+        parse(&yaml, Format::Yaml).unwrap()
+    );
     let target = Target::start(1, 8);
-    let r = run(&[&example("mix.yaml"), "--base-url", &target.base, "--duration", "1s"]);
+    let r = run(&[
+        &example("mix.yaml"),
+        "--base-url",
+        &target.base,
+        "--duration",
+        "1s",
+    ]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert_eq!(target.requests(), r.total());
     assert_eq!(r.results()["per_request"].as_object().unwrap().len(), 3);
@@ -58,7 +84,10 @@ fn every_example_runs() {
         ("seed-000-closed.toml", &[("DURATION", "2s")]),
         ("seed-000-rate.toml", &[("DURATION", "2s")]),
         ("seed-002-stepped.toml", &[("STEP", "500ms")]),
-        ("seed-003-sessions.toml", &[("USERS", "20"), ("OVER", "2s"), ("THINK", "10ms")]),
+        (
+            "seed-003-sessions.toml",
+            &[("USERS", "20"), ("OVER", "2s"), ("THINK", "10ms")],
+        ),
         ("seed-004-feeder.toml", &[("USERS", "50"), ("RAMP", "1s")]),
         ("login-flow.toml", &[("USERS", "4"), ("DURATION", "2s")]),
     ];
@@ -72,8 +101,17 @@ fn every_example_runs() {
         });
         assert_eq!(r.code, 0, "{file}: {}", r.stderr);
         let res = r.results();
-        assert_eq!(res["requests"]["failed"].as_u64(), Some(0), "{file}: {}", res["errors"]);
-        assert_eq!(target.requests() - before, r.total(), "{file}: server count");
+        assert_eq!(
+            res["requests"]["failed"].as_u64(),
+            Some(0),
+            "{file}: {}",
+            res["errors"]
+        );
+        assert_eq!(
+            target.requests() - before,
+            r.total(),
+            "{file}: server count"
+        );
         match *file {
             // 8 stages × 0.5 s at 10..50/s: (10+15+20+25+30+35+40+50) / 2
             // = 112.5 arrivals, so arrivals 0..=112 are due.
@@ -181,7 +219,10 @@ path = "/f?id={{{{id}}}}"
 #[test]
 fn circular_feeder_visits_every_row_in_order() {
     let (ids, _) = feeder_run("circular", "shared", 1, 12);
-    assert_eq!(ids, ["r1", "r2", "r3", "r4", "r5", "r1", "r2", "r3", "r4", "r5", "r1", "r2"]);
+    assert_eq!(
+        ids,
+        ["r1", "r2", "r3", "r4", "r5", "r1", "r2", "r3", "r4", "r5", "r1", "r2"]
+    );
 }
 
 #[test]
@@ -189,7 +230,10 @@ fn sequential_feeder_goes_once_through_then_stops_the_run() {
     let (ids, r) = feeder_run("sequential", "shared", 1, 50);
     assert_eq!(ids, ["r1", "r2", "r3", "r4", "r5"]);
     let reason = r.results()["stop_reason"].as_str().unwrap().to_string();
-    assert!(reason.contains("feeder `ids`") && reason.contains("ran out of rows"), "{reason}");
+    assert!(
+        reason.contains("feeder `ids`") && reason.contains("ran out of rows"),
+        "{reason}"
+    );
     assert!(r.stdout.contains("stopped early: feeder `ids`"));
 }
 
@@ -200,7 +244,10 @@ fn unique_feeder_never_repeats_and_stops_when_dry() {
     sorted.sort();
     assert_eq!(sorted, ["r1", "r2", "r3", "r4", "r5"], "got {ids:?}");
     assert_eq!(r.total(), 5);
-    assert!(r.results()["stop_reason"].as_str().unwrap().contains("Unique"));
+    assert!(r.results()["stop_reason"]
+        .as_str()
+        .unwrap()
+        .contains("Unique"));
 }
 
 #[test]
@@ -217,7 +264,11 @@ fn per_user_feeder_gives_each_user_its_own_walk() {
     assert_eq!(r.total(), 9);
     let count = |id: &str| ids.iter().filter(|i| *i == id).count();
     // 3 users × 3 requests: each walks r1, r2, r3 on its own.
-    assert_eq!((count("r1"), count("r2"), count("r3"), count("r4")), (3, 3, 3, 0), "{ids:?}");
+    assert_eq!(
+        (count("r1"), count("r2"), count("r3"), count("r4")),
+        (3, 3, 3, 0),
+        "{ids:?}"
+    );
 }
 
 /// A server for flows: /login answers a token (JSON), a header and a
@@ -282,13 +333,24 @@ steps = [ {{ request = "login" }}, {{ request = "data" }} ]
     );
     let r = run(&[&file]);
     assert_eq!(r.code, 0, "{}", r.stderr);
-    assert_eq!(r.results()["requests"]["failed"].as_u64(), Some(0), "{}", r.results()["errors"]);
+    assert_eq!(
+        r.results()["requests"]["failed"].as_u64(),
+        Some(0),
+        "{}",
+        r.results()["errors"]
+    );
     assert_eq!(r.total(), 4);
     let heads = heads.lock().unwrap();
-    let data: Vec<&String> = heads.iter().filter(|h| h.starts_with("GET /data")).collect();
+    let data: Vec<&String> = heads
+        .iter()
+        .filter(|h| h.starts_with("GET /data"))
+        .collect();
     assert_eq!(data.len(), 2);
     for h in data {
-        assert!(h.starts_with("GET /data?t=abc123&r=77&c=n-9Q&s=xyz "), "{h}");
+        assert!(
+            h.starts_with("GET /data?t=abc123&r=77&c=n-9Q&s=xyz "),
+            "{h}"
+        );
         assert!(h.contains("Authorization: Bearer abc123\r\n"), "{h}");
         // The cookie jar sends back what /login set.
         assert!(h.contains("Cookie: sid=xyz\r\n"), "{h}");
@@ -377,9 +439,17 @@ check = [
     assert_eq!(bad, 100);
     assert_eq!(res["requests"]["failed"].as_u64(), Some(bad));
     // The first failing check is the one named in the error classes.
-    assert_eq!(res["errors"]["check: r: json $.ok == true"].as_u64(), Some(bad), "{}", res["errors"]);
+    assert_eq!(
+        res["errors"]["check: r: json $.ok == true"].as_u64(),
+        Some(bad),
+        "{}",
+        res["errors"]
+    );
     assert_eq!(res["errors"].as_object().unwrap().len(), 1);
-    assert_eq!(res["per_request"]["r"]["requests"]["failed"].as_u64(), Some(bad));
+    assert_eq!(
+        res["per_request"]["r"]["requests"]["failed"].as_u64(),
+        Some(bad)
+    );
 }
 
 #[test]
@@ -415,7 +485,11 @@ steps = [ {{ request = "json" }}, {{ request = "file" }} ]
     assert_eq!(r.code, 0, "{}", r.stderr);
     let heads = heads.lock().unwrap();
     assert!(heads[0].starts_with("PUT /j"));
-    assert!(heads[0].contains("Content-Type: application/json\r\n"), "{}", heads[0]);
+    assert!(
+        heads[0].contains("Content-Type: application/json\r\n"),
+        "{}",
+        heads[0]
+    );
     // {"n":3,"user":"0"} is 18 bytes
     assert!(heads[0].contains("Content-Length: 18\r\n"), "{}", heads[0]);
     assert!(heads[1].contains("Content-Length: 13\r\n"), "{}", heads[1]);

@@ -115,9 +115,17 @@ fn each_validation_error_names_file_line_and_column_and_sends_nothing() {
         assert_eq!(out.status.code(), Some(2), "{}: {stderr}", case.name);
         let first = stderr.lines().next().unwrap_or_default();
         let want = format!("{}:{}: ", path.display(), case.at);
-        assert!(first.contains(&want), "{}: expected `{want}` in:\n{stderr}", case.name);
+        assert!(
+            first.contains(&want),
+            "{}: expected `{want}` in:\n{stderr}",
+            case.name
+        );
         for s in case.says {
-            assert!(first.contains(s), "{}: expected `{s}` in:\n{stderr}", case.name);
+            assert!(
+                first.contains(s),
+                "{}: expected `{s}` in:\n{stderr}",
+                case.name
+            );
         }
         assert!(!stderr.contains("panicked"), "{}", case.name);
     }
@@ -169,7 +177,9 @@ fn schema_is_printed_and_describes_the_format() {
     assert_eq!(out.status.code(), Some(0));
     let schema: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let props = schema["properties"].as_object().unwrap();
-    for key in ["base_url", "load", "request", "session", "feeder", "tls", "http"] {
+    for key in [
+        "base_url", "load", "request", "session", "feeder", "tls", "http",
+    ] {
         assert!(props.contains_key(key), "schema lacks {key}");
     }
     assert_eq!(schema["additionalProperties"], false);

@@ -23,6 +23,8 @@
 mod build;
 pub mod env;
 pub mod errors;
+#[cfg(test)]
+mod proptests;
 pub mod raw;
 
 use crate::plan::Plan;

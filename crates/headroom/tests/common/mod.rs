@@ -153,7 +153,9 @@ impl Nginx {
     /// `listen_flags` go after the listen address; `server_extra` into the
     /// server block.
     pub fn start_with(listen_flags: &str, server_extra: &str) -> Nginx {
-        Self::start_in(tempfile::tempdir().unwrap(), listen_flags, |_| server_extra.to_string())
+        Self::start_in(tempfile::tempdir().unwrap(), listen_flags, |_| {
+            server_extra.to_string()
+        })
     }
 
     fn start_in(
@@ -314,7 +316,11 @@ pub fn read_request_head(stream: &mut TcpStream) -> Option<String> {
     // Skip a body if one was announced.
     let length = head
         .lines()
-        .find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().parse::<usize>().unwrap_or(0)))
+        .find_map(|l| {
+            l.to_ascii_lowercase()
+                .strip_prefix("content-length:")
+                .map(|v| v.trim().parse::<usize>().unwrap_or(0))
+        })
         .unwrap_or(0);
     let mut body = vec![0u8; length];
     stream.read_exact(&mut body).ok()?;
