@@ -296,7 +296,8 @@ impl Connection {
             }
             received += n as u64;
         };
-        if want.headers || want.set_cookies {
+        // A second look at the headers only when something needs them.
+        if want.headers || (want.set_cookies && head.sets_cookie) {
             captured.keep_head(&self.buf[..head.len], want);
         }
         // Body bytes are appended to `body` only when a check needs them.

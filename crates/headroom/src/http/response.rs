@@ -25,6 +25,8 @@ pub struct Head {
     pub framing: Framing,
     /// The server lets us send the next request on this connection.
     pub keep_alive: bool,
+    /// A `Set-Cookie` header is present (so the cookie jar must look).
+    pub sets_cookie: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
@@ -59,7 +61,9 @@ pub fn parse_head(buf: &[u8], request_was_head: bool) -> Result<Option<Head>, Ma
     let mut content_length: Option<u64> = None;
     let mut chunked = false;
     let mut close = !http11;
+    let mut sets_cookie = false;
     for h in response.headers.iter() {
+        sets_cookie |= h.name.eq_ignore_ascii_case("set-cookie");
         if h.name.eq_ignore_ascii_case("content-length") {
             let value = std::str::from_utf8(h.value)
                 .ok()
@@ -101,6 +105,7 @@ pub fn parse_head(buf: &[u8], request_was_head: bool) -> Result<Option<Head>, Ma
         len,
         framing,
         keep_alive,
+        sets_cookie,
     }))
 }
 
