@@ -180,9 +180,9 @@ weight = 1
     assert!(chi2 < 13.82, "chi-square {chi2:.2}: {seen:?}");
 }
 
-/// Runs one user through a feeder of ids r1..r5 and returns the ids the
-/// server saw, in order.
-fn feeder_run(order: &str, scope: &str, vus: u32, requests: u32) -> (Vec<String>, common::Run) {
+/// Runs users through a feeder of ids r1..r5 and returns the ids the
+/// server saw, in order. `bound` is the load's limit, e.g. "max_requests = 12".
+fn feeder_run(order: &str, scope: &str, vus: u32, bound: &str) -> (Vec<String>, common::Run) {
     let nginx = Nginx::start();
     let rows = "id\nr1\nr2\nr3\nr4\nr5\n";
     let dir = scenario_dir(&[("ids.csv", rows)]);
@@ -193,7 +193,7 @@ fn feeder_run(order: &str, scope: &str, vus: u32, requests: u32) -> (Vec<String>
 base_url = "{}"
 [load]
 vus = {vus}
-max_requests = {requests}
+{bound}
 [[feeder]]
 name = "ids"
 file = "ids.csv"
@@ -218,7 +218,7 @@ path = "/f?id={{{{id}}}}"
 
 #[test]
 fn circular_feeder_visits_every_row_in_order() {
-    let (ids, _) = feeder_run("circular", "shared", 1, 12);
+    let (ids, _) = feeder_run("circular", "shared", 1, "max_requests = 12");
     assert_eq!(
         ids,
         ["r1", "r2", "r3", "r4", "r5", "r1", "r2", "r3", "r4", "r5", "r1", "r2"]
@@ -227,7 +227,7 @@ fn circular_feeder_visits_every_row_in_order() {
 
 #[test]
 fn sequential_feeder_goes_once_through_then_stops_the_run() {
-    let (ids, r) = feeder_run("sequential", "shared", 1, 50);
+    let (ids, r) = feeder_run("sequential", "shared", 1, "max_requests = 50");
     assert_eq!(ids, ["r1", "r2", "r3", "r4", "r5"]);
     let reason = r.results()["stop_reason"].as_str().unwrap().to_string();
     assert!(
@@ -239,7 +239,7 @@ fn sequential_feeder_goes_once_through_then_stops_the_run() {
 
 #[test]
 fn unique_feeder_never_repeats_and_stops_when_dry() {
-    let (ids, r) = feeder_run("unique", "shared", 3, 50);
+    let (ids, r) = feeder_run("unique", "shared", 3, "max_requests = 50");
     let mut sorted = ids.clone();
     sorted.sort();
     assert_eq!(sorted, ["r1", "r2", "r3", "r4", "r5"], "got {ids:?}");
@@ -252,7 +252,7 @@ fn unique_feeder_never_repeats_and_stops_when_dry() {
 
 #[test]
 fn random_feeder_covers_the_rows() {
-    let (ids, _) = feeder_run("random", "shared", 2, 200);
+    let (ids, _) = feeder_run("random", "shared", 2, "max_requests = 200");
     let distinct: std::collections::BTreeSet<_> = ids.iter().collect();
     assert_eq!(distinct.len(), 5, "{distinct:?}");
     assert_eq!(ids.len(), 200);
@@ -260,7 +260,7 @@ fn random_feeder_covers_the_rows() {
 
 #[test]
 fn per_user_feeder_gives_each_user_its_own_walk() {
-    let (ids, r) = feeder_run("circular", "per_user", 3, 9);
+    let (ids, r) = feeder_run("circular", "per_user", 3, "iterations = 3");
     assert_eq!(r.total(), 9);
     let count = |id: &str| ids.iter().filter(|i| *i == id).count();
     // 3 users × 3 requests: each walks r1, r2, r3 on its own.
