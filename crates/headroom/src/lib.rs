@@ -15,6 +15,7 @@
 pub mod engine;
 pub mod http;
 pub mod metrics;
+pub mod monitor;
 pub mod plan;
 pub mod report;
 pub mod scenario;

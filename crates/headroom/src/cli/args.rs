@@ -116,6 +116,63 @@ pub struct RunArgs {
     /// Print no summary (results file only).
     #[arg(short = 'q', long)]
     pub quiet: bool,
+
+    /// Watch this server process and all its descendants.
+    #[arg(long, value_name = "PID", conflicts_with_all = ["monitor_pidfile", "monitor_cmd", "monitor_url"])]
+    pub monitor_pid: Option<i32>,
+
+    /// Watch the process whose pid is in FILE (and its descendants).
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["monitor_cmd", "monitor_url"])]
+    pub monitor_pidfile: Option<std::path::PathBuf>,
+
+    /// Start the server with `sh -c CMD` (own process group), wait until the
+    /// target's port accepts connections, watch it, stop it after the run.
+    #[arg(long, value_name = "CMD", conflicts_with = "monitor_url")]
+    pub monitor_cmd: Option<String>,
+
+    /// How long --monitor-cmd may take to open the port.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "30s")]
+    pub monitor_ready_timeout: Duration,
+
+    /// Pull server samples from `headroom monitor` on the server's host.
+    #[arg(long, value_name = "URL", requires = "monitor_token")]
+    pub monitor_url: Option<String>,
+
+    /// The token `headroom monitor` printed.
+    #[arg(long, value_name = "TOKEN")]
+    pub monitor_token: Option<String>,
+
+    /// Sampling interval (100ms or more).
+    #[arg(long, value_name = "DURATION", value_parser = parse_interval, default_value = "1s")]
+    pub monitor_interval: Duration,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct MonitorArgs {
+    /// Address to serve samples on.
+    #[arg(long, default_value = "127.0.0.1:9099")]
+    pub listen: String,
+    /// The server process to watch (with its descendants).
+    #[arg(long, value_name = "PID", required_unless_present = "pidfile")]
+    pub pid: Option<i32>,
+    #[arg(long, value_name = "FILE", conflicts_with = "pid")]
+    pub pidfile: Option<std::path::PathBuf>,
+    /// Bearer token clients must present [default: a random one, printed].
+    #[arg(long)]
+    pub token: Option<String>,
+    #[arg(long, value_name = "DURATION", value_parser = parse_interval, default_value = "1s")]
+    pub interval: Duration,
+    /// Allow listening on a non-loopback address.
+    #[arg(long)]
+    pub public: bool,
+}
+
+pub fn parse_interval(s: &str) -> Result<Duration, String> {
+    let d = parse_duration(s)?;
+    if d < headroom::monitor::MIN_INTERVAL {
+        return Err(format!("`{s}`: the monitor samples at most every 100ms"));
+    }
+    Ok(d)
 }
 
 #[derive(Args, Debug, Clone)]

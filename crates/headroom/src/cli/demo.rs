@@ -4,7 +4,7 @@
 //! summary. (It becomes a small study once studies exist.)
 
 use super::args::DemoArgs;
-use super::run::{execute, install_interrupt};
+use super::run::{execute, install_interrupt, Watch};
 use anyhow::{bail, Context};
 use headroom::engine::StopSignal;
 use headroom::report::results::DEFAULT_BUCKETS_MS;
@@ -85,7 +85,7 @@ pub fn start_target(args: &[&str]) -> anyhow::Result<(ServerGuard, String)> {
 }
 
 pub fn demo(a: DemoArgs) -> anyhow::Result<i32> {
-    let (_server, base) = start_target(&[
+    let (server, base) = start_target(&[
         "--listen",
         "127.0.0.1:0",
         "--workers",
@@ -106,5 +106,18 @@ pub fn demo(a: DemoArgs) -> anyhow::Result<i32> {
     let plan = scenario::build_raw(&raw, "demo", &base)?;
     let stop = StopSignal::new();
     install_interrupt(&stop)?;
-    execute(&plan, &stop, &DEFAULT_BUCKETS_MS, a.out.as_deref(), false)
+    let pid = server.0.id() as i32;
+    let watch = Watch::pid(
+        pid,
+        headroom::monitor::DEFAULT_INTERVAL,
+        format!("built-in target, pid {pid}"),
+    );
+    execute(
+        &plan,
+        &stop,
+        watch,
+        &DEFAULT_BUCKETS_MS,
+        a.out.as_deref(),
+        false,
+    )
 }

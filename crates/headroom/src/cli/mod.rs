@@ -36,6 +36,9 @@ enum Command {
     Demo(args::DemoArgs),
     /// Print the JSON Schema of scenario files (for editors).
     Schema,
+    /// Watch a server process on its host and serve the samples to
+    /// `headroom run --monitor-url`.
+    Monitor(args::MonitorArgs),
 }
 
 pub fn main() -> i32 {
@@ -52,6 +55,7 @@ pub fn main() -> i32 {
         Command::Target(a) => target(a),
         Command::Demo(a) => demo::demo(a),
         Command::Schema => schema(),
+        Command::Monitor(a) => monitor(a),
     };
     match result {
         Ok(code) => code,
@@ -70,6 +74,22 @@ fn is_broken_pipe(e: &anyhow::Error) -> bool {
         c.downcast_ref::<std::io::Error>()
             .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
     })
+}
+
+fn monitor(a: args::MonitorArgs) -> anyhow::Result<i32> {
+    let pid = match (a.pid, &a.pidfile) {
+        (Some(pid), _) => pid,
+        (None, Some(file)) => run::read_pidfile(file)?,
+        (None, None) => unreachable!("clap requires --pid or --pidfile"),
+    };
+    headroom::monitor::remote::serve(&headroom::monitor::remote::MonitorServer {
+        listen: a.listen,
+        pid,
+        token: a.token.unwrap_or_else(headroom::monitor::remote::new_token),
+        interval: a.interval,
+        public: a.public,
+    })?;
+    Ok(EXIT_OK)
 }
 
 fn schema() -> anyhow::Result<i32> {

@@ -8,6 +8,9 @@ use anyhow::{bail, Context};
 use headroom::engine::schedule::Stage;
 use headroom::engine::{self, StopSignal};
 use headroom::http::Endpoint;
+use headroom::monitor::launch::ServerProcess;
+use headroom::monitor::remote::RemoteSource;
+use headroom::monitor::{Monitor, MonitorConfig};
 use headroom::plan::Plan;
 use headroom::report::live::Live;
 use headroom::report::results::{Results, ResultsInput};
@@ -17,7 +20,7 @@ use headroom::scenario::raw::{
 };
 use headroom::sysinfo;
 use std::path::Path;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 fn duration_text(d: Duration) -> String {
     humantime::format_duration(d).to_string()
@@ -215,26 +218,125 @@ pub fn install_interrupt(stop: &StopSignal) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Runs a plan with live progress, writes the results file (even when
-/// interrupted), prints the summary. Returns the exit code.
+pub fn read_pidfile(path: &Path) -> anyhow::Result<i32> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read pid file {}", path.display()))?;
+    text.trim()
+        .parse()
+        .with_context(|| format!("{} does not hold a process id", path.display()))
+}
+
+/// What the monitor watches, and the server headroom started, if any.
+pub struct Watch {
+    pub config: MonitorConfig,
+    /// Kept alive for the run; stopped (whole group) when dropped.
+    pub server: Option<ServerProcess>,
+}
+
+impl Watch {
+    /// The generator and machine only.
+    pub fn generator_only(interval: Duration) -> Watch {
+        Watch {
+            config: MonitorConfig {
+                root: None,
+                interval,
+                remote: None,
+                source: "generator only".into(),
+            },
+            server: None,
+        }
+    }
+
+    pub fn pid(pid: i32, interval: Duration, source: String) -> Watch {
+        Watch {
+            config: MonitorConfig {
+                root: Some(pid),
+                interval,
+                remote: None,
+                source,
+            },
+            server: None,
+        }
+    }
+}
+
+/// The --monitor-* flags → what to watch (starting the server for
+/// --monitor-cmd, checking the token for --monitor-url).
+fn watch_from_args(a: &RunArgs, plan: &Plan) -> anyhow::Result<Watch> {
+    let interval = a.monitor_interval;
+    if let Some(pid) = a.monitor_pid {
+        if !Path::new(&format!("/proc/{pid}")).exists() {
+            bail!("--monitor-pid {pid}: no such process");
+        }
+        return Ok(Watch::pid(pid, interval, format!("pid {pid}")));
+    }
+    if let Some(file) = &a.monitor_pidfile {
+        let pid = read_pidfile(file)?;
+        if !Path::new(&format!("/proc/{pid}")).exists() {
+            bail!("--monitor-pidfile {}: no process {pid}", file.display());
+        }
+        return Ok(Watch::pid(
+            pid,
+            interval,
+            format!("pid {pid} from {}", file.display()),
+        ));
+    }
+    if let Some(cmd) = &a.monitor_cmd {
+        let mut server = ServerProcess::spawn(cmd, Duration::from_secs(5))?;
+        server.wait_ready(plan.endpoint.addr, a.monitor_ready_timeout)?;
+        let mut watch = Watch::pid(server.pid(), interval, format!("command `{cmd}`"));
+        watch.server = Some(server);
+        return Ok(watch);
+    }
+    if let Some(url) = &a.monitor_url {
+        let source = RemoteSource {
+            url: url.trim_end_matches('/').to_string(),
+            token: a.monitor_token.clone().unwrap_or_default(),
+        };
+        // Fail before loading anything if the monitor is not there or
+        // refuses the token.
+        headroom::monitor::remote::fetch(&source, headroom::monitor::unix_ms())?;
+        return Ok(Watch {
+            config: MonitorConfig {
+                root: None,
+                interval,
+                remote: Some(source),
+                source: format!("remote {url}"),
+            },
+            server: None,
+        });
+    }
+    Ok(Watch::generator_only(interval))
+}
+
+/// Runs a plan with live progress and the monitor, writes the results file
+/// (even when interrupted), prints the summary. Returns the exit code.
 pub fn execute(
     plan: &Plan,
     stop: &StopSignal,
+    watch: Watch,
     buckets_ms: &[u64],
     out: Option<&Path>,
     quiet: bool,
 ) -> anyhow::Result<i32> {
     let fd_limit = sysinfo::raise_fd_limit();
     let live = Live::new(plan.load_duration());
-    let outcome = engine::run(plan, stop, |p| live.update(&p));
+    let start = Instant::now();
+    let monitor = Monitor::start(watch.config.clone(), start);
+    let outcome = engine::run_at(plan, stop, start, |p| {
+        live.update(&p, monitor.latest().as_ref())
+    });
     live.finish();
-    let results = Results::new(ResultsInput {
+    let mut results = Results::new(ResultsInput {
         plan,
         outcome: &outcome,
         command: std::env::args().collect(),
         buckets_ms,
         fd_limit,
     });
+    let report = monitor.finish(sysinfo::available_cores(), &results.client_facts());
+    results.attach_server(report);
+    drop(watch.server);
     if let Some(path) = out {
         let json = serde_json::to_string_pretty(&results)?;
         std::fs::write(path, json + "\n")
@@ -270,5 +372,6 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
     let plan = plan_from_args(&a)?;
     let stop = StopSignal::new();
     install_interrupt(&stop)?;
-    execute(&plan, &stop, &a.buckets, a.out.as_deref(), a.quiet)
+    let watch = watch_from_args(&a, &plan)?;
+    execute(&plan, &stop, watch, &a.buckets, a.out.as_deref(), a.quiet)
 }

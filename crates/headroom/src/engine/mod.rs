@@ -70,13 +70,23 @@ pub struct RunOutcome {
 
 /// Runs the plan to its end (or until `stop`), calling `on_second` as each
 /// second of the timeline completes.
-pub fn run(plan: &Plan, stop: &StopSignal, mut on_second: impl FnMut(Progress)) -> RunOutcome {
+pub fn run(plan: &Plan, stop: &StopSignal, on_second: impl FnMut(Progress)) -> RunOutcome {
+    run_at(plan, stop, Instant::now(), on_second)
+}
+
+/// As [`run`], with the run's clock starting at `start` (so a monitor can
+/// sample on the same interval boundaries).
+pub fn run_at(
+    plan: &Plan,
+    stop: &StopSignal,
+    start: Instant,
+    mut on_second: impl FnMut(Progress),
+) -> RunOutcome {
     let threads = plan.effective_threads();
     let plan = Arc::new(plan.clone());
     let (tx, rx) = mpsc::channel();
     let budget = plan.max_requests.map(|n| Arc::new(AtomicU64::new(n)));
-    let started_at = SystemTime::now();
-    let start = Instant::now();
+    let started_at = SystemTime::now() - start.elapsed();
     let handles: Vec<_> = (0..threads)
         .map(|id| {
             let ctx = worker::WorkerCtx {

@@ -2,6 +2,7 @@
 //! terminal only (logs and pipes get the summary alone).
 
 use crate::engine::Progress;
+use crate::monitor::sample::Sample;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::io::IsTerminal;
 use std::time::Duration;
@@ -39,11 +40,11 @@ impl Live {
         Live { bar: Some(bar) }
     }
 
-    pub fn update(&self, p: &Progress) {
+    pub fn update(&self, p: &Progress, server: Option<&Sample>) {
         let Some(bar) = &self.bar else { return };
         bar.set_position(p.elapsed.as_secs());
         let s = p.second;
-        bar.set_message(format!(
+        let mut message = format!(
             "{} req/s  p50 {:.1} ms  p99 {:.1} ms  errors {}  users {}  in flight {}  total {}",
             s.requests,
             s.p50_ms,
@@ -52,7 +53,18 @@ impl Live {
             s.active_users,
             s.in_flight,
             p.total.requests
-        ));
+        );
+        if let Some(tree) = server.and_then(|x| x.server.as_ref()) {
+            message.push_str(&format!(
+                "  | server CPU {:.0} %  mem {:.0} MiB",
+                tree.cpu_pct,
+                tree.rss_bytes as f64 / (1024.0 * 1024.0)
+            ));
+        }
+        if let Some(g) = server.and_then(|x| x.generator.as_ref()) {
+            message.push_str(&format!("  | generator CPU {:.0} %", g.cpu_pct));
+        }
+        bar.set_message(message);
     }
 
     pub fn finish(&self) {

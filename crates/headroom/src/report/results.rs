@@ -8,6 +8,8 @@
 use crate::engine::RunOutcome;
 use crate::metrics::aggregate::TimelinePoint;
 use crate::metrics::{histogram, ErrorClass, Stats};
+use crate::monitor::findings::ClientFacts;
+use crate::monitor::ServerReport;
 use crate::plan::{Load, Plan};
 use crate::sysinfo::Machine;
 use hdrhistogram::Histogram;
@@ -49,6 +51,16 @@ pub struct Results {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stop_reason: Option<String>,
     pub warnings: Vec<String>,
+    /// The figures describe the generator's limit rather than the
+    /// server's (see `generator_bound_reasons` and `server.findings`).
+    #[serde(default)]
+    pub generator_bound: bool,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub generator_bound_reasons: Vec<String>,
+    /// The server (process tree), the machine and the generator, sampled
+    /// on the run's clock; with findings.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<ServerReport>,
     pub histograms: Histograms,
 }
 
@@ -428,6 +440,9 @@ impl Results {
             interrupted: outcome.interrupted,
             stop_reason: outcome.stop_reason.clone(),
             warnings: warnings(outcome, fd_limit),
+            generator_bound: false,
+            generator_bound_reasons: Vec::new(),
+            server: None,
             histograms: Histograms {
                 unit: "us".into(),
                 latency: histogram::to_base64(&t.latency),
@@ -436,6 +451,30 @@ impl Results {
                 send_lag: histogram::to_base64(&t.send_lag),
             },
         }
+    }
+}
+
+impl Results {
+    /// What the client saw that bears on whether the generator kept up.
+    pub fn client_facts(&self) -> ClientFacts {
+        let errors = &self.summary.errors;
+        ClientFacts {
+            open: self.config.model == "open",
+            target_rate_rps: self.target_rate_rps,
+            achieved_rate_rps: self.achieved_rate_rps,
+            send_lag_p99_ms: self.send_lag_ms.map(|l| l.p99),
+            not_sent: errors.get(ErrorClass::NotSent.key()).copied().unwrap_or(0),
+            too_many_open_files: errors
+                .get(ErrorClass::TooManyOpenFiles.key())
+                .copied()
+                .unwrap_or(0),
+        }
+    }
+
+    pub fn attach_server(&mut self, report: ServerReport) {
+        self.generator_bound = report.generator_bound;
+        self.generator_bound_reasons = report.generator_bound_reasons.clone();
+        self.server = Some(report);
     }
 }
 

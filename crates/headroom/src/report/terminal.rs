@@ -210,11 +210,91 @@ pub fn write_summary(out: &mut dyn Write, r: &Results) -> io::Result<()> {
             .collect();
         write_table(out, &rows)?;
     }
+    if let Some(server) = &r.server {
+        write_server(out, server)?;
+    }
+    if r.generator_bound {
+        writeln!(out)?;
+        writeln!(
+            out,
+            "GENERATOR-BOUND: these figures describe the load generator's limit, not the server's:"
+        )?;
+        for reason in &r.generator_bound_reasons {
+            writeln!(out, "  - {reason}")?;
+        }
+    }
     if let Some(reason) = &r.stop_reason {
         writeln!(out, "stopped early: {reason}")?;
     }
     for w in &r.warnings {
         writeln!(out, "warning: {w}")?;
+    }
+    Ok(())
+}
+
+fn mib(bytes: f64) -> String {
+    format!("{:.1}", bytes / (1024.0 * 1024.0))
+}
+
+/// The server table (mean and peak of each figure) and the findings.
+fn write_server(out: &mut dyn Write, server: &crate::monitor::ServerReport) -> io::Result<()> {
+    use crate::monitor::MeanPeak;
+    let s = &server.summary;
+    writeln!(out)?;
+    writeln!(
+        out,
+        "Server and machine ({}, every {:.1} s)",
+        server.source, server.interval_s
+    )?;
+    let mut rows = vec![vec!["".to_string(), "mean".into(), "peak".into()]];
+    let mut row = |label: &str, v: Option<MeanPeak>, f: &dyn Fn(f64) -> String| {
+        if let Some(v) = v {
+            rows.push(vec![label.to_string(), f(v.mean), f(v.peak)]);
+        }
+    };
+    let pct = |v: f64| format!("{v:.0} %");
+    let num = |v: f64| format!("{v:.0}");
+    let dec = |v: f64| format!("{v:.2}");
+    row("server CPU (100 % = 1 core)", s.server_cpu_pct, &pct);
+    row("server resident memory (MiB)", s.server_rss_bytes, &|v| {
+        mib(v)
+    });
+    row("server processes", s.server_processes, &num);
+    row("server threads", s.server_threads, &num);
+    row("server open files", s.server_fds, &num);
+    row(
+        "machine CPU busy (100 % = all cores)",
+        s.machine_cpu_busy_pct,
+        &pct,
+    );
+    row("machine CPU iowait", s.machine_iowait_pct, &pct);
+    row("load average (1 min)", s.load1, &dec);
+    row("memory available (MiB)", s.mem_available_bytes, &|v| mib(v));
+    row("swap used (MiB)", s.swap_used_bytes, &|v| mib(v));
+    row("TCP established", s.tcp_established, &num);
+    row("TCP time-wait", s.tcp_time_wait, &num);
+    row("generator CPU (100 % = 1 core)", s.generator_cpu_pct, &pct);
+    row(
+        "generator resident memory (MiB)",
+        s.generator_rss_bytes,
+        &|v| mib(v),
+    );
+    write_table(out, &rows)?;
+    writeln!(
+        out,
+        "  listen queue overflows: {}, SYNs dropped: {}",
+        s.listen_overflows, s.listen_drops
+    )?;
+    if server.findings.is_empty() {
+        writeln!(out, "Findings: nothing saturated")?;
+    } else {
+        writeln!(out, "Findings:")?;
+        for f in &server.findings {
+            writeln!(out, "  - {}", f.message)?;
+        }
+    }
+    for e in &server.errors {
+        writeln!(out, "monitor: {e}")?;
     }
     Ok(())
 }

@@ -1,0 +1,84 @@
+//! What one sample holds: the watched process tree, the machine, and the
+//! generator itself. CPU figures are percentages over the interval since
+//! the previous sample: 100 % = one core for processes; for the machine,
+//! 100 % = all cores (as `sar` shows it).
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct Sample {
+    /// Seconds since the run's start (aligned with the client timeline).
+    pub t_s: f64,
+    /// Wall clock, Unix milliseconds (aligns a remote monitor's samples).
+    pub unix_ms: u64,
+    /// The watched server's process tree; `None` when nothing is watched.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<TreeSample>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub machine: Option<MachineSample>,
+    /// The load generator (this headroom process).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generator: Option<ProcessSample>,
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct TreeSample {
+    /// The root process still exists.
+    pub alive: bool,
+    pub root_pid: i32,
+    pub processes: u32,
+    pub threads: u64,
+    pub cpu_pct: f64,
+    pub cpu_user_pct: f64,
+    pub cpu_system_pct: f64,
+    pub rss_bytes: u64,
+    pub fds: u64,
+    /// Lowest open-files (soft) limit among the processes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fd_limit_min: Option<u64>,
+    /// The process closest to its open-files limit (fds / limit).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fd_fullest: Option<FdUse>,
+    /// Context switches during the interval.
+    pub ctx_voluntary: u64,
+    pub ctx_involuntary: u64,
+    pub per_process: Vec<ProcessSample>,
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct FdUse {
+    pub pid: i32,
+    pub fds: u64,
+    pub limit: u64,
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct ProcessSample {
+    pub pid: i32,
+    pub ppid: i32,
+    pub cpu_pct: f64,
+    pub rss_bytes: u64,
+    pub threads: u64,
+    pub fds: u64,
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct MachineSample {
+    pub cores: u32,
+    pub cpu_user_pct: f64,
+    pub cpu_system_pct: f64,
+    pub cpu_iowait_pct: f64,
+    pub cpu_steal_pct: f64,
+    pub cpu_idle_pct: f64,
+    pub load1: f64,
+    pub load5: f64,
+    pub load15: f64,
+    pub mem_total_bytes: u64,
+    pub mem_available_bytes: u64,
+    pub swap_used_bytes: u64,
+    pub tcp_established: u64,
+    pub tcp_time_wait: u64,
+    /// Kernel counters (TcpExt), increase during the interval.
+    pub listen_overflows: u64,
+    pub listen_drops: u64,
+}

@@ -1,0 +1,443 @@
+//! The server monitor against real processes: CPU, memory and fds of
+//! children that burn, sleep, allocate and open files; workers forked
+//! mid-run; listen-queue overflow; a server dying mid-run; the remote
+//! monitor; a generator-bound run. Tests here run one at a time: CPU
+//! figures need the machine to themselves.
+
+mod common;
+use common::{free_port, headroom_bin, run, ProcessGuard, Target};
+use headroom::monitor::findings::findings;
+use headroom::monitor::Sampler;
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn spawn(program: &str, args: &[&str]) -> ProcessGuard {
+    ProcessGuard {
+        child: Command::new(program).args(args).spawn().unwrap(),
+    }
+}
+
+/// Samples `pid`'s tree over `secs` and returns the last sample's tree.
+fn measure(pid: i32, secs: f64) -> headroom::monitor::sample::TreeSample {
+    let mut sampler = Sampler::new(Some(pid), false, false);
+    std::thread::sleep(Duration::from_secs_f64(secs));
+    sampler.sample(secs).server.unwrap()
+}
+
+#[test]
+fn busy_child_is_about_one_core_and_sleeper_near_zero() {
+    let _one = serial();
+    let busy = spawn("sh", &["-c", "while :; do :; done"]);
+    let sleeper = spawn("sleep", &["30"]);
+    std::thread::sleep(Duration::from_millis(200));
+    let b = measure(busy.pid(), 2.0);
+    println!(
+        "busy loop: {:.1} % CPU (user {:.1}, system {:.1})",
+        b.cpu_pct, b.cpu_user_pct, b.cpu_system_pct
+    );
+    assert!(
+        (90.0..=110.0).contains(&b.cpu_pct),
+        "busy child at {:.1} %",
+        b.cpu_pct
+    );
+    let s = measure(sleeper.pid(), 1.0);
+    assert!(s.cpu_pct < 2.0, "sleeping child at {:.1} %", s.cpu_pct);
+    assert!(s.alive && s.processes == 1 && s.threads == 1);
+}
+
+#[test]
+fn resident_memory_of_200_mib_is_measured_within_10_percent() {
+    let _one = serial();
+    let p = spawn(
+        "python3",
+        &[
+            "-c",
+            "b = b'x' * (200 * 1024 * 1024); import time; time.sleep(60)",
+        ],
+    );
+    let mib = |t: &headroom::monitor::sample::TreeSample| t.rss_bytes as f64 / (1024.0 * 1024.0);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut tree = measure(p.pid(), 0.2);
+    while mib(&tree) < 200.0 && Instant::now() < deadline {
+        tree = measure(p.pid(), 0.2);
+    }
+    println!("python holding 200 MiB: rss {:.1} MiB", mib(&tree));
+    assert!(
+        (mib(&tree) - 200.0).abs() <= 20.0,
+        "rss {:.1} MiB",
+        mib(&tree)
+    );
+}
+
+#[test]
+fn open_files_are_counted_and_the_limit_finding_fires() {
+    let _one = serial();
+    // 500 files open, limit 1024: counted, no finding.
+    let p = spawn(
+        "python3",
+        &["-c", "import os, time\nfds = [os.open('/dev/null', os.O_RDONLY) for _ in range(500)]\nprint('ready', flush=True)\ntime.sleep(60)"],
+    );
+    std::thread::sleep(Duration::from_millis(800));
+    let t = measure(p.pid(), 0.3);
+    println!("500 files opened: {} fds counted", t.fds);
+    assert!((500..=510).contains(&t.fds), "{} fds", t.fds);
+    // 530 open with a limit of 560 (≥ 90 %): the finding fires.
+    let near = spawn(
+        "python3",
+        &["-c", "import os, resource, time\nresource.setrlimit(resource.RLIMIT_NOFILE, (560, 560))\nfds = [os.open('/dev/null', os.O_RDONLY) for _ in range(530)]\ntime.sleep(60)"],
+    );
+    std::thread::sleep(Duration::from_millis(800));
+    let mut sampler = Sampler::new(Some(near.pid()), true, false);
+    std::thread::sleep(Duration::from_millis(300));
+    let samples = vec![sampler.sample(1.0), sampler.sample(2.0)];
+    let f = findings(&samples, 1);
+    let fds = f
+        .iter()
+        .find(|f| f.kind == "fds")
+        .unwrap_or_else(|| panic!("{f:?}"));
+    assert!(fds.message.contains("of 560"), "{}", fds.message);
+    let far = findings(&[Sampler::new(Some(p.pid()), false, false).sample(1.0)], 1);
+    assert!(far.iter().all(|f| f.kind != "fds"), "{far:?}");
+}
+
+/// Children of `pid` (from /proc).
+fn children(pid: i32) -> Vec<i32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|p| {
+            std::fs::read_to_string(format!("/proc/{p}/stat"))
+                .ok()
+                .and_then(|s| {
+                    s.rsplit(')')
+                        .next()?
+                        .split_whitespace()
+                        .nth(1)?
+                        .parse::<i32>()
+                        .ok()
+                })
+                == Some(pid)
+        })
+        .collect()
+}
+
+#[test]
+fn workers_forked_during_the_run_are_included() {
+    let _one = serial();
+    let target = Target::start(2, 4);
+    let master = target.guard.pid();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("r.json");
+    let mut child = Command::new(headroom_bin())
+        // A new connection per request, so the respawned worker gets its share.
+        .args([
+            "run",
+            "--url",
+            &target.url("/fibonacci?n=3000"),
+            "--vus",
+            "4",
+            "--duration",
+            "4s",
+            "--no-keepalive",
+        ])
+        .args([
+            "--monitor-pid",
+            &master.to_string(),
+            "--monitor-interval",
+            "500ms",
+            "--quiet",
+            "--out",
+        ])
+        .arg(&out)
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    let before = children(master);
+    assert_eq!(before.len(), 2, "{before:?}");
+    // Kill one worker: the master forks a new one mid-run.
+    unsafe { libc::kill(before[0], libc::SIGKILL) };
+    assert!(child.wait().unwrap().success());
+    let results: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    let samples = results["server"]["samples"].as_array().unwrap();
+    let pids = |s: &serde_json::Value| -> Vec<i64> {
+        s["server"]["per_process"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["pid"].as_i64().unwrap())
+            .collect()
+    };
+    let last = samples.last().unwrap();
+    let first = &samples[0];
+    let newcomer: Vec<i64> = pids(last)
+        .into_iter()
+        .filter(|p| !pids(first).contains(p))
+        .collect();
+    assert_eq!(
+        newcomer.len(),
+        1,
+        "one respawned worker: first {:?}, last {:?}",
+        pids(first),
+        pids(last)
+    );
+    assert_eq!(last["server"]["processes"].as_u64(), Some(3));
+    // The newcomer's CPU is counted.
+    let busy = samples.iter().any(|s| {
+        s["server"]["per_process"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["pid"].as_i64() == Some(newcomer[0]) && p["cpu_pct"].as_f64().unwrap() > 1.0)
+    });
+    assert!(busy, "the new worker's CPU shows up");
+}
+
+#[test]
+fn listen_queue_overflow_is_detected() {
+    let _one = serial();
+    // Backlog 1 and never accepting: the kernel drops the extra SYNs.
+    let listener =
+        socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    listener
+        .bind(
+            &"127.0.0.1:0"
+                .parse::<std::net::SocketAddr>()
+                .unwrap()
+                .into(),
+        )
+        .unwrap();
+    listener.listen(1).unwrap();
+    let addr = listener.local_addr().unwrap().as_socket().unwrap();
+    let r = run(&[
+        "--url",
+        &format!("http://{addr}/"),
+        "--vus",
+        "20",
+        "--duration",
+        "2s",
+        "--connect-timeout",
+        "300ms",
+        "--timeout",
+        "300ms",
+        "--monitor-interval",
+        "500ms",
+    ]);
+    let server = &r.results()["server"];
+    let overflows = server["summary"]["listen_overflows"].as_u64().unwrap();
+    println!("tiny backlog: {overflows} listen-queue overflows");
+    assert!(overflows > 0, "{}", server["summary"]);
+    let f = server["findings"].as_array().unwrap();
+    assert!(f.iter().any(|f| f["kind"] == "listen_queue"), "{f:?}");
+    assert!(r.stdout.contains("listen queue overflowed"));
+    drop(listener);
+}
+
+#[test]
+fn server_dying_mid_run_is_a_finding_and_results_are_written() {
+    let _one = serial();
+    let port = free_port();
+    let cmd = format!(
+        "exec timeout 2 {} target --listen 127.0.0.1:{port} --workers 0",
+        headroom_bin()
+    );
+    let r = run(&[
+        "--url",
+        &format!("http://127.0.0.1:{port}/hello"),
+        "--vus",
+        "2",
+        "--duration",
+        "4s",
+        "--monitor-cmd",
+        &cmd,
+        "--monitor-interval",
+        "500ms",
+    ]);
+    let res = r.results();
+    assert!(res["requests"]["ok"].as_u64().unwrap() > 0);
+    assert!(r.error("connect_refused") > 0, "{}", res["errors"]);
+    let f = res["server"]["findings"].as_array().unwrap();
+    assert!(f.iter().any(|f| f["kind"] == "server_exited"), "{f:?}");
+    assert!(r.stdout.contains("exited"));
+}
+
+#[test]
+fn monitor_cmd_starts_watches_and_stops_the_server() {
+    let _one = serial();
+    let port = free_port();
+    let cmd = format!(
+        "{} target --listen 127.0.0.1:{port} --workers 2 --threads 2",
+        headroom_bin()
+    );
+    let r = run(&[
+        "--url",
+        &format!("http://127.0.0.1:{port}/fibonacci?n=2000"),
+        "--vus",
+        "4",
+        "--duration",
+        "2s",
+        "--monitor-cmd",
+        &cmd,
+    ]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let s = &r.results()["server"];
+    // sh → master → 2 workers
+    assert!(
+        s["summary"]["server_processes"]["peak"].as_f64().unwrap() >= 3.0,
+        "{}",
+        s["summary"]
+    );
+    assert!(s["summary"]["server_cpu_pct"]["peak"].as_f64().unwrap() > 5.0);
+    // The server is gone afterwards.
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(
+        std::net::TcpStream::connect(("127.0.0.1", port)).is_err(),
+        "server still listening"
+    );
+    // A server that never opens the port: a clear error with its stderr.
+    let r = run(&[
+        "--url",
+        &format!("http://127.0.0.1:{}/", free_port()),
+        "--duration",
+        "1s",
+        "--monitor-cmd",
+        "echo 'cannot start: no config' >&2; exit 3",
+    ]);
+    assert_eq!(r.code, 2);
+    assert!(
+        r.stderr.contains("exited") && r.stderr.contains("cannot start: no config"),
+        "{}",
+        r.stderr
+    );
+}
+
+#[test]
+fn remote_monitor_end_to_end_and_wrong_token_refused() {
+    let _one = serial();
+    let target = Target::start(2, 2);
+    let mut monitor = Command::new(headroom_bin())
+        .args([
+            "monitor",
+            "--listen",
+            "127.0.0.1:0",
+            "--pid",
+            &target.guard.pid().to_string(),
+        ])
+        .args(["--token", "s3cret", "--interval", "200ms"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(monitor.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let _guard = ProcessGuard { child: monitor };
+    let url = line
+        .split_whitespace()
+        .find(|w| w.starts_with("http://"))
+        .unwrap()
+        .to_string();
+
+    let r = run(&[
+        "--url",
+        &target.url("/fibonacci?n=2000"),
+        "--vus",
+        "2",
+        "--duration",
+        "2s",
+        "--monitor-url",
+        &url,
+        "--monitor-token",
+        "s3cret",
+        "--monitor-interval",
+        "500ms",
+    ]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let server = &r.results()["server"];
+    assert!(server["source"].as_str().unwrap().starts_with("remote"));
+    let with_tree = server["samples"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["server"]["processes"].as_u64() == Some(3))
+        .count();
+    assert!(with_tree >= 2, "{}", server["samples"]);
+    assert!(
+        server["summary"]["server_cpu_pct"]["peak"]
+            .as_f64()
+            .unwrap()
+            > 1.0
+    );
+
+    // A wrong token: refused before any load, with a clear message.
+    let r = run(&[
+        "--url",
+        &target.url("/hello"),
+        "--duration",
+        "1s",
+        "--monitor-url",
+        &url,
+        "--monitor-token",
+        "wrong",
+    ]);
+    assert_eq!(r.code, 2);
+    assert!(r.stderr.contains("refused the token"), "{}", r.stderr);
+    let raw = common::http_get(&format!("{url}/samples"));
+    assert!(raw.contains("wrong bearer token"), "{raw}");
+}
+
+#[test]
+fn a_run_the_generator_cannot_keep_up_with_is_marked_generator_bound() {
+    let _one = serial();
+    let target = Target::start(1, 8);
+    // One connection for 400 requests/s of 10 ms each: the generator's
+    // connection limit, not the server, caps the run.
+    let r = run(&[
+        "--url",
+        &target.url("/sleep?ms=10"),
+        "--rate",
+        "400",
+        "--duration",
+        "2s",
+        "--connections",
+        "1",
+        "--graceful-stop",
+        "500ms",
+    ]);
+    let res = r.results();
+    assert_eq!(
+        res["generator_bound"], true,
+        "{}",
+        res["generator_bound_reasons"]
+    );
+    let reasons = res["generator_bound_reasons"].to_string();
+    assert!(
+        reasons.contains("sends ran late") || reasons.contains("connections exhausted"),
+        "{reasons}"
+    );
+    assert!(r.stdout.contains("GENERATOR-BOUND"));
+    // The same server at a rate it takes easily: not generator-bound.
+    let r = run(&[
+        "--url",
+        &target.url("/sleep?ms=10"),
+        "--rate",
+        "50",
+        "--duration",
+        "2s",
+    ]);
+    assert_eq!(
+        r.results()["generator_bound"],
+        false,
+        "{}",
+        r.results()["generator_bound_reasons"]
+    );
+}
