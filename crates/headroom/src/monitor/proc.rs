@@ -50,7 +50,13 @@ pub struct Sampler {
     prev_listen: Option<(u64, u64)>,
     prev_generator: Option<u64>,
     cores: u32,
+    /// Open-files limits by (pid, start time), re-read every
+    /// `LIMITS_EVERY` samples: they rarely change and cost a file parse.
+    limits: HashMap<(i32, u64), Option<u64>>,
+    samples_taken: u64,
 }
+
+const LIMITS_EVERY: u64 = 10;
 
 fn uptime_ticks(ticks_per_s: f64) -> u64 {
     procfs::Uptime::current()
@@ -79,6 +85,8 @@ impl Sampler {
             prev_cpu: None,
             prev_listen: None,
             prev_generator: None,
+            limits: HashMap::new(),
+            samples_taken: 0,
             cores: procfs::CpuInfo::current()
                 .map_or(1, |c| c.num_cores() as u32)
                 .max(1),
@@ -100,6 +108,10 @@ impl Sampler {
         };
         self.prev_at = now;
         self.prev_uptime_ticks = uptime;
+        self.samples_taken += 1;
+        if self.samples_taken.is_multiple_of(LIMITS_EVERY) {
+            self.limits.clear();
+        }
         sample
     }
 
@@ -147,15 +159,7 @@ impl Sampler {
             };
             queue.extend(children.get(&pid).into_iter().flatten().copied());
             let (du, ds) = self.delta(pid, stat.starttime, stat.utime, stat.stime);
-            let status = process.status().ok();
-            let voluntary = status
-                .as_ref()
-                .and_then(|s| s.voluntary_ctxt_switches)
-                .unwrap_or(0);
-            let involuntary = status
-                .as_ref()
-                .and_then(|s| s.nonvoluntary_ctxt_switches)
-                .unwrap_or(0);
+            let (voluntary, involuntary) = netstat::read_context_switches(pid);
             if let Some(p) = self
                 .prev
                 .get(&pid)
@@ -175,13 +179,15 @@ impl Sampler {
                 },
             );
             let fds = process.fd_count().unwrap_or(0) as u64;
-            let limit = process
-                .limits()
-                .ok()
-                .and_then(|l| match l.max_open_files.soft_limit {
-                    LimitValue::Value(v) => Some(v),
-                    LimitValue::Unlimited => None,
-                });
+            let limit = *self.limits.entry((pid, stat.starttime)).or_insert_with(|| {
+                process
+                    .limits()
+                    .ok()
+                    .and_then(|l| match l.max_open_files.soft_limit {
+                        LimitValue::Value(v) => Some(v),
+                        LimitValue::Unlimited => None,
+                    })
+            });
             if let Some(limit) = limit {
                 tree.fd_limit_min = Some(tree.fd_limit_min.map_or(limit, |m| m.min(limit)));
                 let fuller = tree
@@ -248,18 +254,11 @@ impl Sampler {
             m.mem_available_bytes = mem.mem_available.unwrap_or(mem.mem_free);
             m.swap_used_bytes = mem.swap_total.saturating_sub(mem.swap_free);
         }
-        for entries in [procfs::net::tcp(), procfs::net::tcp6()]
-            .into_iter()
-            .flatten()
-        {
-            for e in entries {
-                match e.state {
-                    procfs::net::TcpState::Established => m.tcp_established += 1,
-                    procfs::net::TcpState::TimeWait => m.tcp_time_wait += 1,
-                    _ => {}
-                }
-            }
+        // Counters, not a walk over every socket (/proc/net/tcp).
+        if let Ok(snmp) = procfs::net::snmp() {
+            m.tcp_established = snmp.tcp_curr_estab;
         }
+        m.tcp_time_wait = netstat::read_time_wait().unwrap_or(0);
         if let Some((overflows, drops)) = netstat::read_listen_counters() {
             if let Some((po, pd)) = self.prev_listen {
                 m.listen_overflows = overflows.saturating_sub(po);
