@@ -81,4 +81,15 @@ mod tests {
             "this machine has /proc/net/netstat"
         );
     }
+
+    #[test]
+    fn parses_sockstat_and_status() {
+        let sockstat = "sockets: used 15\nTCP: inuse 2 orphan 0 tw 131 alloc 2 mem 0\n";
+        assert_eq!(super::time_wait(sockstat), Some(131));
+        assert!(super::read_time_wait().is_some());
+        let status = "Name:\tx\nvoluntary_ctxt_switches:\t12\nnonvoluntary_ctxt_switches:\t3\n";
+        assert_eq!(super::context_switches(status), (12, 3));
+        let me = super::read_context_switches(std::process::id() as i32);
+        assert!(me.0 + me.1 > 0);
+    }
 }
