@@ -14,10 +14,12 @@
 
 pub mod engine;
 pub mod http;
+pub mod measure;
 pub mod metrics;
 pub mod monitor;
 pub mod plan;
 pub mod report;
 pub mod scenario;
+pub mod study;
 pub mod sysinfo;
 pub mod target;

@@ -196,12 +196,34 @@ pub struct TargetArgs {
 }
 
 #[derive(Args, Debug, Clone)]
+pub struct StudyArgs {
+    /// The study file (.toml).
+    pub study: std::path::PathBuf,
+    /// Folder for study.json and study.csv [default: next to the study,
+    /// named after it].
+    #[arg(short = 'o', long, value_name = "DIR")]
+    pub out: Option<std::path::PathBuf>,
+    /// Measure every configuration again (ignore an earlier study.json).
+    #[arg(long)]
+    pub fresh: bool,
+    /// Bounds of the response-time distribution in ms.
+    #[arg(
+        long,
+        value_name = "MS,MS",
+        value_delimiter = ',',
+        default_value = "800,1200"
+    )]
+    pub buckets: Vec<u64>,
+}
+
+#[derive(Args, Debug, Clone)]
 pub struct DemoArgs {
-    /// How long to load the target.
-    #[arg(short = 'd', long, value_parser = parse_duration, default_value = "15s")]
+    /// How long to load each configuration.
+    #[arg(short = 'd', long, value_parser = parse_duration, default_value = "8s")]
     pub duration: Duration,
-    /// Write the demo's results (JSON) to this file.
-    #[arg(short = 'o', long, value_name = "FILE")]
+    /// Folder for the demo study's study.json and study.csv [default: a
+    /// temporary folder].
+    #[arg(short = 'o', long, value_name = "DIR")]
     pub out: Option<std::path::PathBuf>,
 }
 

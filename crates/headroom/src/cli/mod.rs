@@ -7,6 +7,7 @@
 mod args;
 mod demo;
 mod run;
+mod study;
 
 use clap::{Parser, Subcommand};
 
@@ -32,7 +33,10 @@ enum Command {
     Run(Box<args::RunArgs>),
     /// The built-in sample server (workers × threads, like Puma -w/-t).
     Target(args::TargetArgs),
-    /// Start the built-in target, load it with a realistic mix, summarise.
+    /// Start each server configuration, load it, stop it, compare.
+    Study(args::StudyArgs),
+    /// A small study of the built-in target (workers × threads): the first
+    /// thing to run.
     Demo(args::DemoArgs),
     /// Print the JSON Schema of scenario files (for editors).
     Schema,
@@ -53,6 +57,7 @@ pub fn main() -> i32 {
     let result = match cli.command {
         Command::Run(a) => run::run(*a),
         Command::Target(a) => target(a),
+        Command::Study(a) => study::study(a),
         Command::Demo(a) => demo::demo(a),
         Command::Schema => schema(),
         Command::Monitor(a) => monitor(a),

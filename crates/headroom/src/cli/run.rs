@@ -6,21 +6,20 @@ use super::args::RunArgs;
 use super::{EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK};
 use anyhow::{bail, Context};
 use headroom::engine::schedule::Stage;
-use headroom::engine::{self, StopSignal};
+use headroom::engine::StopSignal;
 use headroom::http::Endpoint;
+use headroom::measure::measure;
 use headroom::monitor::launch::ServerProcess;
 use headroom::monitor::remote::RemoteSource;
-use headroom::monitor::{Monitor, MonitorConfig};
+use headroom::monitor::MonitorConfig;
 use headroom::plan::Plan;
 use headroom::report::live::Live;
-use headroom::report::results::{Results, ResultsInput};
 use headroom::report::terminal;
 use headroom::scenario::raw::{
     Model, RawExpect, RawLoad, RawRequest, RawScenario, RawStage, RawStatus,
 };
-use headroom::sysinfo;
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 fn duration_text(d: Duration) -> String {
     humantime::format_duration(d).to_string()
@@ -319,24 +318,13 @@ pub fn execute(
     out: Option<&Path>,
     quiet: bool,
 ) -> anyhow::Result<i32> {
-    let fd_limit = sysinfo::raise_fd_limit();
     let live = Live::new(plan.load_duration());
-    let start = Instant::now();
-    let monitor = Monitor::start(watch.config.clone(), start);
-    let outcome = engine::run_at(plan, stop, start, |p| {
-        live.update(&p, monitor.latest().as_ref())
+    let measured = measure(plan, stop, watch.config.clone(), buckets_ms, |p, sample| {
+        live.update(p, sample)
     });
     live.finish();
-    let mut results = Results::new(ResultsInput {
-        plan,
-        outcome: &outcome,
-        command: std::env::args().collect(),
-        buckets_ms,
-        fd_limit,
-    });
-    let report = monitor.finish(sysinfo::available_cores(), &results.client_facts());
-    results.attach_server(report);
     drop(watch.server);
+    let results = measured.results;
     if let Some(path) = out {
         let json = serde_json::to_string_pretty(&results)?;
         std::fs::write(path, json + "\n")
@@ -350,16 +338,19 @@ pub fn execute(
             writeln!(stdout, "\nresults written to {}", path.display())?;
         }
     }
-    let t = &outcome.total;
-    let exit_code = if outcome.interrupted {
+    let exit_code = if results.interrupted {
         EXIT_INTERRUPTED
-    } else if t.requests > 0 && t.connections_opened == 0 {
+    } else if measured.never_connected {
+        let why = results
+            .summary
+            .errors
+            .keys()
+            .next()
+            .and_then(|k| headroom::metrics::ErrorClass::from_key(k))
+            .map_or("no request was sent", |c| c.describe());
         eprintln!(
-            "headroom: error: could not connect to {} ({}): every request failed to connect",
+            "headroom: error: could not connect to {} ({why}): every request failed to connect",
             plan.endpoint.addr,
-            t.error_counts()
-                .next()
-                .map_or("no request was sent", |(c, _)| c.describe())
         );
         EXIT_ERROR
     } else {

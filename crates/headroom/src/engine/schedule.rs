@@ -140,6 +140,11 @@ impl Schedule {
         self.duration
     }
 
+    /// The stages the schedule was made from.
+    pub fn stages(&self) -> Vec<Stage> {
+        self.spans.iter().map(|s| s.stage).collect()
+    }
+
     /// Total arrivals in the schedule.
     pub fn arrivals(&self) -> u64 {
         let n = self.spans.last().map_or(0.0, |s| s.end_n);

@@ -12,7 +12,49 @@ pub struct ServerProcess {
     child: Child,
     pub command: String,
     grace: Duration,
+    stop_signal: i32,
     stderr_path: tempfile::TempPath,
+}
+
+/// How to start a server and how to stop it.
+#[derive(Clone, Debug)]
+pub struct LaunchSpec {
+    pub command: String,
+    pub dir: Option<std::path::PathBuf>,
+    pub env: Vec<(String, String)>,
+    /// Sent to the whole group first (SIGTERM by default).
+    pub stop_signal: i32,
+    /// Then SIGKILL after this long.
+    pub grace: Duration,
+}
+
+impl LaunchSpec {
+    pub fn command(command: &str, grace: Duration) -> LaunchSpec {
+        LaunchSpec {
+            command: command.to_string(),
+            dir: None,
+            env: Vec::new(),
+            stop_signal: libc::SIGTERM,
+            grace,
+        }
+    }
+}
+
+/// A signal by name ("TERM", "SIGINT", "QUIT", ...).
+pub fn signal_by_name(name: &str) -> Option<i32> {
+    let n = name.trim().to_ascii_uppercase();
+    let n = n.strip_prefix("SIG").unwrap_or(&n);
+    Some(match n {
+        "TERM" => libc::SIGTERM,
+        "INT" => libc::SIGINT,
+        "QUIT" => libc::SIGQUIT,
+        "HUP" => libc::SIGHUP,
+        "KILL" => libc::SIGKILL,
+        "USR1" => libc::SIGUSR1,
+        "USR2" => libc::SIGUSR2,
+        "WINCH" => libc::SIGWINCH,
+        _ => return None,
+    })
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -41,6 +83,11 @@ impl ServerProcess {
     /// Runs `sh -c command` in a new process group; stdout is discarded and
     /// stderr kept (its tail explains a failed start).
     pub fn spawn(command: &str, grace: Duration) -> Result<ServerProcess, LaunchError> {
+        Self::launch(&LaunchSpec::command(command, grace))
+    }
+
+    pub fn launch(spec: &LaunchSpec) -> Result<ServerProcess, LaunchError> {
+        let command = spec.command.as_str();
         let stderr_file = tempfile::NamedTempFile::new().map_err(|source| LaunchError::Spawn {
             command: command.into(),
             source,
@@ -50,9 +97,13 @@ impl ServerProcess {
         // children, so we can reap them and see the group empty.
         // SAFETY: prctl with an integer flag.
         unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1) };
-        let child = Command::new("sh")
-            .arg("-c")
-            .arg(command)
+        let mut cmd = Command::new("sh");
+        cmd.arg("-c").arg(command);
+        if let Some(dir) = &spec.dir {
+            cmd.current_dir(dir);
+        }
+        cmd.envs(spec.env.iter().map(|(k, v)| (k, v)));
+        let child = cmd
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::from(file))
@@ -65,7 +116,8 @@ impl ServerProcess {
         Ok(ServerProcess {
             child,
             command: command.into(),
-            grace,
+            grace: spec.grace,
+            stop_signal: spec.stop_signal,
             stderr_path,
         })
     }
@@ -84,8 +136,40 @@ impl ServerProcess {
         all[all.len().saturating_sub(lines)..].join("\n")
     }
 
+    /// Has the process headroom started (the group's leader) exited?
+    pub fn exited(&mut self) -> Option<String> {
+        match self.child.try_wait() {
+            Ok(Some(status)) => Some(status.to_string()),
+            _ => None,
+        }
+    }
+
     /// Waits until `addr` accepts a TCP connection.
     pub fn wait_ready(&mut self, addr: SocketAddr, timeout: Duration) -> Result<(), LaunchError> {
+        self.wait_until(addr, timeout, |addr| {
+            TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok()
+        })
+    }
+
+    /// Waits until `GET path` on `addr` answers 2xx.
+    pub fn wait_ready_http(
+        &mut self,
+        addr: SocketAddr,
+        host: &str,
+        path: &str,
+        timeout: Duration,
+    ) -> Result<(), LaunchError> {
+        self.wait_until(addr, timeout, |addr| {
+            probe_http(addr, host, path).is_some_and(|s| (200..300).contains(&s))
+        })
+    }
+
+    fn wait_until(
+        &mut self,
+        addr: SocketAddr,
+        timeout: Duration,
+        ready: impl Fn(SocketAddr) -> bool,
+    ) -> Result<(), LaunchError> {
         let deadline = Instant::now() + timeout;
         loop {
             if let Ok(Some(status)) = self.child.try_wait() {
@@ -95,7 +179,7 @@ impl ServerProcess {
                     stderr: self.stderr_tail(20),
                 });
             }
-            if TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
+            if ready(addr) {
                 return Ok(());
             }
             if Instant::now() >= deadline {
@@ -119,11 +203,11 @@ impl ServerProcess {
         }
     }
 
-    /// SIGTERM to the group, SIGKILL after the grace period.
+    /// The stop signal to the group, SIGKILL after the grace period.
     pub fn stop(&mut self) {
         let group = -self.pid();
         // SAFETY: signalling our own process group (we made it).
-        unsafe { libc::kill(group, libc::SIGTERM) };
+        unsafe { libc::kill(group, self.stop_signal) };
         let deadline = Instant::now() + self.grace;
         while Instant::now() < deadline {
             let _ = self.child.try_wait();
@@ -143,4 +227,20 @@ impl Drop for ServerProcess {
     fn drop(&mut self) {
         self.stop();
     }
+}
+
+/// `GET path` on `addr`; the status, if an HTTP response came back.
+pub fn probe_http(addr: SocketAddr, host: &str, path: &str) -> Option<u16> {
+    use std::io::Write;
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_millis(500)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut head = [0u8; 64];
+    let n = s.read(&mut head).ok()?;
+    let text = std::str::from_utf8(&head[..n]).ok()?;
+    text.strip_prefix("HTTP/1.")?.get(2..5)?.parse().ok()
 }
