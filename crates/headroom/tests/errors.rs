@@ -196,18 +196,7 @@ fn too_many_open_files_is_classified_with_advice() {
 #[test]
 fn connect_timeout_is_classified() {
     // Backlog 1 and never accepting: the kernel drops further SYNs.
-    let listener =
-        socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
-    listener
-        .bind(
-            &"127.0.0.1:0"
-                .parse::<std::net::SocketAddr>()
-                .unwrap()
-                .into(),
-        )
-        .unwrap();
-    listener.listen(0).unwrap();
-    let addr = listener.local_addr().unwrap().as_socket().unwrap();
+    let (listener, addr) = common::unaccepted_listener(0);
     let r = run(&[
         "--url",
         &format!("http://{addr}/"),

@@ -206,18 +206,7 @@ fn workers_forked_during_the_run_are_included() {
 fn listen_queue_overflow_is_detected() {
     let _one = serial();
     // Backlog 1 and never accepting: the kernel drops the extra SYNs.
-    let listener =
-        socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
-    listener
-        .bind(
-            &"127.0.0.1:0"
-                .parse::<std::net::SocketAddr>()
-                .unwrap()
-                .into(),
-        )
-        .unwrap();
-    listener.listen(1).unwrap();
-    let addr = listener.local_addr().unwrap().as_socket().unwrap();
+    let (listener, addr) = common::unaccepted_listener(1);
     let r = run(&[
         "--url",
         &format!("http://{addr}/"),

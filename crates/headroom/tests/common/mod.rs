@@ -302,6 +302,17 @@ impl Drop for RawServer {
     }
 }
 
+/// A listening socket that never accepts: with a tiny backlog, the kernel
+/// drops further SYNs (connect timeouts, listen-queue overflows).
+pub fn unaccepted_listener(backlog: i32) -> (socket2::Socket, SocketAddr) {
+    let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    s.bind(&"127.0.0.1:0".parse::<SocketAddr>().unwrap().into())
+        .unwrap();
+    s.listen(backlog).unwrap();
+    let addr = s.local_addr().unwrap().as_socket().unwrap();
+    (s, addr)
+}
+
 /// Reads one request head (up to the blank line) and returns it.
 pub fn read_request_head(stream: &mut TcpStream) -> Option<String> {
     let mut buf = Vec::new();
