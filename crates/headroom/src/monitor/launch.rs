@@ -203,8 +203,26 @@ impl ServerProcess {
         }
     }
 
-    /// The stop signal to the group, SIGKILL after the grace period.
-    pub fn stop(&mut self) {
+    /// The stop signal to the group, SIGKILL after the grace period; then
+    /// any process of the server's tree that left the group (a daemon that
+    /// called setsid, like Passenger's agents) is killed too. Returns how
+    /// many processes had to be killed that way.
+    pub fn stop(&mut self) -> usize {
+        let tree = descendants(self.pid());
+        self.stop_group();
+        let mut stray = 0;
+        for (pid, start) in tree {
+            if alive(pid, start) {
+                // SAFETY: a process of the tree we started (pid and start
+                // time both match, so not a reused pid).
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+                stray += 1;
+            }
+        }
+        stray
+    }
+
+    fn stop_group(&mut self) {
         let group = -self.pid();
         // SAFETY: signalling our own process group (we made it).
         unsafe { libc::kill(group, self.stop_signal) };
@@ -221,6 +239,30 @@ impl ServerProcess {
         }
         let _ = self.child.wait();
     }
+}
+
+/// The process `root` and all its descendants, as (pid, start time).
+pub fn descendants(root: i32) -> Vec<(i32, u64)> {
+    let Ok(all) = procfs::process::all_processes() else {
+        return Vec::new();
+    };
+    let stats: Vec<_> = all.flatten().filter_map(|p| p.stat().ok()).collect();
+    let mut out = Vec::new();
+    let mut queue = vec![root];
+    while let Some(pid) = queue.pop() {
+        for s in stats.iter().filter(|s| s.pid == pid && s.state != 'Z') {
+            out.push((s.pid, s.starttime));
+        }
+        queue.extend(stats.iter().filter(|s| s.ppid == pid).map(|s| s.pid));
+    }
+    out
+}
+
+/// Is this very process (pid and start time) still running?
+pub fn alive(pid: i32, starttime: u64) -> bool {
+    procfs::process::Process::new(pid)
+        .and_then(|p| p.stat())
+        .is_ok_and(|s| s.starttime == starttime && s.state != 'Z')
 }
 
 impl Drop for ServerProcess {

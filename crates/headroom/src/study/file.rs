@@ -61,7 +61,8 @@ pub struct RawServer {
     /// How long the server may take to become ready (default 30s).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ready_timeout: Option<String>,
-    /// Working directory (relative to the study file).
+    /// Working directory, relative to the study file (default: the study
+    /// file's folder).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dir: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -482,7 +483,7 @@ pub fn load(path: &Path) -> Result<Study, ScenarioError> {
                 &s.ready_timeout,
                 Duration::from_secs(30),
             ),
-            dir: s.dir.as_ref().map(|d| dir.join(d)),
+            dir: Some(s.dir.as_ref().map_or_else(|| dir.clone(), |d| dir.join(d))),
             env: s.env.clone().unwrap_or_default().into_iter().collect(),
             stop_signal,
             stop_grace: d(

@@ -44,6 +44,10 @@ pub struct RunRecord {
     pub pgid: i32,
     /// Processes of the group still alive after the stop (should be 0).
     pub survivors: u32,
+    /// Processes of the server's tree outside its group that ignored the
+    /// stop and were killed.
+    #[serde(default)]
+    pub stray_killed: u32,
 }
 
 /// A configuration and everything measured for it.
@@ -188,6 +192,7 @@ fn run_config(
         stderr_tail: None,
         pgid: 0,
         survivors: 0,
+        stray_killed: 0,
     };
     let port = match free_port() {
         Ok(p) => p,
@@ -291,10 +296,12 @@ fn run_config(
     record
 }
 
-/// Stops the configuration's whole process group and counts survivors.
+/// Stops the configuration's whole process group (and any process of its
+/// tree that left the group) and counts what had to be killed or survived.
 fn finish(process: &mut ServerProcess, record: &mut RunRecord) {
-    process.stop();
+    let stray = process.stop();
     record.survivors = group_members(process.pid()).len() as u32;
+    record.stray_killed = stray as u32;
 }
 
 /// Live (not zombie) processes in process group `pgid`.

@@ -1,0 +1,102 @@
+//! Reduced studies of Debian's Ruby servers (examples/ruby): Puma workers
+//! × threads, Thin against Unicorn, Passenger pool sizes. Every
+//! configuration must produce results and leave no process behind. Needs
+//! `apt-get install ruby ruby-rack puma unicorn thin passenger` (.ci/run
+//! installs them).
+
+mod common;
+use common::headroom_bin;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn require(tool: &str) {
+    let found = std::env::var("PATH")
+        .unwrap_or_default()
+        .split(':')
+        .any(|d| Path::new(d).join(tool).exists());
+    assert!(
+        found,
+        "`{tool}` is required: apt-get install -y ruby ruby-rack puma unicorn thin passenger"
+    );
+}
+
+fn reduced_study(file: &str, configs: usize) {
+    let study = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../examples/ruby")
+        .join(file);
+    let out = tempfile::tempdir().unwrap();
+    let bin = Path::new(headroom_bin())
+        .parent()
+        .unwrap()
+        .display()
+        .to_string();
+    let o = Command::new(headroom_bin())
+        .arg("study")
+        .arg(&study)
+        .arg("--out")
+        .arg(out.path())
+        .env(
+            "PATH",
+            format!("{bin}:{}", std::env::var("PATH").unwrap_or_default()),
+        )
+        .env("DURATION", "2s")
+        .env("WARMUP", "1s")
+        .env("USERS", "8")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{file}: {stdout}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.path().join("study.json")).unwrap())
+            .unwrap();
+    let all = report["configs"].as_array().unwrap();
+    assert_eq!(all.len(), configs, "{file}");
+    for c in all {
+        assert_eq!(c["status"], "ok", "{file}: {} — {stdout}", c["label"]);
+        assert!(
+            c["results"]["requests"]["total"].as_u64().unwrap() > 20,
+            "{}",
+            c["label"]
+        );
+        assert_eq!(
+            c["results"]["requests"]["failed"].as_u64(),
+            Some(0),
+            "{}: {}",
+            c["label"],
+            c["results"]["errors"]
+        );
+        let run = &c["runs"][0];
+        assert_eq!(run["survivors"].as_u64(), Some(0), "{}", c["label"]);
+        assert_eq!(
+            run["stray_killed"].as_u64(),
+            Some(0),
+            "{}: a process ignored the stop",
+            c["label"]
+        );
+    }
+    assert!(report["winner"]["label"].is_string(), "{file}");
+}
+
+#[test]
+fn puma_workers_by_threads() {
+    require("puma");
+    reduced_study("puma.toml", 4);
+}
+
+#[test]
+fn thin_against_unicorn_which_close_every_connection() {
+    require("thin");
+    require("unicorn");
+    reduced_study("thin-vs-unicorn.toml", 3);
+}
+
+#[test]
+fn passenger_builtin_engine_pool_sizes() {
+    require("passenger");
+    reduced_study("passenger.toml", 2);
+}
