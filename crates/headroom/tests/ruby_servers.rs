@@ -1,8 +1,10 @@
 //! Reduced studies of Debian's Ruby servers (examples/ruby): Puma workers
-//! × threads, Thin against Unicorn, Passenger pool sizes. Every
+//! × threads, Thin against Unicorn, Passenger pool sizes, and load
+//! balancers (Unicorn behind nginx over TCP and a unix socket; a Thin
+//! cluster behind haproxy and nginx). Every
 //! configuration must produce results and leave no process behind. Needs
-//! `apt-get install ruby ruby-rack puma unicorn thin passenger` (.ci/run
-//! installs them).
+//! `apt-get install ruby ruby-rack puma unicorn thin passenger nginx-light
+//! haproxy` (.ci/run installs them).
 
 mod common;
 use common::headroom_bin;
@@ -99,4 +101,12 @@ fn thin_against_unicorn_which_close_every_connection() {
 fn passenger_builtin_engine_pool_sizes() {
     require("passenger");
     reduced_study("passenger.toml", 2);
+}
+
+#[test]
+fn load_balancers_in_front_of_unicorn_and_thin() {
+    require("unicorn");
+    require("thin");
+    require("haproxy");
+    reduced_study("balancers.toml", 4);
 }
