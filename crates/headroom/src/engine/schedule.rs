@@ -56,13 +56,6 @@ impl Stage {
             }
         }
     }
-
-    pub fn peak_rate(&self) -> f64 {
-        match *self {
-            Stage::Hold { rate, .. } => rate,
-            Stage::Ramp { from, to, .. } => from.max(to),
-        }
-    }
 }
 
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
@@ -149,13 +142,6 @@ impl Schedule {
     pub fn arrivals(&self) -> u64 {
         let n = self.spans.last().map_or(0.0, |s| s.end_n);
         (n - EPSILON).ceil().max(0.0) as u64
-    }
-
-    pub fn peak_rate(&self) -> f64 {
-        self.spans
-            .iter()
-            .map(|s| s.stage.peak_rate())
-            .fold(0.0, f64::max)
     }
 
     /// Mean requested rate over the whole schedule.

@@ -2,7 +2,7 @@
 //! as they complete; the aggregate adds them into the run total at once and
 //! turns each second into a [`TimelinePoint`] once every worker has passed it.
 
-use super::{histogram, ErrorClass, Interval, Stats};
+use super::{histogram, Interval, Stats};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -141,10 +141,6 @@ impl Aggregate {
         }
     }
 
-    pub fn total(&self) -> &Stats {
-        &self.total
-    }
-
     /// The finished seconds so far, and the running total.
     pub fn timeline_and_total(&self) -> (&[TimelinePoint], &Stats) {
         (&self.timeline, &self.total)
@@ -156,14 +152,6 @@ impl Aggregate {
         self.finalize_before(last.max(self.timeline.len() as u32));
         (self.total, self.per_request, self.timeline)
     }
-}
-
-/// Count of a class over a timeline (used by checks and tests).
-pub fn timeline_errors(timeline: &[TimelinePoint], class: ErrorClass) -> u64 {
-    timeline
-        .iter()
-        .filter_map(|p| p.errors.get(class.key()))
-        .sum()
 }
 
 #[cfg(test)]

@@ -154,14 +154,6 @@ impl Recorder {
         std::mem::take(&mut self.completed)
     }
 
-    pub fn active(&self) -> u32 {
-        self.active
-    }
-
-    pub fn in_flight(&self) -> u32 {
-        self.in_flight
-    }
-
     /// Everything left: the remaining intervals and the per-request totals.
     pub fn finish(self) -> WorkerReport {
         let mut intervals = self.completed;

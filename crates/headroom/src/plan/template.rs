@@ -113,17 +113,6 @@ impl Template {
         })
     }
 
-    /// The text, for a static template.
-    pub fn literal(&self) -> String {
-        let mut s = String::new();
-        for p in &self.parts {
-            if let Part::Literal(l) = p {
-                s.push_str(l);
-            }
-        }
-        s
-    }
-
     /// Appends the rendered text to `out`. A variable not set yet renders
     /// as empty (validation makes sure something can set it).
     pub fn render(&self, scope: &mut Scope, out: &mut Vec<u8>) {
