@@ -9,9 +9,12 @@
 //! - [`engine`]: workers, the closed and open load models, stopping.
 //! - [`metrics`]: per-worker recording, exact merge, the timeline.
 //! - [`report`]: `results.json`, the terminal summary and live progress.
+//! - [`capacity`]: capacity search — the highest load meeting an objective.
+//! - [`slo`]: objectives and thresholds (`p90<500ms, errors<5%`).
 //! - [`target`]: the built-in sample server (`headroom target`).
 //! - [`sysinfo`]: the machine, for results' `meta`.
 
+pub mod capacity;
 pub mod engine;
 pub mod http;
 pub mod measure;
@@ -20,6 +23,7 @@ pub mod monitor;
 pub mod plan;
 pub mod report;
 pub mod scenario;
+pub mod slo;
 pub mod study;
 pub mod sysinfo;
 pub mod target;

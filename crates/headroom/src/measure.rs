@@ -7,7 +7,6 @@ use crate::monitor::{Monitor, MonitorConfig};
 use crate::plan::Plan;
 use crate::report::results::{Results, ResultsInput};
 use crate::sysinfo;
-use std::time::Instant;
 
 pub struct Measured {
     pub results: Results,
@@ -25,7 +24,7 @@ pub fn measure(
     mut on_second: impl FnMut(&Progress, Option<&crate::monitor::sample::Sample>),
 ) -> Measured {
     let fd_limit = sysinfo::raise_fd_limit();
-    let start = Instant::now();
+    let start = engine::start_soon();
     let monitor = Monitor::start(watch, start);
     let outcome = engine::run_at(plan, stop, start, |p| {
         on_second(&p, monitor.latest().as_ref())

@@ -148,6 +148,76 @@ pub struct RunArgs {
 }
 
 #[derive(Args, Debug, Clone)]
+pub struct CapacityArgs {
+    /// The scenario (file or --url), its HTTP settings and the monitor
+    /// flags, as for `headroom run`. The load is set by the search.
+    #[command(flatten)]
+    pub run: RunArgs,
+
+    /// The objective every step must meet, e.g. 'p90<500ms,errors<5%'
+    /// (p50 p75 p90 p95 p99 p999 mean max in ms/s, errors and achieved in %,
+    /// throughput in req/s). On the rate axis achieved>=95% is added unless
+    /// given. Overrides [capacity] slo in the scenario.
+    #[arg(long, value_name = "OBJECTIVE", value_parser = parse_slo)]
+    pub slo: Option<headroom::slo::Slo>,
+
+    /// What to grow: rate (arrivals per second, open model) or users
+    /// (closed model) [default: rate].
+    #[arg(long, value_name = "AXIS", value_parser = parse_axis)]
+    pub axis: Option<headroom::capacity::Axis>,
+
+    /// First load tried [default: 10 req/s, or 1 user].
+    #[arg(long, value_name = "X", value_parser = parse_rate)]
+    pub min: Option<f64>,
+
+    /// Highest load tried [default: 100000 req/s, or 10000 users].
+    #[arg(long, value_name = "X", value_parser = parse_rate)]
+    pub max: Option<f64>,
+
+    /// Factor between loads while growing [default: 2].
+    #[arg(long, value_name = "F")]
+    pub growth: Option<f64>,
+
+    /// Width of the final interval [default: 5%].
+    #[arg(long, value_name = "PCT", value_parser = parse_percent)]
+    pub precision: Option<f64>,
+
+    /// Length of each measured step [default: 30s].
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub step_duration: Option<Duration>,
+
+    /// Load before each step at the step's level, not counted [default: 5s].
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub warmup: Option<Duration>,
+
+    /// Pause between steps for the server to drain [default: 5s].
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub pause: Option<Duration>,
+
+    /// Bound on the whole search [default: 30m].
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub max_time: Option<Duration>,
+}
+
+pub fn parse_slo(s: &str) -> Result<headroom::slo::Slo, String> {
+    headroom::slo::Slo::parse(s).map_err(|e| e.to_string())
+}
+
+fn parse_axis(s: &str) -> Result<headroom::capacity::Axis, String> {
+    headroom::capacity::Axis::parse(s).ok_or_else(|| format!("`{s}`: use rate or users"))
+}
+
+/// "5%" → 0.05.
+fn parse_percent(s: &str) -> Result<f64, String> {
+    s.trim()
+        .strip_suffix('%')
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .filter(|v| *v > 0.0 && *v < 100.0)
+        .map(|v| v / 100.0)
+        .ok_or_else(|| format!("`{s}` is not a percentage between 0 and 100, e.g. 5%"))
+}
+
+#[derive(Args, Debug, Clone)]
 pub struct MonitorArgs {
     /// Address to serve samples on.
     #[arg(long, default_value = "127.0.0.1:9099")]
@@ -193,6 +263,11 @@ pub struct TargetArgs {
     /// Listen backlog (the kernel's accept queue).
     #[arg(long, default_value_t = 1024)]
     pub backlog: u32,
+    /// Requests that may wait for an app thread in each worker; more are
+    /// answered 503 at once, like Passenger's full request queue
+    /// [default: unbounded].
+    #[arg(long, value_name = "N")]
+    pub queue: Option<u32>,
 }
 
 #[derive(Args, Debug, Clone)]

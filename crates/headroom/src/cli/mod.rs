@@ -5,6 +5,7 @@
 //! error; 130 interrupted by Ctrl-C/SIGTERM (results are still written).
 
 mod args;
+mod capacity;
 mod demo;
 mod run;
 mod study;
@@ -31,6 +32,9 @@ struct Cli {
 enum Command {
     /// Load one HTTP server and report exact counts and latencies.
     Run(Box<args::RunArgs>),
+    /// Find the highest load that still meets an objective (SLO), the
+    /// knee, and what ran out first.
+    Capacity(Box<args::CapacityArgs>),
     /// The built-in sample server (workers × threads, like Puma -w/-t).
     Target(args::TargetArgs),
     /// Start each server configuration, load it, stop it, compare.
@@ -56,6 +60,7 @@ pub fn main() -> i32 {
     };
     let result = match cli.command {
         Command::Run(a) => run::run(*a),
+        Command::Capacity(a) => capacity::capacity(*a),
         Command::Target(a) => target(a),
         Command::Study(a) => study::study(a),
         Command::Demo(a) => demo::demo(a),
@@ -110,6 +115,7 @@ fn target(a: args::TargetArgs) -> anyhow::Result<i32> {
         threads: a.threads,
         public: a.public,
         backlog: a.backlog,
+        queue: a.queue,
     })?;
     Ok(EXIT_OK)
 }

@@ -261,7 +261,7 @@ impl Watch {
 
 /// The --monitor-* flags → what to watch (starting the server for
 /// --monitor-cmd, checking the token for --monitor-url).
-fn watch_from_args(a: &RunArgs, plan: &Plan) -> anyhow::Result<Watch> {
+pub fn watch_from_args(a: &RunArgs, plan: &Plan) -> anyhow::Result<Watch> {
     let interval = a.monitor_interval;
     if let Some(pid) = a.monitor_pid {
         if !Path::new(&format!("/proc/{pid}")).exists() {

@@ -68,10 +68,30 @@ pub struct RunOutcome {
     pub threads: usize,
 }
 
+/// How far ahead of "now" a run's clock starts: time for the worker
+/// threads to build their runtimes, so the first arrivals are not sent
+/// late (which would show as send lag that is the start-up, not the load).
+pub const START_LEAD: Duration = Duration::from_millis(25);
+
+/// The start of a run begun now: `START_LEAD` ahead.
+pub fn start_soon() -> Instant {
+    Instant::now() + START_LEAD
+}
+
+/// The wall-clock time of `at` (which may lie a little ahead).
+pub fn wall_clock(at: Instant) -> SystemTime {
+    let now = Instant::now();
+    if at >= now {
+        SystemTime::now() + (at - now)
+    } else {
+        SystemTime::now() - (now - at)
+    }
+}
+
 /// Runs the plan to its end (or until `stop`), calling `on_second` as each
 /// second of the timeline completes.
 pub fn run(plan: &Plan, stop: &StopSignal, on_second: impl FnMut(Progress)) -> RunOutcome {
-    run_at(plan, stop, Instant::now(), on_second)
+    run_at(plan, stop, start_soon(), on_second)
 }
 
 /// As [`run`], with the run's clock starting at `start` (so a monitor can
@@ -86,7 +106,7 @@ pub fn run_at(
     let plan = Arc::new(plan.clone());
     let (tx, rx) = mpsc::channel();
     let budget = plan.max_requests.map(|n| Arc::new(AtomicU64::new(n)));
-    let started_at = SystemTime::now() - start.elapsed();
+    let started_at = wall_clock(start);
     let handles: Vec<_> = (0..threads)
         .map(|id| {
             let ctx = worker::WorkerCtx {

@@ -91,6 +91,19 @@ impl StopSignal {
     }
 
     /// Cheap check for the hot path.
+    /// Sleeps for `d` or until a stop is asked for, whichever comes first
+    /// (pauses between runs must not hold up Ctrl-C).
+    pub fn sleep(&self, d: std::time::Duration) {
+        let end = std::time::Instant::now() + d;
+        while !self.is_stopping() {
+            let left = end.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            std::thread::sleep(left.min(std::time::Duration::from_millis(50)));
+        }
+    }
+
     pub fn is_stopping(&self) -> bool {
         self.inner.stopping.load(Ordering::Relaxed)
     }

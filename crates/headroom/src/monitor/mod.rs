@@ -53,7 +53,9 @@ impl Monitor {
         let stop = Arc::new(AtomicBool::new(false));
         let latest = Arc::new(Mutex::new(None));
         let (s, l, c) = (stop.clone(), latest.clone(), config.clone());
-        let start_unix_ms = unix_ms().saturating_sub(start.elapsed().as_millis() as u64);
+        let start_unix_ms = crate::engine::wall_clock(start)
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64);
         let handle = std::thread::Builder::new()
             .name("headroom-monitor".into())
             .spawn(move || sample_loop(c, start, start_unix_ms, s, l))

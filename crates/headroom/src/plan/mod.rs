@@ -55,6 +55,10 @@ pub struct Plan {
     pub threads: usize,
     /// Stop after this many requests in all.
     pub max_requests: Option<u64>,
+    /// `[capacity]` of the scenario, for `headroom capacity`.
+    pub capacity: crate::capacity::Settings,
+    /// `[thresholds]` of the scenario: pass/fail bounds on the results.
+    pub thresholds: crate::slo::Slo,
 }
 
 impl Plan {

@@ -16,6 +16,7 @@ use crate::plan::{
     DEFAULT_CONNECT_TIMEOUT, DEFAULT_GRACEFUL_STOP, DEFAULT_MAX_CONNECTIONS,
     DEFAULT_REQUEST_TIMEOUT,
 };
+use crate::slo::Slo;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -163,6 +164,9 @@ impl<'a> Builder<'a> {
             );
         }
 
+        let capacity = self.capacity(raw.capacity.as_ref());
+        let thresholds = self.thresholds(raw.thresholds.as_ref());
+
         if !self.problems.is_empty() {
             return Err(self.problems);
         }
@@ -188,7 +192,94 @@ impl<'a> Builder<'a> {
                 .unwrap_or_else(crate::sysinfo::available_cores)
                 .max(1),
             max_requests,
+            capacity,
+            thresholds,
         })
+    }
+
+    /// `[capacity]` → settings for `headroom capacity` (flags override).
+    fn capacity(&mut self, raw: Option<&RawCapacity>) -> crate::capacity::Settings {
+        let Some(c) = raw else {
+            return crate::capacity::Settings::default();
+        };
+        let a = Some("[capacity]");
+        let slo = c.slo.as_deref().and_then(|t| match Slo::parse(t) {
+            Ok(slo) => Some(slo),
+            Err(e) => {
+                self.problem(a, "slo", t, format!("capacity.slo: {e}"));
+                None
+            }
+        });
+        let axis = c.axis.as_deref().and_then(|t| {
+            let axis = crate::capacity::Axis::parse(t);
+            if axis.is_none() {
+                self.problem(
+                    a,
+                    "axis",
+                    t,
+                    format!("capacity.axis: `{t}`: use rate or users"),
+                );
+            }
+            axis
+        });
+        let precision = c.precision.as_deref().and_then(|t| {
+            let value = t
+                .trim()
+                .strip_suffix('%')
+                .and_then(|v| v.trim().parse::<f64>().ok())
+                .filter(|v| *v > 0.0 && *v < 100.0);
+            if value.is_none() {
+                self.problem(
+                    a,
+                    "precision",
+                    t,
+                    format!(
+                        "capacity.precision: `{t}` is not a percentage between 0 and 100, e.g. 5%"
+                    ),
+                );
+            }
+            value.map(|v| v / 100.0)
+        });
+        let mut duration =
+            |field: &str, v: &Option<String>| v.as_deref().and_then(|t| self.duration(a, field, t));
+        crate::capacity::Settings {
+            slo,
+            axis,
+            min: c.min,
+            max: c.max,
+            growth: c.growth,
+            precision,
+            step_duration: duration("step_duration", &c.step_duration),
+            warmup: duration("warmup", &c.warmup),
+            pause: duration("pause", &c.pause),
+            max_time: duration("max_time", &c.max_time),
+        }
+    }
+
+    /// `[thresholds]` → bounds; the comparison may be left out (`<` for
+    /// latency and errors, `>=` for achieved and throughput).
+    fn thresholds(&mut self, raw: Option<&BTreeMap<String, String>>) -> Slo {
+        let mut slo = Slo::default();
+        for (metric, bound) in raw.into_iter().flatten() {
+            let bound = bound.trim();
+            let text = if bound.starts_with(['<', '>']) {
+                format!("{metric}{bound}")
+            } else if matches!(metric.as_str(), "achieved" | "throughput" | "rps") {
+                format!("{metric}>={bound}")
+            } else {
+                format!("{metric}<{bound}")
+            };
+            match Slo::parse(&text) {
+                Ok(s) => slo.bounds.extend(s.bounds),
+                Err(e) => self.problem(
+                    Some("[thresholds]"),
+                    metric,
+                    bound,
+                    format!("thresholds.{metric}: {}", e.message),
+                ),
+            }
+        }
+        slo
     }
 
     fn load(&mut self, raw: Option<&RawLoad>) -> (Option<Load>, Option<u64>, Option<Duration>) {

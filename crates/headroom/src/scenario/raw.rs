@@ -31,6 +31,52 @@ pub struct RawScenario {
     /// Sequences of steps; each iteration runs one session, picked by weight.
     #[serde(default, rename = "session", skip_serializing_if = "Vec::is_empty")]
     pub sessions: Vec<RawSession>,
+    /// Settings for `headroom capacity` (flags override them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity: Option<RawCapacity>,
+    /// Pass/fail bounds for CI: metric = bound, e.g. p95 = "<500ms",
+    /// errors = "<1%" (`<` is implied for latency and errors, `>` for
+    /// achieved and throughput). A breach makes the exit code 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thresholds: Option<BTreeMap<String, String>>,
+}
+
+/// `[capacity]`: the objective and how to search for the highest load
+/// that meets it.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawCapacity {
+    /// The objective, e.g. "p90<500ms, errors<5%" (achieved>=95% is added
+    /// on the rate axis unless given).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slo: Option<String>,
+    /// "rate" (arrivals per second, open model; default) or "users".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub axis: Option<String>,
+    /// First load tried (default 10 req/s or 1 user).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min: Option<f64>,
+    /// Highest load tried (default 100000 req/s or 10000 users).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max: Option<f64>,
+    /// Factor between loads while growing (default 2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub growth: Option<f64>,
+    /// Width of the final interval, e.g. "5%" (default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub precision: Option<String>,
+    /// Length of each measured step (default 30s).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step_duration: Option<String>,
+    /// Load before each step, not counted (default 5s).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warmup: Option<String>,
+    /// Pause between steps for the server to drain (default 5s).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pause: Option<String>,
+    /// Bound on the whole search (default 30m).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_time: Option<String>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

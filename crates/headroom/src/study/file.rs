@@ -36,6 +36,10 @@ pub struct RawStudy {
     pub servers: Vec<RawServer>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub measure: Option<RawMeasure>,
+    /// With `objective = "capacity"`: the objective and the search, as a
+    /// scenario's `[capacity]` (and over it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity: Option<crate::scenario::raw::RawCapacity>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize, JsonSchema, PartialEq)]
@@ -116,6 +120,9 @@ pub enum Objective {
     P95,
     P99,
     Mean,
+    /// Highest load meeting the `[capacity]` objective (a capacity search
+    /// per configuration).
+    Capacity,
 }
 
 impl Objective {
@@ -127,6 +134,7 @@ impl Objective {
             "p95" => Objective::P95,
             "p99" => Objective::P99,
             "mean" => Objective::Mean,
+            "capacity" => Objective::Capacity,
             _ => return None,
         })
     }
@@ -139,6 +147,7 @@ impl Objective {
             Objective::P95 => "lowest p95 latency",
             Objective::P99 => "lowest p99 latency",
             Objective::Mean => "lowest mean latency",
+            Objective::Capacity => "highest capacity within the objective",
         }
     }
 }
@@ -283,6 +292,26 @@ fn duration(
     }
 }
 
+/// The study's `[capacity]` over the scenario's, field by field.
+fn overlay_capacity(
+    base: Option<&crate::scenario::raw::RawCapacity>,
+    over: &crate::scenario::raw::RawCapacity,
+) -> crate::scenario::raw::RawCapacity {
+    let base = base.cloned().unwrap_or_default();
+    crate::scenario::raw::RawCapacity {
+        slo: over.slo.clone().or(base.slo),
+        axis: over.axis.clone().or(base.axis),
+        min: over.min.or(base.min),
+        max: over.max.or(base.max),
+        growth: over.growth.or(base.growth),
+        precision: over.precision.clone().or(base.precision),
+        step_duration: over.step_duration.clone().or(base.step_duration),
+        warmup: over.warmup.clone().or(base.warmup),
+        pause: over.pause.clone().or(base.pause),
+        max_time: over.max_time.clone().or(base.max_time),
+    }
+}
+
 /// Reads and checks a study file; every problem at once, located.
 pub fn load(path: &Path) -> Result<Study, ScenarioError> {
     let fail = |problems: Vec<Problem>| ScenarioError {
@@ -320,7 +349,7 @@ pub fn load(path: &Path) -> Result<Study, ScenarioError> {
     let loc = Locator { text: &text };
     let mut problems = Vec::new();
 
-    let (scenario, scenario_dir) = match &raw.scenario {
+    let (mut scenario, scenario_dir) = match &raw.scenario {
         RawScenarioRef::Inline(s) => ((**s).clone(), dir.clone()),
         RawScenarioRef::File(f) => {
             let p = dir.join(f);
@@ -352,7 +381,9 @@ pub fn load(path: &Path) -> Result<Study, ScenarioError> {
             problems.push(Problem {
                 line,
                 column,
-                message: format!("objective `{o}`: use throughput, p50, p90, p95, p99 or mean"),
+                message: format!(
+                    "objective `{o}`: use throughput, p50, p90, p95, p99, mean or capacity"
+                ),
             });
             Objective::Throughput
         }),
@@ -372,6 +403,31 @@ pub fn load(path: &Path) -> Result<Study, ScenarioError> {
             }
         },
     };
+    if let Some(c) = &raw.capacity {
+        if let Some(slo) = c.slo.as_deref() {
+            if let Err(e) = crate::slo::Slo::parse(slo) {
+                let (line, column) = loc.find(Some("[capacity]"), "slo", slo);
+                problems.push(Problem {
+                    line,
+                    column,
+                    message: format!("capacity.slo: {e}"),
+                });
+            }
+        }
+        scenario.capacity = Some(overlay_capacity(scenario.capacity.as_ref(), c));
+    }
+    if objective == Objective::Capacity
+        && scenario.capacity.as_ref().is_none_or(|c| c.slo.is_none())
+    {
+        let (line, column) = loc.find(None, "objective", "capacity");
+        problems.push(Problem {
+            line,
+            column,
+            message: "objective = \"capacity\" needs an objective to meet: add [capacity] with \
+                      slo = \"p90<500ms, errors<5%\" (and step_duration, min, max as needed)"
+                .into(),
+        });
+    }
     if m.repeat == Some(0) {
         let (line, column) = loc.find(None, "repeat", "repeat");
         problems.push(Problem {

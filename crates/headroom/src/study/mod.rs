@@ -42,6 +42,10 @@ pub struct RunRecord {
     pub stderr_tail: Option<String>,
     /// Process-group id the configuration ran in (empty after the run).
     pub pgid: i32,
+    /// Objective "capacity": the search on this configuration (`results`
+    /// is then its step at the capacity).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity: Option<crate::capacity::CapacityReport>,
     /// Processes of the group still alive after the stop (should be 0).
     pub survivors: u32,
     /// Processes of the server's tree outside its group that ignored the
@@ -190,6 +194,7 @@ fn run_config(
         status: String::new(),
         results: None,
         stderr_tail: None,
+        capacity: None,
         pgid: 0,
         survivors: 0,
         stray_killed: 0,
@@ -252,6 +257,20 @@ fn run_config(
         finish(&mut process, &mut record);
         return record;
     }
+    let watch = MonitorConfig {
+        root: Some(process.pid()),
+        interval: crate::monitor::DEFAULT_INTERVAL,
+        remote: None,
+        source: format!("{} (pid {})", server.name, process.pid()),
+    };
+    if study.objective == file::Objective::Capacity {
+        capacity_search(&plan, &watch, opts, stop, &mut record);
+        if record.status != "ok" {
+            record.stderr_tail = Some(process.stderr_tail(20));
+        }
+        finish(&mut process, &mut record);
+        return record;
+    }
     if !study.warmup.is_zero() {
         let warm = with_duration(&plan, study.warmup);
         let _ = crate::engine::run(&warm, stop, |_| {});
@@ -259,12 +278,6 @@ fn run_config(
     let measured_plan = match study.duration {
         Some(d) => with_duration(&plan, d),
         None => plan,
-    };
-    let watch = MonitorConfig {
-        root: Some(process.pid()),
-        interval: crate::monitor::DEFAULT_INTERVAL,
-        remote: None,
-        source: format!("{} (pid {})", server.name, process.pid()),
     };
     let results = if stop.is_stopping() {
         None
@@ -294,6 +307,43 @@ fn run_config(
     record.results = results;
     finish(&mut process, &mut record);
     record
+}
+
+/// Objective "capacity": a capacity search on the running configuration;
+/// the record keeps the search and, as its results, the step at the
+/// capacity.
+fn capacity_search(
+    plan: &Plan,
+    watch: &MonitorConfig,
+    opts: &StudyOptions,
+    stop: &StopSignal,
+    record: &mut RunRecord,
+) {
+    use crate::capacity::Outcome;
+    let options = match plan.capacity.resolve() {
+        Ok(o) => o,
+        Err(e) => {
+            record.status = format!("error: {e}");
+            return;
+        }
+    };
+    let report = crate::capacity::run(plan, &options, watch, stop, &opts.buckets_ms, |_| {});
+    record.results = report.capacity.and_then(|cap| {
+        report
+            .steps
+            .iter()
+            .rev()
+            .find(|s| s.passed && s.offered == cap)
+            .and_then(|s| s.results.clone())
+    });
+    record.status = match report.outcome {
+        Outcome::Found | Outcome::MetUpToMax => "ok".into(),
+        Outcome::TimeLimit if report.capacity.is_some() => "ok".into(),
+        Outcome::Interrupted => "interrupted".into(),
+        Outcome::ServerExited => "died during the run".into(),
+        _ => report.verdict.clone(),
+    };
+    record.capacity = Some(report);
 }
 
 /// Stops the configuration's whole process group (and any process of its

@@ -95,6 +95,9 @@ pub struct ConfigStats {
     /// Requests per second per GiB of peak resident memory.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rps_per_gib: Option<f64>,
+    /// Objective "capacity": the capacities found, in the search axis's unit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity: Option<Spread>,
 }
 
 pub fn latency(r: &Results, objective: Objective) -> f64 {
@@ -104,7 +107,7 @@ pub fn latency(r: &Results, objective: Objective) -> f64 {
         Objective::P95 => l.p95,
         Objective::P99 => l.p99,
         Objective::Mean => l.mean,
-        Objective::P90 | Objective::Throughput => l.p90,
+        Objective::P90 | Objective::Throughput | Objective::Capacity => l.p90,
     }
 }
 
@@ -152,6 +155,7 @@ fn stats(runs: &[&Results], objective: Objective) -> Option<ConfigStats> {
         rps_per_gib: peak_rss
             .filter(|b| *b > 0.0)
             .map(|b| t.median / (b / (1u64 << 30) as f64)),
+        capacity: None,
     })
 }
 
@@ -159,6 +163,7 @@ fn stats(runs: &[&Results], objective: Objective) -> Option<ConfigStats> {
 fn score(s: &ConfigStats, objective: Objective) -> (Spread, bool) {
     match objective {
         Objective::Throughput => (s.throughput_rps, true),
+        Objective::Capacity => (s.capacity.unwrap_or_default(), true),
         _ => (s.latency_ms, false),
     }
 }
@@ -179,6 +184,15 @@ pub fn summarise(study: &Study, configs: &mut [ConfigReport], interrupted: bool)
             None => "ok".into(),
         };
         c.stats = stats(&ok, study.objective);
+        if let Some(st) = &mut c.stats {
+            let found: Vec<f64> = c
+                .runs
+                .iter()
+                .filter(|r| r.status == "ok")
+                .filter_map(|r| r.capacity.as_ref()?.capacity)
+                .collect();
+            st.capacity = Spread::of(&found);
+        }
         // The representative run: the median by the objective.
         let mut ranked: Vec<&Results> = ok.clone();
         let key = |r: &&Results| match study.objective {
@@ -195,9 +209,14 @@ pub fn summarise(study: &Study, configs: &mut [ConfigReport], interrupted: bool)
         .iter()
         .filter(|c| {
             c.status == "ok"
-                && c.stats
-                    .as_ref()
-                    .is_some_and(|s| s.error_rate <= study.error_budget)
+                && c.stats.as_ref().is_some_and(|s| {
+                    // A capacity already holds the objective's own error bound.
+                    if study.objective == Objective::Capacity {
+                        s.capacity.is_some()
+                    } else {
+                        s.error_rate <= study.error_budget
+                    }
+                })
         })
         .collect();
     eligible.sort_by(|a, b| {
@@ -231,14 +250,25 @@ pub fn summarise(study: &Study, configs: &mut [ConfigReport], interrupted: bool)
         }
         let figure = match study.objective {
             Objective::Throughput => format!("{:.1} req/s", spread.median),
+            Objective::Capacity => {
+                let unit = best
+                    .runs
+                    .iter()
+                    .find_map(|r| r.capacity.as_ref())
+                    .map_or("req/s", |c| c.unit.as_str());
+                format!("{:.1} {unit}", spread.median)
+            }
             _ => format!("{:.2} ms", spread.median),
         };
-        let mut reason = format!(
-            "{}: {figure} with errors {:.2} % (budget {:.2} %)",
-            study.objective.describe(),
-            s.error_rate * 100.0,
-            study.error_budget * 100.0
-        );
+        let mut reason = match best.runs.iter().find_map(|r| r.capacity.as_ref()) {
+            Some(cap) => format!("{}: {figure} at {}", study.objective.describe(), cap.slo),
+            None => format!(
+                "{}: {figure} with errors {:.2} % (budget {:.2} %)",
+                study.objective.describe(),
+                s.error_rate * 100.0,
+                study.error_budget * 100.0
+            ),
+        };
         if spread.runs >= 2 {
             reason.push_str(&format!(
                 " over {} runs (95 % CI {:.1}–{:.1})",

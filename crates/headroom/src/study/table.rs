@@ -2,30 +2,88 @@
 //! peak server CPU and memory, the efficiency figures and the findings;
 //! ranked rows first, then the ones that failed or broke the error budget.
 
+use super::file::Objective;
 use super::StudyReport;
+use crate::report::table::{csv_field, Table};
 use crate::report::terminal::thousands;
 use std::io::{self, Write};
 
-const HEADERS: [&str; 18] = [
-    "#",
-    "Configuration",
-    "Status",
-    "Samples",
-    "Mean ms",
-    "Median ms",
-    "90% ms",
-    "99% ms",
-    "Min ms",
-    "Max ms",
-    "Throughput/s",
-    "Received KiB/s",
-    "Errors %",
-    "Peak CPU %",
-    "Peak MiB",
-    "Req/CPU-s",
-    "Req/s per GiB",
-    "Findings",
+/// (terminal header, CSV header) of each column.
+const COLUMNS: [(&str, &str); 18] = [
+    ("#", "rank"),
+    ("Configuration", "configuration"),
+    ("Status", "status"),
+    ("Samples", "samples"),
+    ("Mean ms", "mean_ms"),
+    ("Median ms", "median_ms"),
+    ("90% ms", "p90_ms"),
+    ("99% ms", "p99_ms"),
+    ("Min ms", "min_ms"),
+    ("Max ms", "max_ms"),
+    ("Throughput/s", "throughput_rps"),
+    ("Received KiB/s", "received_kib_per_s"),
+    ("Errors %", "error_pct"),
+    ("Peak CPU %", "peak_cpu_pct"),
+    ("Peak MiB", "peak_rss_mib"),
+    ("Req/CPU-s", "requests_per_cpu_s"),
+    ("Req/s per GiB", "rps_per_gib"),
+    ("Findings", "findings"),
 ];
+
+/// Where the capacity column goes (objective "capacity" only).
+const CAPACITY_AT: usize = 3;
+
+/// The comparison as a table; `csv` picks the CSV headers.
+pub fn table(report: &StudyReport, csv: bool) -> Table {
+    let unit = report
+        .configs
+        .iter()
+        .flat_map(|c| &c.runs)
+        .find_map(|r| r.capacity.as_ref())
+        .map_or("req/s".to_string(), |c| c.unit.clone());
+    let capacity = report.objective == Objective::Capacity;
+    let mut headers: Vec<String> = COLUMNS
+        .iter()
+        .map(|(t, c)| if csv { c } else { t }.to_string())
+        .collect();
+    if capacity {
+        let h = if csv {
+            format!("capacity_{}", unit.replace('/', "_per_"))
+        } else {
+            format!("Capacity {unit}")
+        };
+        headers.insert(CAPACITY_AT, h);
+    }
+    let last = headers.len() - 1;
+    let mut t = Table {
+        headers,
+        rows: Vec::new(),
+        left: vec![1, 2, last],
+    };
+    for mut row in rows(report) {
+        if capacity {
+            row.insert(CAPACITY_AT, String::new());
+        }
+        t.rows.push(row);
+    }
+    if capacity {
+        for row in &mut t.rows {
+            let label = &row[1];
+            let c = report.configs.iter().find(|c| &c.label == label);
+            row[CAPACITY_AT] = c
+                .and_then(|c| c.stats.as_ref())
+                .and_then(|s| s.capacity)
+                .map_or("-".into(), |s| {
+                    if s.runs >= 2 {
+                        format!("{:.1} ±{:.1}", s.median, (s.high - s.low) / 2.0)
+                    } else {
+                        format!("{:.1}", s.median)
+                    }
+                });
+        }
+    }
+    t
+}
 
 fn rows(report: &StudyReport) -> Vec<Vec<String>> {
     let mut order: Vec<usize> = report
@@ -93,7 +151,7 @@ fn rows(report: &StudyReport) -> Vec<Vec<String>> {
                         kinds.join(" ")
                     });
                 }
-                None => row.extend(std::iter::repeat_n("-".to_string(), HEADERS.len() - 3)),
+                None => row.extend(std::iter::repeat_n("-".to_string(), COLUMNS.len() - 3)),
             }
             row
         })
@@ -101,31 +159,19 @@ fn rows(report: &StudyReport) -> Vec<Vec<String>> {
 }
 
 pub fn write(out: &mut dyn Write, report: &StudyReport) -> io::Result<()> {
-    let mut all = vec![HEADERS.iter().map(|h| h.to_string()).collect::<Vec<_>>()];
-    all.extend(rows(report));
-    let widths: Vec<usize> = (0..HEADERS.len())
-        .map(|c| all.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
-        .collect();
     writeln!(out)?;
     writeln!(
         out,
-        "Study: {} — ranked by {} (error budget {:.2} %)",
+        "Study: {} — ranked by {}{}",
         report.study,
         report.objective.describe(),
-        report.error_budget * 100.0
-    )?;
-    for row in &all {
-        let mut line = String::from(" ");
-        for (c, cell) in row.iter().enumerate() {
-            let pad = " ".repeat(widths[c] - cell.chars().count());
-            if c == 1 || c == 2 || c == HEADERS.len() - 1 {
-                line.push_str(&format!(" {cell}{pad}"));
-            } else {
-                line.push_str(&format!(" {pad}{cell}"));
-            }
+        if report.objective == Objective::Capacity {
+            String::new()
+        } else {
+            format!(" (error budget {:.2} %)", report.error_budget * 100.0)
         }
-        writeln!(out, "{}", line.trim_end())?;
-    }
+    )?;
+    table(report, false).write_text(out)?;
     writeln!(out)?;
     match &report.winner {
         Some(w) => writeln!(out, "Winner: {} — {}", w.label, w.reason)?,
@@ -157,43 +203,18 @@ pub fn write(out: &mut dyn Write, report: &StudyReport) -> io::Result<()> {
     Ok(())
 }
 
-fn csv_field(s: &str) -> String {
-    if s.contains([',', '"', '\n']) {
-        format!("\"{}\"", s.replace('"', "\"\""))
-    } else {
-        s.to_string()
-    }
-}
-
 /// `study.csv`: the same table, with units in the header.
 pub fn csv(report: &StudyReport) -> String {
-    let header = [
-        "rank",
-        "configuration",
-        "status",
-        "samples",
-        "mean_ms",
-        "median_ms",
-        "p90_ms",
-        "p99_ms",
-        "min_ms",
-        "max_ms",
-        "throughput_rps",
-        "received_kib_per_s",
-        "error_pct",
-        "peak_cpu_pct",
-        "peak_rss_mib",
-        "requests_per_cpu_s",
-        "rps_per_gib",
-        "findings",
-    ];
-    let mut out = header.join(",") + "\n";
-    for row in rows(report) {
+    let t = table(report, true);
+    let samples = t.headers.iter().position(|h| h == "samples");
+    let mut out = t.headers.join(",") + "\n";
+    for row in &t.rows {
         let cells: Vec<String> = row
             .iter()
             .enumerate()
+            // Samples are printed with thousands separators.
             .map(|(i, c)| {
-                if i == 3 {
+                if Some(i) == samples {
                     c.replace(',', "")
                 } else {
                     c.clone()

@@ -32,6 +32,9 @@ pub struct TargetConfig {
     pub threads: u32,
     pub public: bool,
     pub backlog: u32,
+    /// Requests that may wait for an app thread in a worker; more get 503
+    /// at once (Passenger's "request queue full"). `None`: unbounded.
+    pub queue: Option<u32>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -91,7 +94,7 @@ pub fn run(config: &TargetConfig) -> Result<(), TargetError> {
         out.flush()?;
     }
     if config.workers == 0 {
-        serve(listener, config.threads, counters);
+        serve(listener, config.threads, config.queue, counters);
         return Ok(());
     }
     master(listener, config, counters)
@@ -120,6 +123,7 @@ fn master(
                 serve(
                     listener.try_clone().expect("dup listener"),
                     config.threads,
+                    config.queue,
                     counters,
                 );
                 std::process::exit(0);
@@ -170,7 +174,33 @@ fn master(
 }
 
 /// One worker: an IO thread and `threads` app threads.
-fn serve(listener: TcpListener, threads: u32, counters: &'static Counters) {
+/// Requests holding or waiting for an app thread in this worker process.
+static APP_DEMAND: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// Counts a request's claim on an app thread while it lives.
+struct AppClaim;
+
+impl AppClaim {
+    /// `None` when `limit` requests already hold or wait for a thread.
+    fn take(limit: Option<usize>) -> Option<AppClaim> {
+        use std::sync::atomic::Ordering;
+        let before = APP_DEMAND.fetch_add(1, Ordering::SeqCst);
+        if limit.is_some_and(|l| before >= l) {
+            APP_DEMAND.fetch_sub(1, Ordering::SeqCst);
+            return None;
+        }
+        Some(AppClaim)
+    }
+}
+
+impl Drop for AppClaim {
+    fn drop(&mut self) {
+        APP_DEMAND.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+fn serve(listener: TcpListener, threads: u32, queue: Option<u32>, counters: &'static Counters) {
+    let limit = queue.map(|q| (threads + q) as usize);
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .max_blocking_threads(threads as usize)
@@ -189,7 +219,7 @@ fn serve(listener: TcpListener, threads: u32, counters: &'static Counters) {
             };
             let _ = stream.set_nodelay(true);
             tokio::spawn(async move {
-                let service = hyper::service::service_fn(move |req| handle(req, counters));
+                let service = hyper::service::service_fn(move |req| handle(req, limit, counters));
                 let _ = hyper::server::conn::http1::Builder::new()
                     .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
                     .await;
@@ -219,6 +249,7 @@ fn echo(req: &Request<Incoming>) -> String {
 
 async fn handle(
     req: Request<Incoming>,
+    limit: Option<usize>,
     counters: &'static Counters,
 ) -> Result<Response<Full<Bytes>>, Infallible> {
     let path = req.uri().path();
@@ -256,6 +287,14 @@ async fn handle(
     let route = match route {
         Ok(route) => route,
         Err(r) => return Ok(reply(r)),
+    };
+    let Some(_claim) = AppClaim::take(limit) else {
+        return Ok(reply(app::Reply {
+            status: 503,
+            content_type: "text/plain",
+            body: b"request queue full\n".to_vec(),
+            set_cookie: None,
+        }));
     };
     // Holding an app thread for the whole request is the point: it is what
     // makes the worker × thread grid behave like a real app server.

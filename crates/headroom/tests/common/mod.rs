@@ -399,10 +399,20 @@ pub fn run(args: &[&str]) -> Run {
 }
 
 pub fn run_with(args: &[&str], customise: impl FnOnce(&mut Command)) -> Run {
+    invoke("run", args, customise)
+}
+
+/// Runs `headroom capacity ARGS --out <tmp>`; `results` is cap.json.
+pub fn capacity(args: &[&str]) -> Run {
+    invoke("capacity", args, |_| {})
+}
+
+/// Runs `headroom SUBCOMMAND ARGS --out <tmp>` and reads the file back.
+pub fn invoke(sub: &str, args: &[&str], customise: impl FnOnce(&mut Command)) -> Run {
     let dir = tempfile::tempdir().unwrap();
     let out: PathBuf = dir.path().join("results.json");
     let mut cmd = Command::new(headroom_bin());
-    cmd.arg("run").args(args).arg("--out").arg(&out);
+    cmd.arg(sub).args(args).arg("--out").arg(&out);
     customise(&mut cmd);
     let start = Instant::now();
     let output = cmd.output().expect("run headroom");

@@ -1,0 +1,128 @@
+//! `headroom capacity`: the scenario (file or one-liner) and monitor as for
+//! `run`, the search settings from flags over the scenario's `[capacity]`;
+//! step-by-step progress, the step table and the answer; `cap.json`.
+
+use super::args::CapacityArgs;
+use super::run::{install_interrupt, plan_from_args, watch_from_args};
+use super::{EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK};
+use anyhow::{bail, Context};
+use headroom::capacity::{self, Event, Outcome, Settings};
+use headroom::engine::StopSignal;
+use std::io::Write;
+
+fn check_flags(a: &CapacityArgs) -> anyhow::Result<()> {
+    let r = &a.run;
+    for (set, flag) in [
+        (r.rate.is_some(), "--rate"),
+        (r.stages.is_some(), "--stages"),
+        (r.duration.is_some(), "--duration"),
+        (r.requests.is_some(), "--requests"),
+        (r.iterations.is_some(), "--iterations"),
+        (r.vus.is_some(), "--vus"),
+        (r.ramp_up.is_some(), "--ramp-up"),
+    ] {
+        if set {
+            bail!(
+                "{flag} does not apply to a capacity search: the search sets the load of each \
+                 step (use --axis, --min, --max and --step-duration)"
+            );
+        }
+    }
+    Ok(())
+}
+
+pub fn capacity(a: CapacityArgs) -> anyhow::Result<i32> {
+    check_flags(&a)?;
+    let plan = plan_from_args(&a.run)?;
+    let flags = Settings {
+        slo: a.slo.clone(),
+        axis: a.axis,
+        min: a.min,
+        max: a.max,
+        growth: a.growth,
+        precision: a.precision,
+        step_duration: a.step_duration,
+        warmup: a.warmup,
+        pause: a.pause,
+        max_time: a.max_time,
+    };
+    let opts = plan
+        .capacity
+        .overlay(&flags)
+        .resolve()
+        .map_err(anyhow::Error::msg)?;
+    let stop = StopSignal::new();
+    install_interrupt(&stop)?;
+    let watch = watch_from_args(&a.run, &plan)?;
+    let unit = opts.axis.unit();
+    println!(
+        "headroom capacity: {} — objective {}; {} axis from {} to {} {unit}, steps of {} (+{} warm-up), at most {}",
+        plan.label,
+        opts.slo,
+        match opts.axis {
+            capacity::Axis::Rate => "rate",
+            capacity::Axis::Users => "users",
+        },
+        opts.min,
+        opts.max,
+        humantime::format_duration(opts.step_duration),
+        humantime::format_duration(opts.warmup),
+        humantime::format_duration(opts.max_time),
+    );
+    let report = capacity::run(&plan, &opts, &watch.config, &stop, &a.run.buckets, |e| {
+        match e {
+            Event::Starting {
+                index,
+                load,
+                retest,
+            } => {
+                print!(
+                    "  step {index}: {load} {unit}{} … ",
+                    if retest { " (re-test)" } else { "" }
+                );
+            }
+            Event::Finished(step) => {
+                let (p90, errors) = step.results.as_ref().map_or((0.0, 0.0), |r| {
+                    (
+                        r.summary.latency_ms.p90,
+                        r.summary.requests.error_rate * 100.0,
+                    )
+                });
+                let failed: Vec<String> = step
+                    .checks
+                    .iter()
+                    .filter(|c| !c.passed)
+                    .map(|c| c.describe())
+                    .collect();
+                println!(
+                    "{:.1} req/s, p90 {p90:.2} ms, errors {errors:.2} % — {}",
+                    step.achieved,
+                    if step.passed {
+                        "pass".to_string()
+                    } else {
+                        format!("FAIL: {}", failed.join(", "))
+                    }
+                );
+            }
+        }
+        let _ = std::io::stdout().flush();
+    });
+    drop(watch.server);
+    if let Some(path) = &a.run.out {
+        let json = serde_json::to_string_pretty(&report)?;
+        std::fs::write(path, json + "\n")
+            .with_context(|| format!("cannot write the capacity report to {}", path.display()))?;
+    }
+    if !a.run.quiet {
+        let mut out = std::io::stdout().lock();
+        capacity::table::write(&mut out, &report)?;
+        if let Some(path) = &a.run.out {
+            writeln!(out, "\ncapacity report written to {}", path.display())?;
+        }
+    }
+    Ok(match report.outcome {
+        Outcome::Interrupted => EXIT_INTERRUPTED,
+        Outcome::ServerExited => EXIT_ERROR,
+        _ => EXIT_OK,
+    })
+}

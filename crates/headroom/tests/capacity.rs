@@ -1,0 +1,332 @@
+//! Capacity search against servers of known capacity: the built-in target
+//! with k app threads each holding a request for s = 50 ms serves at most
+//! k/s requests per second; with `--queue Q` it answers 503 once Q wait.
+
+mod common;
+
+use common::{capacity, Target};
+use serde_json::Value;
+
+/// Short steps keep the suite quick; the searches still bracket to 5 %.
+const FAST: [&str; 6] = [
+    "--step-duration",
+    "2s",
+    "--warmup",
+    "1s",
+    "--pause",
+    "500ms",
+];
+
+/// One search at a time: the generator-bound case saturates the CPU, which
+/// would make the other searches' sends late.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn f(v: &Value) -> f64 {
+    v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
+}
+
+fn within(actual: f64, expected: f64, tolerance: f64) -> bool {
+    (actual - expected).abs() <= tolerance * expected
+}
+
+fn sleep_capacity(threads: u32, min: &str) -> (Value, String) {
+    let target = Target::start(1, threads);
+    let pid = target.guard.pid().to_string();
+    let url = target.url("/sleep?ms=50");
+    let mut args = vec![
+        "--url",
+        &url,
+        "--slo",
+        "p90<100ms,errors<5%",
+        "--min",
+        min,
+        "--monitor-pid",
+        &pid,
+    ];
+    args.extend(FAST);
+    let run = capacity(&args);
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    (run.results().clone(), run.stdout.clone())
+}
+
+#[test]
+fn rate_capacity_of_k_threads_is_k_over_service_time() {
+    let _serial = serial();
+    for (threads, min) in [(2u32, "15"), (4, "20")] {
+        let (cap, stdout) = sleep_capacity(threads, min);
+        let expected = threads as f64 / 0.050;
+        let found = f(&cap["capacity"]);
+        assert!(
+            within(found, expected, 0.10),
+            "{threads} threads: capacity {found} req/s, expected {expected} ±10 %\n{stdout}"
+        );
+        assert_eq!(cap["outcome"], "found", "{stdout}");
+        assert_eq!(cap["axis"], "rate");
+        let [low, high] = [f(&cap["interval"][0]), f(&cap["interval"][1])];
+        assert_eq!(low, found);
+        assert!((high - low) / low <= 0.05 + 1e-9, "{low}..{high}");
+        let steps = cap["steps"].as_array().unwrap();
+        // Every step carries its results in the shape of results.json.
+        for s in steps {
+            assert!(s["results"]["requests"]["total"].as_u64().unwrap() > 0);
+            // Loads at or under the capacity passed; loads above it failed.
+            assert_eq!(
+                s["passed"].as_bool().unwrap(),
+                f(&s["offered"]) <= low,
+                "{s:#}"
+            );
+        }
+        // The boundary was re-tested once.
+        assert_eq!(steps.iter().filter(|s| s["retest"] == true).count(), 1);
+        // The server was watched; no resource ran out — its threads did.
+        assert_eq!(cap["limited_by"], "none_observed", "{stdout}");
+        assert!(cap["knee"].is_number(), "{stdout}");
+        assert!(stdout.contains("Answer: capacity"), "{stdout}");
+        assert!(stdout.contains("Offered req/s"), "{stdout}");
+    }
+}
+
+#[test]
+fn queue_full_503s_are_found_by_an_error_objective() {
+    let _serial = serial();
+    // Like Passenger's request queue: 2 threads, 2 may wait, the rest get 503.
+    let target = Target::start_with(&["--workers", "1", "--threads", "2", "--queue", "2"]);
+    let url = target.url("/sleep?ms=50");
+    let mut args = vec!["--url", &url, "--slo", "errors<5%", "--min", "15"];
+    args.extend(FAST);
+    let run = capacity(&args);
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    let cap = run.results();
+    // Errors stay under 5 % while the offer is under 40 / 0.95 req/s.
+    let expected = 40.0 / 0.95;
+    let found = f(&cap["capacity"]);
+    assert!(
+        within(found, expected, 0.10),
+        "capacity {found}, expected {expected:.1} ±10 %\n{}",
+        run.stdout
+    );
+    let failing: Vec<&Value> = cap["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["passed"] == false)
+        .collect();
+    assert!(!failing.is_empty());
+    for s in failing {
+        assert!(s["results"]["status_codes"]["503"].as_u64().unwrap_or(0) > 0);
+        let failed: Vec<&str> = s["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|c| c["passed"] == false)
+            .map(|c| c["metric"].as_str().unwrap())
+            .collect();
+        assert!(failed.contains(&"errors"), "{failed:?}");
+    }
+}
+
+#[test]
+fn users_axis_finds_the_user_count_where_latency_passes_the_bound() {
+    let _serial = serial();
+    // 4 threads × 50 ms: with u users latency ≈ 50 ms × u / 4 past 4 users,
+    // so p90 < 160 ms holds up to 12 users.
+    let target = Target::start(1, 4);
+    let url = target.url("/sleep?ms=50");
+    let mut args = vec![
+        "--url",
+        &url,
+        "--axis",
+        "users",
+        "--slo",
+        "p90<160ms",
+        "--min",
+        "2",
+    ];
+    args.extend(FAST);
+    let run = capacity(&args);
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    let cap = run.results();
+    assert_eq!(cap["axis"], "users");
+    assert_eq!(cap["unit"], "users");
+    let found = f(&cap["capacity"]);
+    assert!(
+        within(found, 12.0, 0.10),
+        "capacity {found} users\n{}",
+        run.stdout
+    );
+    assert_eq!(found.fract(), 0.0);
+    for s in cap["steps"].as_array().unwrap() {
+        assert_eq!(s["results"]["config"]["model"], "closed");
+        assert_eq!(f(&s["results"]["config"]["vus"]), f(&s["offered"]));
+    }
+    // No achieved-rate bound is added on the users axis.
+    assert!(!cap["slo"].as_str().unwrap().contains("achieved"));
+}
+
+#[test]
+fn stops_at_max_without_inventing_a_capacity() {
+    let _serial = serial();
+    let target = Target::start(1, 4);
+    let url = target.url("/sleep?ms=50");
+    let mut args = vec![
+        "--url",
+        &url,
+        "--slo",
+        "p90<100ms",
+        "--min",
+        "10",
+        "--max",
+        "30",
+    ];
+    args.extend(FAST);
+    let run = capacity(&args);
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    let cap = run.results();
+    assert_eq!(cap["outcome"], "met_up_to_max");
+    let offered: Vec<f64> = cap["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| f(&s["offered"]))
+        .collect();
+    assert_eq!(offered, vec![10.0, 20.0, 30.0]);
+    assert_eq!(f(&cap["interval"][0]), 30.0);
+    assert!(cap["interval"][1].is_null());
+    assert!(
+        run.stdout
+            .contains("objective met up to the maximum tried (30 req/s)"),
+        "{}",
+        run.stdout
+    );
+}
+
+#[test]
+fn stops_at_max_time() {
+    let _serial = serial();
+    let target = Target::start(1, 4);
+    let url = target.url("/sleep?ms=50");
+    let mut args = vec![
+        "--url",
+        &url,
+        "--slo",
+        "p90<100ms",
+        "--min",
+        "10",
+        "--max-time",
+        "5s",
+    ];
+    args.extend(FAST);
+    let run = capacity(&args);
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    let cap = run.results();
+    assert_eq!(cap["outcome"], "time_limit", "{}", run.stdout);
+    // One step of 1 s warm-up + 2 s fits in 5 s; a second does not.
+    assert_eq!(cap["steps"].as_array().unwrap().len(), 1);
+    assert!(f(&cap["elapsed_s"]) < 5.0, "{}", cap["elapsed_s"]);
+    assert!(
+        run.stdout.contains("time limit (5s) reached"),
+        "{}",
+        run.stdout
+    );
+}
+
+#[test]
+fn a_generator_that_cannot_keep_up_is_reported_not_taken_for_the_server() {
+    let _serial = serial();
+    // One generator thread and 32 connections cannot offer 400 000 req/s:
+    // the sends fall behind, which is the generator's limit.
+    let target = Target::start(1, 4);
+    let url = target.url("/hello");
+    let mut args = vec![
+        "--url",
+        &url,
+        "--slo",
+        "p99<50ms",
+        "--min",
+        "400000",
+        "--max",
+        "400000",
+        "--threads",
+        "1",
+        "--connections",
+        "32",
+        "--graceful-stop",
+        "1s",
+    ];
+    args.extend(FAST);
+    let run = capacity(&args);
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    let cap = run.results();
+    assert_eq!(cap["outcome"], "generator_bound", "{}", run.stdout);
+    assert_eq!(cap["generator_bound"], true);
+    assert_eq!(cap["limited_by"], "generator");
+    assert!(cap["capacity"].is_null());
+    assert!(
+        run.stdout.contains("not a server capacity"),
+        "{}",
+        run.stdout
+    );
+    assert!(run.stdout.contains("GENERATOR-BOUND"), "{}", run.stdout);
+}
+
+#[test]
+fn capacity_settings_come_from_the_scenario_and_bad_ones_are_located() {
+    let _serial = serial();
+    let target = Target::start(1, 4);
+    let dir = common::scenario_dir(&[(
+        "cap.toml",
+        &format!(
+            "base_url = \"{}\"\n\n[[request]]\nname = \"sleep\"\npath = \"/sleep?ms=50\"\n\n\
+             [capacity]\nslo = \"p90<100ms\"\nmin = 10\nmax = 20\nstep_duration = \"1s\"\n\
+             warmup = \"0s\"\npause = \"0s\"\n",
+            target.base
+        ),
+    )]);
+    let file = dir.path().join("cap.toml");
+    let run = capacity(&[file.to_str().unwrap()]);
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    let cap = run.results();
+    assert_eq!(cap["outcome"], "met_up_to_max");
+    assert_eq!(f(&cap["settings"]["step_duration_s"]), 1.0);
+    assert!(cap["slo"].as_str().unwrap().starts_with("p90<100ms"));
+
+    let bad = common::scenario_dir(&[(
+        "bad.toml",
+        "base_url = \"http://127.0.0.1:9\"\n\n[[request]]\nname = \"a\"\npath = \"/\"\n\n\
+         [capacity]\nslo = \"p90<500\"\naxis = \"sideways\"\n",
+    )]);
+    let file = bad.path().join("bad.toml");
+    let run = capacity(&[file.to_str().unwrap()]);
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(run.stderr.contains("bad.toml:8:"), "{}", run.stderr);
+    assert!(run.stderr.contains("give a unit"), "{}", run.stderr);
+    assert!(run.stderr.contains("bad.toml:9:"), "{}", run.stderr);
+    assert!(run.stderr.contains("use rate or users"), "{}", run.stderr);
+
+    // No objective anywhere: a clear error, no load sent.
+    let run = capacity(&["--url", &target.url("/hello")]);
+    assert_eq!(run.code, 2);
+    assert!(
+        run.stderr.contains("no objective: give --slo"),
+        "{}",
+        run.stderr
+    );
+    let run = capacity(&[
+        "--url",
+        &target.url("/hello"),
+        "--slo",
+        "p90<1s",
+        "--rate",
+        "5",
+    ]);
+    assert_eq!(run.code, 2);
+    assert!(
+        run.stderr.contains("--rate does not apply"),
+        "{}",
+        run.stderr
+    );
+}
