@@ -12,6 +12,9 @@ pub struct Measured {
     pub results: Results,
     /// Every request failed to connect.
     pub never_connected: bool,
+    /// Each second's latency histogram (base64), for `--hdr-log`.
+    pub latency_intervals: Vec<String>,
+    pub started_at: std::time::SystemTime,
 }
 
 /// Runs `plan` with a monitor per `watch`; `on_second` sees each finished
@@ -42,5 +45,7 @@ pub fn measure(
     Measured {
         results,
         never_connected: t.requests > 0 && t.connections_opened == 0,
+        latency_intervals: outcome.latency_intervals,
+        started_at: outcome.started_at,
     }
 }

@@ -117,6 +117,28 @@ pub struct RunArgs {
     #[arg(short = 'q', long)]
     pub quiet: bool,
 
+    #[command(flatten)]
+    pub reports: ReportArgs,
+
+    /// Pass/fail bound, e.g. 'p95<500ms' or 'errors<1%' (repeatable; also
+    /// [thresholds] in the scenario). Any breach makes the exit code 1.
+    #[arg(long = "threshold", value_name = "BOUND", value_parser = parse_slo)]
+    pub thresholds: Vec<headroom::slo::Slo>,
+
+    /// Write the thresholds as JUnit XML (a test case each) for CI.
+    #[arg(long, value_name = "FILE")]
+    pub junit: Option<std::path::PathBuf>,
+
+    /// Write the timeline, per-request figures and server samples as CSV
+    /// files (timeline.csv, requests.csv, server.csv) into DIR.
+    #[arg(long, value_name = "DIR")]
+    pub csv: Option<std::path::PathBuf>,
+
+    /// Write each second's latency histogram in HdrHistogram's interval
+    /// log format.
+    #[arg(long, value_name = "FILE")]
+    pub hdr_log: Option<std::path::PathBuf>,
+
     /// Watch this server process and all its descendants.
     #[arg(long, value_name = "PID", conflicts_with_all = ["monitor_pidfile", "monitor_cmd", "monitor_url"])]
     pub monitor_pid: Option<i32>,
@@ -145,6 +167,40 @@ pub struct RunArgs {
     /// Sampling interval (100ms or more).
     #[arg(long, value_name = "DURATION", value_parser = parse_interval, default_value = "1s")]
     pub monitor_interval: Duration,
+}
+
+/// Outputs for people, shared by run, study, capacity, report, compare.
+#[derive(Args, Debug, Clone, Default)]
+pub struct ReportArgs {
+    /// Write a self-contained HTML report (charts included, nothing loaded
+    /// from the network).
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<std::path::PathBuf>,
+
+    /// Print the summary and comparison tables as Markdown, ready to paste.
+    #[arg(long)]
+    pub markdown: bool,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct ReportCmdArgs {
+    /// A results file of `run` (--out), a study.json or a capacity report.
+    pub results: std::path::PathBuf,
+    #[command(flatten)]
+    pub reports: ReportArgs,
+    /// Write the CSV files of a run into DIR.
+    #[arg(long, value_name = "DIR")]
+    pub csv: Option<std::path::PathBuf>,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct CompareArgs {
+    /// Results files of `run` and/or study.json files; the first is the
+    /// baseline.
+    #[arg(required = true, num_args = 2..)]
+    pub files: Vec<std::path::PathBuf>,
+    #[command(flatten)]
+    pub reports: ReportArgs,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -281,6 +337,8 @@ pub struct StudyArgs {
     /// Measure every configuration again (ignore an earlier study.json).
     #[arg(long)]
     pub fresh: bool,
+    #[command(flatten)]
+    pub reports: ReportArgs,
     /// Bounds of the response-time distribution in ms.
     #[arg(
         long,
@@ -300,6 +358,8 @@ pub struct DemoArgs {
     /// temporary folder].
     #[arg(short = 'o', long, value_name = "DIR")]
     pub out: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    pub reports: ReportArgs,
 }
 
 #[derive(Clone, Debug, PartialEq)]

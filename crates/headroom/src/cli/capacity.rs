@@ -20,6 +20,10 @@ fn check_flags(a: &CapacityArgs) -> anyhow::Result<()> {
         (r.iterations.is_some(), "--iterations"),
         (r.vus.is_some(), "--vus"),
         (r.ramp_up.is_some(), "--ramp-up"),
+        (!r.thresholds.is_empty(), "--threshold"),
+        (r.junit.is_some(), "--junit"),
+        (r.csv.is_some(), "--csv"),
+        (r.hdr_log.is_some(), "--hdr-log"),
     ] {
         if set {
             bail!(
@@ -113,7 +117,17 @@ pub fn capacity(a: CapacityArgs) -> anyhow::Result<i32> {
         std::fs::write(path, json + "\n")
             .with_context(|| format!("cannot write the capacity report to {}", path.display()))?;
     }
-    if !a.run.quiet {
+    if let Some(path) = &a.run.reports.html {
+        super::report::write_file(
+            path,
+            "HTML report",
+            headroom::report::html::capacity_report(&report).as_bytes(),
+        )?;
+    }
+    if a.run.reports.markdown {
+        print!("{}", capacity::table::steps(&report).markdown());
+        println!("\n**{}**", report.verdict);
+    } else if !a.run.quiet {
         let mut out = std::io::stdout().lock();
         capacity::table::write(&mut out, &report)?;
         if let Some(path) = &a.run.out {

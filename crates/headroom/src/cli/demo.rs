@@ -61,7 +61,7 @@ pub fn demo(a: DemoArgs) -> anyhow::Result<i32> {
     let study = headroom::study::file::load(&path)?;
     let keep = a.out.is_some();
     let out = a.out.unwrap_or_else(|| dir.path().join("results"));
-    let code = run_study(&study, out, true, DEFAULT_BUCKETS_MS.to_vec())?;
+    let code = run_study(&study, out, true, DEFAULT_BUCKETS_MS.to_vec(), &a.reports)?;
     if !keep {
         println!("(the demo's results were in a temporary folder: pass --out DIR to keep them)");
     }

@@ -1,18 +1,21 @@
 //! Command line: clap → a `Plan` (or target config) → the library.
 //! The only place that knows about flags, exit codes and anyhow.
 //!
-//! Exit codes: 0 ok; 1 thresholds breached (reserved); 2 usage or run
-//! error; 130 interrupted by Ctrl-C/SIGTERM (results are still written).
+//! Exit codes: 0 ok; 1 a threshold was breached (`run --threshold`,
+//! `[thresholds]`); 2 usage or run error; 130 interrupted by Ctrl-C/SIGTERM
+//! (results are still written).
 
 mod args;
 mod capacity;
 mod demo;
+mod report;
 mod run;
 mod study;
 
 use clap::{Parser, Subcommand};
 
 pub const EXIT_OK: i32 = 0;
+pub const EXIT_THRESHOLDS: i32 = 1;
 pub const EXIT_ERROR: i32 = 2;
 pub const EXIT_INTERRUPTED: i32 = 130;
 
@@ -42,6 +45,12 @@ enum Command {
     /// A small study of the built-in target (workers × threads): the first
     /// thing to run.
     Demo(args::DemoArgs),
+    /// Write the HTML report (or Markdown, CSV) of a results file, study.json
+    /// or capacity report after the fact.
+    Report(args::ReportCmdArgs),
+    /// Compare runs (or studies' configurations) side by side: deltas, and
+    /// which differences are within noise.
+    Compare(args::CompareArgs),
     /// Print the JSON Schema of scenario files (for editors).
     Schema,
     /// Watch a server process on its host and serve the samples to
@@ -64,6 +73,8 @@ pub fn main() -> i32 {
         Command::Target(a) => target(a),
         Command::Study(a) => study::study(a),
         Command::Demo(a) => demo::demo(a),
+        Command::Report(a) => report::report(a),
+        Command::Compare(a) => report::compare(a),
         Command::Schema => schema(),
         Command::Monitor(a) => monitor(a),
     };

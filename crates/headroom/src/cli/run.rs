@@ -3,7 +3,8 @@
 //! one-liner is turned into a scenario too, so both are validated alike.
 
 use super::args::RunArgs;
-use super::{EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK};
+use super::report::write_file;
+use super::{EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, EXIT_THRESHOLDS};
 use anyhow::{bail, Context};
 use headroom::engine::schedule::Stage;
 use headroom::engine::StopSignal;
@@ -13,11 +14,13 @@ use headroom::monitor::launch::ServerProcess;
 use headroom::monitor::remote::RemoteSource;
 use headroom::monitor::MonitorConfig;
 use headroom::plan::Plan;
+use headroom::report::html;
 use headroom::report::live::Live;
 use headroom::report::terminal;
 use headroom::scenario::raw::{
     Model, RawExpect, RawLoad, RawRequest, RawScenario, RawStage, RawStatus,
 };
+use headroom::slo::Slo;
 use std::path::Path;
 use std::time::Duration;
 
@@ -308,15 +311,46 @@ pub fn watch_from_args(a: &RunArgs, plan: &Plan) -> anyhow::Result<Watch> {
     Ok(Watch::generator_only(interval))
 }
 
+/// Where `execute` writes what it measured, besides the summary.
+#[derive(Default)]
+pub struct Outputs<'a> {
+    pub out: Option<&'a Path>,
+    pub html: Option<&'a Path>,
+    pub csv: Option<&'a Path>,
+    pub hdr_log: Option<&'a Path>,
+    pub junit: Option<&'a Path>,
+    pub markdown: bool,
+    pub quiet: bool,
+    /// Flags' thresholds (the plan's own are added).
+    pub thresholds: Slo,
+}
+
+impl<'a> Outputs<'a> {
+    pub fn from_args(a: &'a RunArgs) -> Outputs<'a> {
+        Outputs {
+            out: a.out.as_deref(),
+            html: a.reports.html.as_deref(),
+            csv: a.csv.as_deref(),
+            hdr_log: a.hdr_log.as_deref(),
+            junit: a.junit.as_deref(),
+            markdown: a.reports.markdown,
+            quiet: a.quiet,
+            thresholds: Slo {
+                bounds: a.thresholds.iter().flat_map(|s| s.bounds.clone()).collect(),
+            },
+        }
+    }
+}
+
 /// Runs a plan with live progress and the monitor, writes the results file
-/// (even when interrupted), prints the summary. Returns the exit code.
+/// and the other outputs (even when interrupted), prints the summary.
+/// Returns the exit code.
 pub fn execute(
     plan: &Plan,
     stop: &StopSignal,
     watch: Watch,
     buckets_ms: &[u64],
-    out: Option<&Path>,
-    quiet: bool,
+    outputs: &Outputs,
 ) -> anyhow::Result<i32> {
     let live = Live::new(plan.load_duration());
     let measured = measure(plan, stop, watch.config.clone(), buckets_ms, |p, sample| {
@@ -324,17 +358,59 @@ pub fn execute(
     });
     live.finish();
     drop(watch.server);
-    let results = measured.results;
-    if let Some(path) = out {
+    let mut results = measured.results;
+    let mut thresholds = plan.thresholds.clone();
+    thresholds
+        .bounds
+        .extend(outputs.thresholds.bounds.iter().copied());
+    results.thresholds = thresholds.check(&results, None);
+    let breached = results.thresholds.iter().any(|c| !c.passed);
+    if let Some(path) = outputs.out {
         let json = serde_json::to_string_pretty(&results)?;
         std::fs::write(path, json + "\n")
             .with_context(|| format!("cannot write results to {}", path.display()))?;
     }
-    if !quiet {
+    if let Some(path) = outputs.html {
+        write_file(path, "HTML report", html::run_report(&results).as_bytes())?;
+    }
+    if let Some(dir) = outputs.csv {
+        headroom::report::csv::write_run(dir, &results)
+            .with_context(|| format!("cannot write CSV files into {}", dir.display()))?;
+        println!("CSV files written to {}", dir.display());
+    }
+    if let Some(path) = outputs.hdr_log {
+        let log = headroom::report::hdrlog::interval_log(
+            &measured.latency_intervals,
+            measured.started_at,
+        )?;
+        write_file(path, "HdrHistogram interval log", &log)?;
+    }
+    if let Some(path) = outputs.junit {
+        let xml = headroom::report::thresholds::junit_xml(
+            &results.config.url,
+            &results.thresholds,
+            results.duration_s,
+        );
+        write_file(path, "JUnit XML", xml.as_bytes())?;
+    }
+    if outputs.markdown {
+        print!("{}", super::report::run_markdown(&results));
+    } else if !outputs.quiet {
         let mut stdout = std::io::stdout().lock();
         terminal::write_summary(&mut stdout, &results)?;
-        if let Some(path) = out {
-            use std::io::Write;
+        use std::io::Write;
+        if !results.thresholds.is_empty() {
+            writeln!(stdout, "\nThresholds:")?;
+            for c in &results.thresholds {
+                writeln!(
+                    stdout,
+                    "  {} {}",
+                    if c.passed { "pass" } else { "FAIL" },
+                    c.describe()
+                )?;
+            }
+        }
+        if let Some(path) = outputs.out {
             writeln!(stdout, "\nresults written to {}", path.display())?;
         }
     }
@@ -353,6 +429,15 @@ pub fn execute(
             plan.endpoint.addr,
         );
         EXIT_ERROR
+    } else if breached {
+        let failed: Vec<&str> = results
+            .thresholds
+            .iter()
+            .filter(|c| !c.passed)
+            .map(|c| c.bound.as_str())
+            .collect();
+        eprintln!("headroom: thresholds breached: {}", failed.join(", "));
+        EXIT_THRESHOLDS
     } else {
         EXIT_OK
     };
@@ -364,5 +449,5 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
     let stop = StopSignal::new();
     install_interrupt(&stop)?;
     let watch = watch_from_args(&a, &plan)?;
-    execute(&plan, &stop, watch, &a.buckets, a.out.as_deref(), a.quiet)
+    execute(&plan, &stop, watch, &a.buckets, &Outputs::from_args(&a))
 }

@@ -19,7 +19,7 @@ pub fn study(a: StudyArgs) -> anyhow::Result<i32> {
             .unwrap_or("study");
         a.study.with_file_name(format!("{stem}-results"))
     });
-    run_study(&loaded, out_dir, a.fresh, a.buckets)
+    run_study(&loaded, out_dir, a.fresh, a.buckets, &a.reports)
 }
 
 pub fn run_study(
@@ -27,6 +27,7 @@ pub fn run_study(
     out_dir: std::path::PathBuf,
     fresh: bool,
     buckets_ms: Vec<u64>,
+    reports: &super::args::ReportArgs,
 ) -> anyhow::Result<i32> {
     let stop = StopSignal::new();
     install_interrupt(&stop)?;
@@ -70,8 +71,20 @@ pub fn run_study(
         }
     })
     .with_context(|| format!("cannot write the study's results in {}", out_dir.display()))?;
+    if let Some(path) = &reports.html {
+        super::report::write_file(
+            path,
+            "HTML report",
+            headroom::report::html::study_report(&report).as_bytes(),
+        )?;
+    }
     let mut stdout = std::io::stdout().lock();
-    study::table::write(&mut stdout, &report)?;
+    if reports.markdown {
+        use std::io::Write;
+        write!(stdout, "{}", study::table::table(&report, false).markdown())?;
+    } else {
+        study::table::write(&mut stdout, &report)?;
+    }
     use std::io::Write;
     writeln!(
         stdout,

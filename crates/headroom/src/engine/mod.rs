@@ -62,6 +62,8 @@ pub struct RunOutcome {
     pub total: Stats,
     pub per_request: Vec<Stats>,
     pub timeline: Vec<TimelinePoint>,
+    /// Each second's latency histogram (base64 V2 + DEFLATE), for `--hdr-log`.
+    pub latency_intervals: Vec<String>,
     pub interrupted: bool,
     /// Why the run ended before its planned end, when it did.
     pub stop_reason: Option<String>,
@@ -194,7 +196,12 @@ pub fn run_at(
         let _ = h.join();
     }
     let end = last_done.unwrap_or_else(Instant::now);
-    let (total, per_request, timeline) = aggregate.finish();
+    let crate::metrics::aggregate::Finished {
+        total,
+        per_request,
+        timeline,
+        latency_intervals,
+    } = aggregate.finish();
     RunOutcome {
         started_at,
         duration: end.saturating_duration_since(start),
@@ -202,6 +209,7 @@ pub fn run_at(
         total,
         per_request,
         timeline,
+        latency_intervals,
         interrupted: stop.was_interrupted(),
         stop_reason: stop.reason(),
         threads,

@@ -86,6 +86,9 @@ pub struct Aggregate {
     pending: BTreeMap<u32, Merged>,
     watermarks: Vec<u32>,
     timeline: Vec<TimelinePoint>,
+    /// Each second's latency histogram (V2 + DEFLATE, base64), for the
+    /// HdrHistogram interval log; compressed so a long run stays small.
+    latency_intervals: Vec<String>,
 }
 
 impl Aggregate {
@@ -96,6 +99,7 @@ impl Aggregate {
             pending: BTreeMap::new(),
             watermarks: vec![0; workers],
             timeline: Vec::new(),
+            latency_intervals: Vec::new(),
         }
     }
 
@@ -132,6 +136,8 @@ impl Aggregate {
             let index = self.timeline.len() as u32;
             let m = self.pending.remove(&index).unwrap_or_default();
             self.timeline.push(TimelinePoint::from_merged(index, &m));
+            self.latency_intervals
+                .push(histogram::to_base64(&m.stats.latency));
         }
     }
 
@@ -146,12 +152,25 @@ impl Aggregate {
         (&self.timeline, &self.total)
     }
 
-    /// The run total, per-request totals and the full timeline.
-    pub fn finish(mut self) -> (Stats, Vec<Stats>, Vec<TimelinePoint>) {
+    /// The run total, per-request totals, the full timeline and each
+    /// second's latency histogram.
+    pub fn finish(mut self) -> Finished {
         let last = self.pending.keys().next_back().map(|&i| i + 1).unwrap_or(0);
         self.finalize_before(last.max(self.timeline.len() as u32));
-        (self.total, self.per_request, self.timeline)
+        Finished {
+            total: self.total,
+            per_request: self.per_request,
+            timeline: self.timeline,
+            latency_intervals: self.latency_intervals,
+        }
     }
+}
+
+pub struct Finished {
+    pub total: Stats,
+    pub per_request: Vec<Stats>,
+    pub timeline: Vec<TimelinePoint>,
+    pub latency_intervals: Vec<String>,
 }
 
 #[cfg(test)]
@@ -182,7 +201,15 @@ mod tests {
             agg.add_intervals(report.intervals);
             agg.add_per_request(&report.per_request);
         }
-        let (total, per_request, timeline) = agg.finish();
+        let super::Finished {
+            total,
+            per_request,
+            timeline,
+            latency_intervals,
+        } = agg.finish();
+        assert_eq!(latency_intervals.len(), timeline.len());
+        let second_two = histogram::from_base64(&latency_intervals[1]).unwrap();
+        assert_eq!(second_two.len(), 4);
         assert_eq!(total.requests, 8);
         assert_eq!(per_request[0].requests, 8);
         let counts: Vec<u64> = timeline.iter().map(|p| p.requests).collect();

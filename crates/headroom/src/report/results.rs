@@ -57,6 +57,9 @@ pub struct Results {
     pub generator_bound: bool,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub generator_bound_reasons: Vec<String>,
+    /// `--threshold`s and the scenario's `[thresholds]`, each checked.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub thresholds: Vec<crate::slo::BoundCheck>,
     /// The server (process tree), the machine and the generator, sampled
     /// on the run's clock; with findings.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -442,6 +445,7 @@ impl Results {
             warnings: warnings(outcome, fd_limit),
             generator_bound: false,
             generator_bound_reasons: Vec::new(),
+            thresholds: Vec::new(),
             server: None,
             histograms: Histograms {
                 unit: "us".into(),

@@ -1,0 +1,142 @@
+//! `headroom report FILE --html OUT` (after the fact) and `headroom
+//! compare A B …`; and the writers `run`, `study` and `capacity` share.
+
+use super::args::{CompareArgs, ReportCmdArgs};
+use super::EXIT_OK;
+use anyhow::{bail, Context};
+use headroom::capacity::CapacityReport;
+use headroom::report::compare::Comparison;
+use headroom::report::html;
+use headroom::report::results::Results;
+use headroom::study::StudyReport;
+use std::path::Path;
+
+pub fn write_file(path: &Path, what: &str, bytes: &[u8]) -> anyhow::Result<()> {
+    std::fs::write(path, bytes)
+        .with_context(|| format!("cannot write the {what} to {}", path.display()))?;
+    println!("{what} written to {}", path.display());
+    Ok(())
+}
+
+/// The run's summary tables as Markdown.
+pub fn run_markdown(r: &Results) -> String {
+    let mut md = format!("### {}\n\n", r.config.url);
+    md.push_str(&html::aggregate_table(r).markdown());
+    md.push('\n');
+    md.push_str(&html::distribution_table(r).markdown());
+    if !r.thresholds.is_empty() {
+        let mut t =
+            headroom::report::table::Table::new(&["Threshold", "Measured", "Result"], &[0, 2]);
+        for c in &r.thresholds {
+            t.push(vec![
+                c.bound.clone(),
+                c.actual
+                    .map_or("-".into(), |a| format!("{a:.2} {}", c.unit)),
+                if c.passed { "pass" } else { "FAIL" }.into(),
+            ]);
+        }
+        md.push('\n');
+        md.push_str(&t.markdown());
+    }
+    md
+}
+
+/// What a JSON file written by headroom holds.
+enum Kind {
+    Run(Box<Results>),
+    Study(Box<StudyReport>),
+    Capacity(Box<CapacityReport>),
+}
+
+fn load(path: &Path) -> anyhow::Result<Kind> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let value: serde_json::Value =
+        serde_json::from_str(&text).with_context(|| format!("{} is not JSON", path.display()))?;
+    let kind = if value.get("steps").is_some() {
+        Kind::Capacity(Box::new(serde_json::from_value(value).with_context(
+            || format!("{}: not a capacity report", path.display()),
+        )?))
+    } else if value.get("configs").is_some() {
+        Kind::Study(Box::new(
+            serde_json::from_value(value)
+                .with_context(|| format!("{}: not a study.json", path.display()))?,
+        ))
+    } else if value.get("meta").is_some() {
+        Kind::Run(Box::new(serde_json::from_value(value).with_context(
+            || format!("{}: not a results file of `headroom run`", path.display()),
+        )?))
+    } else {
+        bail!(
+            "{}: not a file headroom wrote (results, study.json or capacity report)",
+            path.display()
+        );
+    };
+    Ok(kind)
+}
+
+pub fn report(a: ReportCmdArgs) -> anyhow::Result<i32> {
+    let kind = load(&a.results)?;
+    if a.reports.html.is_none() && !a.reports.markdown && a.csv.is_none() {
+        bail!("say what to write: --html FILE, --markdown or --csv DIR");
+    }
+    match kind {
+        Kind::Run(r) => {
+            if let Some(p) = &a.reports.html {
+                write_file(p, "HTML report", html::run_report(&r).as_bytes())?;
+            }
+            if let Some(dir) = &a.csv {
+                headroom::report::csv::write_run(dir, &r)
+                    .with_context(|| format!("cannot write CSV files into {}", dir.display()))?;
+                println!("CSV files written to {}", dir.display());
+            }
+            if a.reports.markdown {
+                print!("{}", run_markdown(&r));
+            }
+        }
+        Kind::Study(s) => {
+            if a.csv.is_some() {
+                bail!("--csv is for a run's results (a study writes study.csv itself)");
+            }
+            if let Some(p) = &a.reports.html {
+                write_file(p, "HTML report", html::study_report(&s).as_bytes())?;
+            }
+            if a.reports.markdown {
+                print!("{}", headroom::study::table::table(&s, false).markdown());
+            }
+        }
+        Kind::Capacity(c) => {
+            if a.csv.is_some() {
+                bail!("--csv is for a run's results");
+            }
+            if let Some(p) = &a.reports.html {
+                write_file(p, "HTML report", html::capacity_report(&c).as_bytes())?;
+            }
+            if a.reports.markdown {
+                print!("{}", headroom::capacity::table::steps(&c).markdown());
+            }
+        }
+    }
+    Ok(EXIT_OK)
+}
+
+pub fn compare(a: CompareArgs) -> anyhow::Result<i32> {
+    let cmp = Comparison::load(&a.files).map_err(anyhow::Error::msg)?;
+    let table = cmp.table();
+    if a.reports.markdown {
+        print!("{}", table.markdown());
+    } else {
+        let mut out = std::io::stdout().lock();
+        use std::io::Write;
+        writeln!(
+            out,
+            "Compared with {} (noise: spreads overlap, or a change under 3 %):",
+            cmp.names[0]
+        )?;
+        table.write_text(&mut out)?;
+    }
+    if let Some(p) = &a.reports.html {
+        write_file(p, "HTML report", html::compare_report(&cmp).as_bytes())?;
+    }
+    Ok(EXIT_OK)
+}
