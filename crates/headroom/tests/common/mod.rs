@@ -371,6 +371,7 @@ pub struct Run {
     pub stderr: String,
     pub results: Option<Value>,
     pub elapsed: Duration,
+    out: PathBuf,
     _dir: tempfile::TempDir,
 }
 
@@ -382,6 +383,11 @@ impl Run {
                 self.code, self.stdout, self.stderr
             )
         })
+    }
+
+    /// The results file (kept while the `Run` lives).
+    pub fn results_path(&self) -> &Path {
+        &self.out
     }
 
     pub fn total(&self) -> u64 {
@@ -425,6 +431,7 @@ pub fn invoke(sub: &str, args: &[&str], customise: impl FnOnce(&mut Command)) ->
         stderr: String::from_utf8_lossy(&output.stderr).into(),
         results,
         elapsed: start.elapsed(),
+        out,
         _dir: dir,
     }
 }

@@ -467,10 +467,21 @@ pub fn study_report(report: &StudyReport) -> String {
         table_html(&table, winner.as_slice())
     );
     let configs: Vec<&crate::study::ConfigReport> = report.configs.iter().collect();
-    let labels: Vec<String> = configs.iter().map(|c| c.label.clone()).collect();
     let highlight = winner
         .as_ref()
-        .and_then(|w| labels.iter().position(|l| l == w));
+        .and_then(|w| configs.iter().position(|c| &c.label == w));
+    // One server: its name on every bar says nothing; show the parameters.
+    let one_server = configs.windows(2).all(|w| w[0].server == w[1].server);
+    let labels: Vec<String> = configs
+        .iter()
+        .map(|c| {
+            let short = c.label.strip_prefix(&c.server).map(str::trim);
+            match short {
+                Some(p) if one_server && !p.is_empty() => p.to_string(),
+                _ => c.label.clone(),
+            }
+        })
+        .collect();
     let figure = |f: &dyn Fn(&Results) -> f64| -> Vec<f64> {
         configs
             .iter()

@@ -213,14 +213,15 @@ impl LineChart {
                 py(hi, y0, y1)
             );
         }
-        for m in &self.markers {
+        for (i, m) in self.markers.iter().enumerate() {
             let x = px(m.x);
+            // Labels of nearby markers are stacked, not overprinted.
             let _ = write!(
                 s,
                 r#"<line class="marker" x1="{x:.1}" x2="{x:.1}" y1="{TOP}" y2="{}"/><text class="marker-label" x="{:.1}" y="{}">{}</text>"#,
                 TOP + plot_h(),
                 x + 4.0,
-                TOP + 12.0,
+                TOP + 12.0 + 14.0 * i as f64,
                 esc(&m.label)
             );
         }
@@ -385,7 +386,13 @@ impl BarChart {
                     short(v)
                 );
             }
-            let label: String = name.chars().take(28).collect();
+            // As many characters as the slot holds (about 6.5 px each).
+            let fits = ((slot / 6.5) as usize).max(3);
+            let label: String = if name.chars().count() > fits {
+                name.chars().take(fits - 1).chain(['…']).collect()
+            } else {
+                name.clone()
+            };
             let _ = write!(
                 s,
                 r#"<text class="tick" x="{:.1}" y="{}" text-anchor="middle">{}</text>"#,
