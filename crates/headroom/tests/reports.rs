@@ -44,6 +44,26 @@ fn chromium_args(profile: &Path) -> Vec<String> {
     .collect()
 }
 
+/// A screenshot of `page` with the reader's system in dark mode.
+fn dark_screenshot(page: &Path, shot: &str) {
+    let work = tempfile::tempdir().unwrap();
+    let png = shots().join(shot);
+    let out = Command::new("chromium")
+        .args(chromium_args(&work.path().join("profile")))
+        .args([
+            "--window-size=1200,2400",
+            "--hide-scrollbars",
+            "--force-dark-mode",
+            "--blink-settings=preferredColorScheme=0",
+        ])
+        .arg(format!("--screenshot={}", png.display()))
+        .arg(format!("file://{}", page.canonicalize().unwrap().display()))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert!(std::fs::metadata(&png).unwrap().len() > 10_000);
+}
+
 /// Opens `page` in headless Chromium; saves a screenshot as `shot`.
 fn open_in_chromium(page: &Path, shot: &str) -> Opened {
     let work = tempfile::tempdir().unwrap();
@@ -167,6 +187,7 @@ fn run_report_opens_offline_with_every_chart_drawn() {
     assert_clean(&opened, 7);
     assert!(opened.dom.contains("TOTAL"));
     assert!(opened.dom.contains("t &lt; 800 ms"));
+    dark_screenshot(&html, "run-dark.png");
 
     // The same report after the fact, from the results file.
     let again = dir.path().join("again.html");

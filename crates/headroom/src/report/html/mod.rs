@@ -32,6 +32,7 @@ const CSS: &str = r#"
 body { background: var(--bg); color: var(--fg); font: 15px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; margin: 0 auto; max-width: 1100px; padding: 24px; }
 h1 { font-size: 1.6em; margin: 0 0 4px; } h2 { font-size: 1.2em; margin: 28px 0 8px; border-bottom: 1px solid var(--grid); padding-bottom: 4px; }
 .meta { color: var(--muted); margin: 0 0 12px; }
+.scroll { overflow-x: auto; } @media print { .scroll { overflow: visible; } }
 table { border-collapse: collapse; margin: 8px 0; font-variant-numeric: tabular-nums; font-size: 0.9em; }
 th, td { padding: 4px 10px; border-bottom: 1px solid var(--grid); text-align: right; white-space: nowrap; }
 th { background: var(--card); } td.text, th.text { text-align: left; }
@@ -68,7 +69,8 @@ fn page(title: &str, body: &str) -> String {
 
 /// A table as HTML; rows whose first cell is in `best` are highlighted.
 fn table_html(t: &Table, best: &[String]) -> String {
-    let mut s = String::from("<table><thead><tr>");
+    // Wide tables scroll inside their box instead of widening the page.
+    let mut s = String::from("<div class=\"scroll\"><table><thead><tr>");
     for (i, h) in t.headers.iter().enumerate() {
         let class = if t.left.contains(&i) {
             " class=\"text\""
@@ -97,7 +99,7 @@ fn table_html(t: &Table, best: &[String]) -> String {
         }
         s.push_str("</tr>");
     }
-    s.push_str("</tbody></table>");
+    s.push_str("</tbody></table></div>");
     s
 }
 
