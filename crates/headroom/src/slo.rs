@@ -274,15 +274,6 @@ impl Slo {
         Ok(Slo { bounds })
     }
 
-    /// Parses each text and joins the bounds (repeated `--threshold`s).
-    pub fn parse_all<S: AsRef<str>>(texts: &[S]) -> Result<Slo, SloError> {
-        let mut slo = Slo::default();
-        for t in texts {
-            slo.bounds.extend(Slo::parse(t.as_ref())?.bounds);
-        }
-        Ok(slo)
-    }
-
     pub fn has(&self, metric: Metric) -> bool {
         self.bounds.iter().any(|b| b.metric == metric)
     }

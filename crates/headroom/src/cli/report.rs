@@ -6,8 +6,8 @@ use super::EXIT_OK;
 use anyhow::{bail, Context};
 use headroom::capacity::CapacityReport;
 use headroom::report::compare::Comparison;
-use headroom::report::html;
 use headroom::report::results::Results;
+use headroom::report::{html, terminal};
 use headroom::study::StudyReport;
 use std::path::Path;
 
@@ -21,22 +21,12 @@ pub fn write_file(path: &Path, what: &str, bytes: &[u8]) -> anyhow::Result<()> {
 /// The run's summary tables as Markdown.
 pub fn run_markdown(r: &Results) -> String {
     let mut md = format!("### {}\n\n", r.config.url);
-    md.push_str(&html::aggregate_table(r).markdown());
+    md.push_str(&terminal::aggregate_table(r).markdown());
     md.push('\n');
-    md.push_str(&html::distribution_table(r).markdown());
+    md.push_str(&terminal::distribution_table(r).markdown());
     if !r.thresholds.is_empty() {
-        let mut t =
-            headroom::report::table::Table::new(&["Threshold", "Measured", "Result"], &[0, 2]);
-        for c in &r.thresholds {
-            t.push(vec![
-                c.bound.clone(),
-                c.actual
-                    .map_or("-".into(), |a| format!("{a:.2} {}", c.unit)),
-                if c.passed { "pass" } else { "FAIL" }.into(),
-            ]);
-        }
         md.push('\n');
-        md.push_str(&t.markdown());
+        md.push_str(&headroom::report::thresholds::table(&r.thresholds).markdown());
     }
     md
 }

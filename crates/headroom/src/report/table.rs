@@ -26,6 +26,13 @@ impl Table {
         self.rows.push(row);
     }
 
+    /// The header row followed by the rows.
+    pub fn with_headers(&self) -> Vec<Vec<String>> {
+        std::iter::once(self.headers.clone())
+            .chain(self.rows.iter().cloned())
+            .collect()
+    }
+
     fn widths(&self) -> Vec<usize> {
         (0..self.headers.len())
             .map(|c| {

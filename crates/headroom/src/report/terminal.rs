@@ -4,6 +4,7 @@
 //! every figure, stable for logs and diffs.
 
 use super::results::{LatencySummary, Results, Summary};
+use super::table::Table;
 use crate::metrics::ErrorClass;
 use std::io::{self, Write};
 
@@ -45,6 +46,48 @@ fn aggregate_row(label: &str, s: &Summary) -> Vec<String> {
         format!("{:.1}", s.received_kib_per_s),
         format!("{:.2} %", s.requests.error_rate * 100.0),
     ]
+}
+
+/// The JMeter aggregate table: a row per request name (when there are
+/// several) and the TOTAL. The terminal, HTML and Markdown all show this.
+pub fn aggregate_table(r: &Results) -> Table {
+    let mut t = Table::new(
+        &[
+            "Label",
+            "Samples",
+            "Mean ms",
+            "Median ms",
+            "90% ms",
+            "95% ms",
+            "99% ms",
+            "Min ms",
+            "Max ms",
+            "Throughput/s",
+            "Received KiB/s",
+            "Error %",
+        ],
+        &[0],
+    );
+    if r.per_request.len() > 1 {
+        for (name, summary) in &r.per_request {
+            t.push(aggregate_row(name, summary));
+        }
+    }
+    t.push(aggregate_row("TOTAL", &r.summary));
+    t
+}
+
+/// Gatling's response-time ranges.
+pub fn distribution_table(r: &Results) -> Table {
+    let mut t = Table::new(&["Response time", "Requests", "%"], &[0]);
+    for b in &r.summary.distribution {
+        t.push(vec![
+            b.label.clone(),
+            thousands(b.count),
+            format!("{:.2} %", b.percent),
+        ]);
+    }
+    t
 }
 
 /// Left-aligns the first column and right-aligns the rest.
@@ -128,29 +171,7 @@ pub fn write_summary(out: &mut dyn Write, r: &Results) -> io::Result<()> {
         out,
         "Aggregate report (latency in ms, all requests, from the intended send time)"
     )?;
-    let mut rows = vec![[
-        "Label",
-        "Samples",
-        "Mean ms",
-        "Median ms",
-        "90% ms",
-        "95% ms",
-        "99% ms",
-        "Min ms",
-        "Max ms",
-        "Throughput/s",
-        "Received KiB/s",
-        "Error %",
-    ]
-    .map(String::from)
-    .to_vec()];
-    if r.per_request.len() > 1 {
-        for (name, summary) in &r.per_request {
-            rows.push(aggregate_row(name, summary));
-        }
-    }
-    rows.push(aggregate_row("TOTAL", s));
-    write_table(out, &rows)?;
+    write_table(out, &aggregate_table(r).with_headers())?;
     if c.model == "open" {
         let st = &r.service_time_ms;
         writeln!(
@@ -163,18 +184,7 @@ pub fn write_summary(out: &mut dyn Write, r: &Results) -> io::Result<()> {
 
     writeln!(out)?;
     writeln!(out, "Response time distribution")?;
-    let rows: Vec<Vec<String>> = s
-        .distribution
-        .iter()
-        .map(|b| {
-            vec![
-                b.label.clone(),
-                thousands(b.count),
-                format!("{:.2} %", b.percent),
-            ]
-        })
-        .collect();
-    write_table(out, &rows)?;
+    write_table(out, &distribution_table(r).rows)?;
 
     writeln!(out)?;
     let codes: Vec<String> = s

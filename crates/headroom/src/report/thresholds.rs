@@ -3,7 +3,22 @@
 //! `headroom run` exit with code 1. `--junit` writes one test case per
 //! threshold, so CI systems show which one failed.
 
+use super::table::Table;
 use crate::slo::BoundCheck;
+
+/// The thresholds as a table: bound, measured figure, pass/FAIL.
+pub fn table(checks: &[BoundCheck]) -> Table {
+    let mut t = Table::new(&["Threshold", "Measured", "Result"], &[0, 2]);
+    for c in checks {
+        t.push(vec![
+            c.bound.clone(),
+            c.actual
+                .map_or("-".into(), |a| format!("{a:.2} {}", c.unit)),
+            if c.passed { "pass" } else { "FAIL" }.into(),
+        ]);
+    }
+    t
+}
 
 fn xml_escape(s: &str) -> String {
     s.replace('&', "&amp;")

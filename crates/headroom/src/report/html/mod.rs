@@ -7,7 +7,7 @@
 
 pub mod svg;
 
-use super::results::{Results, Summary};
+use super::results::Results;
 use super::table::Table;
 use crate::capacity::CapacityReport;
 use crate::metrics::histogram;
@@ -103,82 +103,14 @@ fn table_html(t: &Table, best: &[String]) -> String {
     s
 }
 
-/// The JMeter aggregate table: one row per request and the total.
-pub fn aggregate_table(r: &Results) -> Table {
-    let mut t = Table::new(
-        &[
-            "Label",
-            "Samples",
-            "Average ms",
-            "Median ms",
-            "90% ms",
-            "95% ms",
-            "99% ms",
-            "Min ms",
-            "Max ms",
-            "Error %",
-            "Throughput req/s",
-            "Received KiB/s",
-        ],
-        &[0],
-    );
-    let row = |name: &str, s: &Summary| {
-        let l = &s.latency_ms;
-        vec![
-            name.to_string(),
-            s.requests.total.to_string(),
-            format!("{:.2}", l.mean),
-            format!("{:.2}", l.p50),
-            format!("{:.2}", l.p90),
-            format!("{:.2}", l.p95),
-            format!("{:.2}", l.p99),
-            format!("{:.2}", l.min),
-            format!("{:.2}", l.max),
-            format!("{:.2}", s.requests.error_rate * 100.0),
-            format!("{:.1}", s.throughput_rps),
-            format!("{:.1}", s.received_kib_per_s),
-        ]
-    };
-    if r.per_request.len() > 1 {
-        for (name, s) in &r.per_request {
-            t.push(row(name, s));
-        }
-    }
-    t.push(row("TOTAL", &r.summary));
-    t
-}
-
-/// Gatling's response-time ranges.
-pub fn distribution_table(r: &Results) -> Table {
-    let mut t = Table::new(&["Response time", "Requests", "%"], &[0]);
-    for b in &r.summary.distribution {
-        t.push(vec![
-            b.label.clone(),
-            b.count.to_string(),
-            format!("{:.1}", b.percent),
-        ]);
-    }
-    t
-}
-
 fn thresholds_html(r: &Results) -> String {
     if r.thresholds.is_empty() {
         return String::new();
     }
-    let mut t = Table::new(&["Threshold", "Measured", "Result"], &[0, 2]);
-    for c in &r.thresholds {
-        t.push(vec![
-            c.bound.clone(),
-            c.actual
-                .map_or("-".into(), |a| format!("{a:.2} {}", c.unit)),
-            if c.passed {
-                "pass".into()
-            } else {
-                "FAIL".into()
-            },
-        ]);
-    }
-    format!("<h2>Thresholds</h2>{}", table_html(&t, &[]))
+    format!(
+        "<h2>Thresholds</h2>{}",
+        table_html(&super::thresholds::table(&r.thresholds), &[])
+    )
 }
 
 fn timeline_charts(r: &Results) -> Vec<String> {
@@ -387,8 +319,8 @@ pub fn run_report(r: &Results) -> String {
     let _ = write!(
         b,
         "<h2>Summary</h2>{}<h2>Response-time ranges</h2>{}",
-        table_html(&aggregate_table(r), &[]),
-        table_html(&distribution_table(r), &[])
+        table_html(&super::terminal::aggregate_table(r), &[]),
+        table_html(&super::terminal::distribution_table(r), &[])
     );
     if r.per_request.len() > 1 {
         let mut t = Table::new(
