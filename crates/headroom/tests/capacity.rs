@@ -4,8 +4,10 @@
 
 mod common;
 
-use common::{capacity, Target};
+use common::{capacity, headroom_bin, ProcessGuard, Target};
 use serde_json::Value;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 /// Short steps keep the suite quick; the searches still bracket to 5 %.
 const FAST: [&str; 6] = [
@@ -71,14 +73,20 @@ fn rate_capacity_of_k_threads_is_k_over_service_time() {
         assert!((high - low) / low <= 0.05 + 1e-9, "{low}..{high}");
         let steps = cap["steps"].as_array().unwrap();
         // Every step carries its results in the shape of results.json.
-        for s in steps {
+        let counted = steps.iter().filter(|s| s.get("discarded").is_none());
+        for s in counted.clone() {
             assert!(s["results"]["requests"]["total"].as_u64().unwrap() > 0);
-            // Loads at or under the capacity passed; loads above it failed.
-            assert_eq!(
-                s["passed"].as_bool().unwrap(),
-                f(&s["offered"]) <= low,
-                "{s:#}"
-            );
+            // Loads at or under the capacity passed; loads above it failed,
+            // but for one that passed once and then failed its re-test.
+            let (load, passed) = (f(&s["offered"]), s["passed"] == true);
+            let failed_retest = counted
+                .clone()
+                .any(|t| t["retest"] == true && f(&t["offered"]) == load && t["passed"] == false);
+            if load <= low {
+                assert!(passed, "{s:#}\n{stdout}");
+            } else {
+                assert!(!passed || failed_retest, "{s:#}\n{stdout}");
+            }
         }
         // The boundary was re-tested once.
         assert_eq!(steps.iter().filter(|s| s["retest"] == true).count(), 1);
@@ -265,6 +273,18 @@ fn a_generator_that_cannot_keep_up_is_reported_not_taken_for_the_server() {
     assert_eq!(cap["generator_bound"], true);
     assert_eq!(cap["limited_by"], "generator");
     assert!(cap["capacity"].is_null());
+    // A generator-bound step may be a passing hiccup: it is tried once
+    // more; the second one in a row ends the search.
+    let steps = cap["steps"].as_array().unwrap();
+    assert_eq!(steps.len(), 2, "{}", run.stdout);
+    assert_eq!(steps[0]["discarded"], true);
+    assert!(steps[1].get("discarded").is_none());
+    assert_eq!(steps[0]["offered"], steps[1]["offered"]);
+    assert!(
+        run.stdout.contains("trying this load again"),
+        "{}",
+        run.stdout
+    );
     assert!(
         run.stdout.contains("not a server capacity"),
         "{}",
@@ -329,4 +349,65 @@ fn capacity_settings_come_from_the_scenario_and_bad_ones_are_located() {
         "{}",
         run.stderr
     );
+}
+
+#[test]
+fn a_search_killed_mid_way_leaves_every_finished_step_in_cap_json() {
+    let _serial = serial();
+    let target = Target::start(1, 4);
+    let url = target.url("/sleep?ms=10");
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("cap.json");
+    let child = Command::new(headroom_bin())
+        .args([
+            "capacity",
+            "--url",
+            &url,
+            "--slo",
+            "p90<100ms",
+            "--min",
+            "10",
+        ])
+        .args([
+            "--step-duration",
+            "1s",
+            "--warmup",
+            "0s",
+            "--pause",
+            "0s",
+            "--out",
+        ])
+        .arg(&out)
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut headroom = ProcessGuard { child };
+    // Wait for the snapshot after the second step, then kill -9: no chance
+    // to write anything on the way out.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let steps_in = |v: &Value| v["steps"].as_array().map_or(0, Vec::len);
+    let snapshot = loop {
+        assert!(Instant::now() < deadline, "no snapshot with two steps");
+        let read = std::fs::read_to_string(&out).ok();
+        // The file is replaced by a rename, so it always parses.
+        let v: Option<Value> = read.map(|t| serde_json::from_str(&t).expect("whole JSON"));
+        if let Some(v) = v.filter(|v| steps_in(v) >= 2) {
+            break v;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    unsafe { libc::kill(headroom.pid(), libc::SIGKILL) };
+    let _ = headroom.child.wait();
+    let cap: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    assert_eq!(cap["outcome"], "in_progress");
+    assert!(steps_in(&cap) >= steps_in(&snapshot));
+    for step in cap["steps"].as_array().unwrap() {
+        assert_eq!(step["passed"], true, "{step}");
+        assert!(step["results"]["requests"]["total"].as_u64().unwrap() > 0);
+    }
+    assert_eq!(f(&cap["capacity"]), f(&cap["steps"][1]["offered"]));
+    assert!(cap["verdict"]
+        .as_str()
+        .unwrap()
+        .starts_with("search in progress after"));
 }

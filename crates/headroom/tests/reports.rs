@@ -443,6 +443,24 @@ fn compare_flags_a_real_difference_and_calls_the_same_setup_noise() {
     assert_eq!(verdict(&same, "p50 ms"), "noise", "{same}");
     assert_eq!(verdict(&same, "Throughput req/s"), "noise", "{same}");
 
+    // --fail-on-regression: exit 1 naming the regressed figures when the
+    // later run is worse; 0 when it improved.
+    let gate = |a: &Path, b: &Path| {
+        Command::new(headroom_bin())
+            .arg("compare")
+            .arg(a)
+            .arg(b)
+            .arg("--fail-on-regression")
+            .output()
+            .unwrap()
+    };
+    let regressed = gate(&fast, &slow);
+    let stderr = String::from_utf8_lossy(&regressed.stderr);
+    assert_eq!(regressed.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("p90 ms of slow"), "{stderr}");
+    let improved = gate(&slow, &fast);
+    assert_eq!(improved.status.code(), Some(0), "{improved:?}");
+
     // The HTML version opens offline too.
     let html = dir.path().join("compare.html");
     let out = Command::new(headroom_bin())

@@ -20,7 +20,7 @@ pub fn knee_metric(slo: &Slo) -> Metric {
 /// at least 50 % over the range; `None` otherwise.
 pub fn knee(steps: &[Step], metric: Metric) -> Option<f64> {
     let mut points: Vec<(f64, f64)> = Vec::new();
-    for s in steps {
+    for s in steps.iter().filter(|s| !s.discarded) {
         let Some(y) = s.results.as_ref().and_then(|r| figure(r, metric, None)) else {
             continue;
         };

@@ -219,6 +219,12 @@ pub struct Step {
     pub passed: bool,
     /// A repeat of an earlier passing load, to guard against a lucky step.
     pub retest: bool,
+    /// The step failed because the generator could not keep up (often a
+    /// hiccup of a shared machine): the same load was tried again and this
+    /// step counts for nothing. A second such step in a row ends the search
+    /// as `generator_bound`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub discarded: bool,
     pub checks: Vec<BoundCheck>,
     /// The step's run, in the shape of `results.json`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -242,6 +248,9 @@ pub enum Outcome {
     /// The server died during a step.
     ServerExited,
     Interrupted,
+    /// The search goes on: a snapshot written after each step, so a crash
+    /// of headroom itself mid-search still leaves every finished step.
+    InProgress,
 }
 
 /// `cap.json`.
@@ -277,8 +286,15 @@ pub struct CapacityReport {
 
 /// What the search tells the terminal as it goes.
 pub enum Event<'a> {
-    Starting { index: u32, load: f64, retest: bool },
+    Starting {
+        index: u32,
+        load: f64,
+        retest: bool,
+    },
     Finished(&'a Step),
+    /// The report so far (outcome `in_progress`), after each step that is
+    /// not the last.
+    Snapshot(&'a CapacityReport),
 }
 
 /// The plan at one load for `duration`: a constant rate (open) or a fixed
@@ -322,6 +338,7 @@ fn step_from(index: u32, load: f64, retest: bool, opts: &Options, r: Results) ->
         achieved,
         passed: checks.iter().all(|c| c.passed) && !r.interrupted,
         retest,
+        discarded: false,
         checks,
         results: Some(r),
     }
@@ -361,6 +378,8 @@ pub fn run(
     });
     let mut steps: Vec<Step> = Vec::new();
     let mut next = search.first();
+    // The previous step was generator-bound and is being tried again.
+    let mut trying_again = false;
     let outcome: Result<End, Outcome> = loop {
         let (load, retest) = match next {
             Next::Try { load, retest } => (load, retest),
@@ -385,11 +404,13 @@ pub fn run(
         }
         let step_plan = plan_at(plan, opts.axis, load, opts.step_duration);
         let measured = measure(&step_plan, stop, watch.clone(), buckets_ms, |_, _| {});
-        let step = step_from(index, load, retest, opts, measured.results);
-        event(Event::Finished(&step));
+        let mut step = step_from(index, load, retest, opts, measured.results);
         let interrupted = step.results.as_ref().is_some_and(|r| r.interrupted);
         let died = step.results.as_ref().is_some_and(server_died);
         let generator = !step.passed && step.results.as_ref().is_some_and(|r| r.generator_bound);
+        let try_again = generator && !trying_again && !interrupted && !died;
+        step.discarded = try_again;
+        event(Event::Finished(&step));
         let passed = step.passed;
         steps.push(step);
         if interrupted {
@@ -398,12 +419,26 @@ pub fn run(
         if died {
             break Err(Outcome::ServerExited);
         }
-        if generator {
+        if generator && !try_again {
             break Err(Outcome::GeneratorBound);
         }
-        next = search.record(load, passed);
-        if matches!(next, Next::Try { .. }) && !opts.pause.is_zero() {
-            stop.sleep(opts.pause);
+        trying_again = try_again;
+        if !try_again {
+            next = search.record(load, passed);
+        }
+        if matches!(next, Next::Try { .. }) {
+            let so_far = report(
+                plan,
+                opts,
+                steps.clone(),
+                &search,
+                Err(Outcome::InProgress),
+                started.elapsed(),
+            );
+            event(Event::Snapshot(&so_far));
+            if !opts.pause.is_zero() {
+                stop.sleep(opts.pause);
+            }
         }
     };
     report(plan, opts, steps, &search, outcome, started.elapsed())
@@ -422,7 +457,7 @@ fn report(
     // was not given to the search: it still bounds the interval.
     let lowest_fail = steps
         .iter()
-        .filter(|s| !s.passed)
+        .filter(|s| !s.passed && !s.discarded)
         .map(|s| s.offered)
         .fold(None, |m: Option<f64>, x| Some(m.map_or(x, |m| m.min(x))));
     let (low, high) = (search.low(), search.high().or(lowest_fail));
@@ -435,7 +470,7 @@ fn report(
     // What ran out: at the lowest load that failed.
     let first_fail = steps
         .iter()
-        .filter(|s| !s.passed)
+        .filter(|s| !s.passed && !s.discarded)
         .min_by(|a, b| a.offered.total_cmp(&b.offered));
     let limit = first_fail.map(analysis::limited_by);
     let generator_bound =
@@ -493,6 +528,11 @@ fn report(
             at_least(low)
         ),
         Outcome::Interrupted => format!("interrupted; {}", at_least(low)),
+        Outcome::InProgress => format!(
+            "search in progress after {} steps; {}",
+            steps.len(),
+            at_least(low)
+        ),
     };
     let metric = analysis::knee_metric(&opts.slo);
     CapacityReport {

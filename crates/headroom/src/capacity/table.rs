@@ -72,7 +72,9 @@ fn row(s: &Step) -> Vec<String> {
         .filter(|c| !c.passed)
         .map(|c| c.bound.as_str())
         .collect();
-    let mut result = if s.passed {
+    let mut result = if s.discarded {
+        "void: generator-bound, tried again".to_string()
+    } else if s.passed {
         "pass".to_string()
     } else {
         format!("FAIL {}", failed.join(" "))

@@ -199,6 +199,10 @@ pub struct CompareArgs {
     /// baseline.
     #[arg(required = true, num_args = 2..)]
     pub files: Vec<std::path::PathBuf>,
+    /// Exit with code 1 when any figure of a later run is WORSE than the
+    /// baseline's beyond noise (for CI: fail a build that regressed).
+    #[arg(long)]
+    pub fail_on_regression: bool,
     #[command(flatten)]
     pub reports: ReportArgs,
 }

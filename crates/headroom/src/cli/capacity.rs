@@ -73,8 +73,23 @@ pub fn capacity(a: CapacityArgs) -> anyhow::Result<i32> {
         humantime::format_duration(opts.warmup),
         humantime::format_duration(opts.max_time),
     );
+    let save = |report: &capacity::CapacityReport| -> anyhow::Result<()> {
+        if let Some(path) = &a.run.out {
+            let json = serde_json::to_string_pretty(report)? + "\n";
+            headroom::report::write_replacing(path, json.as_bytes()).with_context(|| {
+                format!("cannot write the capacity report to {}", path.display())
+            })?;
+        }
+        Ok(())
+    };
+    let mut save_error = None;
     let report = capacity::run(&plan, &opts, &watch.config, &stop, &a.run.buckets, |e| {
         match e {
+            Event::Snapshot(so_far) => {
+                if let Err(e) = save(so_far) {
+                    save_error.get_or_insert(e);
+                }
+            }
             Event::Starting {
                 index,
                 load,
@@ -101,7 +116,15 @@ pub fn capacity(a: CapacityArgs) -> anyhow::Result<i32> {
                 println!(
                     "{:.1} req/s, p90 {p90:.2} ms, errors {errors:.2} % — {}",
                     step.achieved,
-                    if step.passed {
+                    if step.discarded {
+                        let why = step
+                            .results
+                            .as_ref()
+                            .map_or(String::new(), |r| r.generator_bound_reasons.join("; "));
+                        format!(
+                            "void, the generator could not keep up ({why}): trying this load again"
+                        )
+                    } else if step.passed {
                         "pass".to_string()
                     } else {
                         format!("FAIL: {}", failed.join(", "))
@@ -112,10 +135,9 @@ pub fn capacity(a: CapacityArgs) -> anyhow::Result<i32> {
         let _ = std::io::stdout().flush();
     });
     drop(watch.server);
-    if let Some(path) = &a.run.out {
-        let json = serde_json::to_string_pretty(&report)?;
-        std::fs::write(path, json + "\n")
-            .with_context(|| format!("cannot write the capacity report to {}", path.display()))?;
+    save(&report)?;
+    if let Some(e) = save_error {
+        eprintln!("warning: a snapshot of the search could not be written: {e:#}");
     }
     if let Some(path) = &a.run.reports.html {
         super::report::write_file(

@@ -2,7 +2,7 @@
 //! The only place that knows about flags, exit codes and anyhow.
 //!
 //! Exit codes: 0 ok; 1 a threshold was breached (`run --threshold`,
-//! `[thresholds]`); 2 usage or run error; 130 interrupted by Ctrl-C/SIGTERM
+//! `[thresholds]`) or `compare --fail-on-regression` found a regression; 2 usage or run error; 130 interrupted by Ctrl-C/SIGTERM
 //! (results are still written).
 
 mod args;

@@ -2,7 +2,7 @@
 //! compare A B …`; and the writers `run`, `study` and `capacity` share.
 
 use super::args::{CompareArgs, ReportCmdArgs};
-use super::EXIT_OK;
+use super::{EXIT_OK, EXIT_THRESHOLDS};
 use anyhow::{bail, Context};
 use headroom::capacity::CapacityReport;
 use headroom::report::compare::Comparison;
@@ -12,7 +12,7 @@ use headroom::study::StudyReport;
 use std::path::Path;
 
 pub fn write_file(path: &Path, what: &str, bytes: &[u8]) -> anyhow::Result<()> {
-    std::fs::write(path, bytes)
+    headroom::report::write_replacing(path, bytes)
         .with_context(|| format!("cannot write the {what} to {}", path.display()))?;
     println!("{what} written to {}", path.display());
     Ok(())
@@ -127,6 +127,17 @@ pub fn compare(a: CompareArgs) -> anyhow::Result<i32> {
     }
     if let Some(p) = &a.reports.html {
         write_file(p, "HTML report", html::compare_report(&cmp).as_bytes())?;
+    }
+    if a.fail_on_regression {
+        let regressions = cmp.regressions();
+        if !regressions.is_empty() {
+            eprintln!(
+                "regressed against {}: {}",
+                cmp.names[0],
+                regressions.join("; ")
+            );
+            return Ok(EXIT_THRESHOLDS);
+        }
     }
     Ok(EXIT_OK)
 }

@@ -106,6 +106,12 @@ pub fn run_at(
 ) -> RunOutcome {
     let threads = plan.effective_threads();
     let plan = Arc::new(plan.clone());
+    // The run's own signal: its hard stop (or a feeder running dry) ends
+    // this run only, never the caller's signal, so a study or a capacity
+    // search goes on to its next run. The caller's stops are passed on.
+    let caller = stop;
+    let stop = &StopSignal::new();
+    stop.follow(caller);
     let (tx, rx) = mpsc::channel();
     let budget = plan.max_requests.map(|n| Arc::new(AtomicU64::new(n)));
     let started_at = wall_clock(start);
@@ -137,11 +143,12 @@ pub fn run_at(
     let mut done = 0;
     while done < threads {
         let now = Instant::now();
+        stop.follow(caller);
         if stop.is_stopping() && !seen_stop {
             // Ctrl-C gives in-flight requests a moment; a stop with a reason
             // (a feeder ran dry) the usual graceful stop.
             seen_stop = true;
-            let grace = if stop.was_interrupted() {
+            let grace = if caller.was_interrupted() {
                 INTERRUPT_GRACE.min(plan.graceful_stop)
             } else {
                 plan.graceful_stop
@@ -153,11 +160,12 @@ pub fn run_at(
             stop.abort();
             aborted = true;
         }
+        // Wake at least every 50 ms to pass a Ctrl-C on to the workers.
         let wait = hard_stop
-            .map_or(Duration::from_millis(100), |h| {
+            .map_or(Duration::from_millis(50), |h| {
                 h.saturating_duration_since(now)
             })
-            .clamp(Duration::from_millis(1), Duration::from_millis(100));
+            .clamp(Duration::from_millis(1), Duration::from_millis(50));
         let msg = match rx.recv_timeout(wait) {
             Ok(msg) => msg,
             Err(RecvTimeoutError::Timeout) => continue,
@@ -210,7 +218,7 @@ pub fn run_at(
         per_request,
         timeline,
         latency_intervals,
-        interrupted: stop.was_interrupted(),
+        interrupted: caller.was_interrupted(),
         stop_reason: stop.reason(),
         threads,
     }

@@ -104,6 +104,19 @@ impl StopSignal {
         }
     }
 
+    pub fn phase(&self) -> Phase {
+        *self.inner.phase.borrow()
+    }
+
+    /// Passes `caller`'s stop or abort on to this (a run's own) signal.
+    pub fn follow(&self, caller: &StopSignal) {
+        match caller.phase() {
+            Phase::Running => {}
+            Phase::Stopping => self.stop(),
+            Phase::Abort => self.abort(),
+        }
+    }
+
     pub fn is_stopping(&self) -> bool {
         self.inner.stopping.load(Ordering::Relaxed)
     }

@@ -203,6 +203,24 @@ impl Comparison {
         }
     }
 
+    /// Every figure of a later column that is worse than the first's
+    /// beyond noise, as "p90 ms of after.json (+42.0 %)".
+    pub fn regressions(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for col in 1..self.names.len() {
+            for (m, metric) in METRICS.iter().enumerate() {
+                if self.verdict(col, m) == Verdict::Worse {
+                    let (a, b) = (self.figures[0][m].value, self.figures[col][m].value);
+                    out.push(format!(
+                        "{} of {}: {a:.2} → {b:.2}",
+                        metric.label, self.names[col]
+                    ));
+                }
+            }
+        }
+        out
+    }
+
     pub fn values(&self, key: &str) -> Vec<f64> {
         let m = METRICS.iter().position(|x| x.key == key).unwrap_or(0);
         self.figures.iter().map(|f| f[m].value).collect()

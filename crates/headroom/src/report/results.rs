@@ -8,7 +8,7 @@
 use crate::engine::RunOutcome;
 use crate::metrics::aggregate::TimelinePoint;
 use crate::metrics::{histogram, ErrorClass, Stats};
-use crate::monitor::findings::ClientFacts;
+use crate::monitor::findings::{ClientFacts, SEND_LAG_LATE_MS};
 use crate::monitor::ServerReport;
 use crate::plan::{Load, Plan};
 use crate::sysinfo::Machine;
@@ -462,11 +462,21 @@ impl Results {
     /// What the client saw that bears on whether the generator kept up.
     pub fn client_facts(&self) -> ClientFacts {
         let errors = &self.summary.errors;
+        // The whole-run send-lag histogram counts the late sends exactly.
+        let lag = histogram::from_base64(&self.histograms.send_lag).ok();
+        let late_us = (SEND_LAG_LATE_MS * 1000.0) as u64;
+        let (late_sends, sends) = lag.map_or((0, 0), |h| {
+            let sends = h.len();
+            let on_time = h.count_between(0, late_us);
+            (sends - on_time, sends)
+        });
         ClientFacts {
             open: self.config.model == "open",
             target_rate_rps: self.target_rate_rps,
             achieved_rate_rps: self.achieved_rate_rps,
             send_lag_p99_ms: self.send_lag_ms.map(|l| l.p99),
+            late_sends,
+            sends,
             not_sent: errors.get(ErrorClass::NotSent.key()).copied().unwrap_or(0),
             too_many_open_files: errors
                 .get(ErrorClass::TooManyOpenFiles.key())

@@ -21,6 +21,7 @@ use crate::monitor::launch::{LaunchSpec, ServerProcess};
 use crate::monitor::MonitorConfig;
 use crate::plan::{Load, Plan};
 use crate::report::results::Results;
+use crate::report::write_replacing;
 use file::{fill, label, Config, Ready, Study};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -372,10 +373,8 @@ fn load_previous(path: &Path) -> Option<StudyReport> {
 
 fn save(report: &StudyReport, dir: &Path) -> std::io::Result<()> {
     let json = serde_json::to_string_pretty(report).map_err(std::io::Error::other)?;
-    let tmp = dir.join("study.json.tmp");
-    std::fs::write(&tmp, json + "\n")?;
-    std::fs::rename(&tmp, dir.join("study.json"))?;
-    std::fs::write(dir.join("study.csv"), table::csv(report))
+    write_replacing(&dir.join("study.json"), (json + "\n").as_bytes())?;
+    write_replacing(&dir.join("study.csv"), table::csv(report).as_bytes())
 }
 
 /// Runs the study (resuming from `out_dir/study.json` unless fresh).

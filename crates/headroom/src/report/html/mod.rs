@@ -588,8 +588,11 @@ pub fn capacity_report(c: &CapacityReport) -> String {
         "<h2>Steps</h2>{}",
         table_html(&crate::capacity::table::steps(c), &[])
     );
-    let mut sorted: Vec<&crate::capacity::Step> =
-        c.steps.iter().filter(|s| s.results.is_some()).collect();
+    let mut sorted: Vec<&crate::capacity::Step> = c
+        .steps
+        .iter()
+        .filter(|s| s.results.is_some() && !s.discarded)
+        .collect();
     sorted.sort_by(|a, b| a.offered.total_cmp(&b.offered));
     let pts = |f: &dyn Fn(&Results) -> f64| -> Vec<(f64, f64)> {
         sorted
