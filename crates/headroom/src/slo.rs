@@ -9,8 +9,12 @@
 //! | `errors` | % | `requests.error_rate` |
 //! | `achieved` | % | OK responses per second of the planned load ÷ the offered rate (open model) |
 //! | `throughput` (`rps`) | req/s | `throughput_rps` |
+//!
+//! A bound may name one request of the scenario, as k6 thresholds name a
+//! tag: `p95{login}<500ms` holds that request's figures (its row of
+//! `per_request`) to the bound. `achieved` is for the whole run only.
 
-use crate::report::results::Results;
+use crate::report::results::{Results, Summary};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -111,20 +115,28 @@ impl Op {
 }
 
 /// One bound, e.g. `p90<500ms`; `limit` is in the metric's unit.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Bound {
     pub metric: Metric,
     pub op: Op,
     pub limit: f64,
+    /// The one request whose figures are bounded (`p95{login}<500ms`);
+    /// the whole run when `None`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request: Option<String>,
 }
 
 impl fmt::Display for Bound {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let unit = self.metric.unit();
         let space = if unit == "req/s" { " " } else { "" };
+        let scope = self
+            .request
+            .as_ref()
+            .map_or(String::new(), |r| format!("{{{r}}}"));
         write!(
             f,
-            "{}{}{}{space}{unit}",
+            "{}{scope}{}{}{space}{unit}",
             self.metric.name(),
             self.op.symbol(),
             trim(self.limit)
@@ -140,9 +152,12 @@ fn trim(x: f64) -> String {
 /// A bound checked against a run.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct BoundCheck {
-    /// The bound as written back, e.g. "p90<500ms".
+    /// The bound as written back, e.g. "p90<500ms" or "p95{login}<500ms".
     pub bound: String,
     pub metric: Metric,
+    /// The request the bound is about; the whole run when `None`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request: Option<String>,
     /// The run's figure in the metric's unit; `None` when the run has no
     /// such figure (e.g. `achieved` in a closed run), which passes.
     pub actual: Option<f64>,
@@ -156,8 +171,11 @@ impl BoundCheck {
     pub fn describe(&self) -> String {
         match self.actual {
             Some(a) => format!(
-                "{} {} {} (bound {})",
+                "{}{} {} {} (bound {})",
                 self.metric.name(),
+                self.request
+                    .as_ref()
+                    .map_or(String::new(), |r| format!(" of {r}")),
                 trim(a),
                 self.unit,
                 self.bound
@@ -195,7 +213,26 @@ fn parse_bound(part: &str) -> Result<Bound, SloError> {
         text: part.to_string(),
         message,
     };
-    let compact: String = part.chars().filter(|c| !c.is_whitespace()).collect();
+    // `{request}` is cut out first: a request's name may hold spaces.
+    let (request, rest) = match (part.find('{'), part.find('}')) {
+        (None, None) => (None, part.to_string()),
+        (Some(open), Some(close)) if open < close => {
+            let name = part[open + 1..close].trim();
+            if name.is_empty() {
+                return Err(err(
+                    "`{}` names no request: write e.g. p95{login}<500ms".into()
+                ));
+            }
+            let rest = format!("{}{}", &part[..open], &part[close + 1..]);
+            (Some(name.to_string()), rest)
+        }
+        _ => {
+            return Err(err(
+                "unbalanced braces: name a request as p95{login}<500ms".into()
+            ))
+        }
+    };
+    let compact: String = rest.chars().filter(|c| !c.is_whitespace()).collect();
     let at = compact
         .find(['<', '>'])
         .ok_or_else(|| err("expected METRIC<VALUE or METRIC>VALUE, e.g. p90<500ms".into()))?;
@@ -209,6 +246,11 @@ fn parse_bound(part: &str) -> Result<Bound, SloError> {
     let lower = name.to_ascii_lowercase();
     let metric = Metric::parse(&lower)
         .ok_or_else(|| err(format!("unknown metric `{name}`; use one of {METRICS}")))?;
+    if metric == Metric::Achieved && request.is_some() {
+        return Err(err(
+            "`achieved` is for the whole run (the offered rate is not split by request)".into(),
+        ));
+    }
     let limit = if metric.is_latency() {
         latency_ms(value).ok_or_else(|| {
             err(format!(
@@ -234,7 +276,12 @@ fn parse_bound(part: &str) -> Result<Bound, SloError> {
                 ))
             })?
     };
-    Ok(Bound { metric, op, limit })
+    Ok(Bound {
+        metric,
+        op,
+        limit,
+        request,
+    })
 }
 
 /// A time with its unit, in milliseconds.
@@ -275,7 +322,31 @@ impl Slo {
     }
 
     pub fn has(&self, metric: Metric) -> bool {
-        self.bounds.iter().any(|b| b.metric == metric)
+        self.bounds
+            .iter()
+            .any(|b| b.metric == metric && b.request.is_none())
+    }
+
+    /// Every bound that names a request names one of `names` (the
+    /// scenario's requests) — checked before any load is sent.
+    pub fn check_requests<'a>(
+        &self,
+        names: impl Iterator<Item = &'a str> + Clone,
+    ) -> Result<(), SloError> {
+        for b in &self.bounds {
+            let Some(request) = &b.request else { continue };
+            if !names.clone().any(|n| n == request) {
+                let known: Vec<&str> = names.clone().collect();
+                return Err(SloError {
+                    text: b.to_string(),
+                    message: format!(
+                        "no request named `{request}` in the scenario (its requests: {})",
+                        known.join(", ")
+                    ),
+                });
+            }
+        }
+        Ok(())
     }
 
     /// Checks every bound against `r`. `offered_rps` is the rate `achieved`
@@ -284,10 +355,17 @@ impl Slo {
         self.bounds
             .iter()
             .map(|b| {
-                let actual = figure(r, b.metric, offered_rps);
+                let actual = match &b.request {
+                    None => figure(r, b.metric, offered_rps),
+                    Some(name) => r
+                        .per_request
+                        .get(name)
+                        .and_then(|s| summary_figure(s, b.metric)),
+                };
                 BoundCheck {
                     bound: b.to_string(),
                     metric: b.metric,
+                    request: b.request.clone(),
                     actual,
                     limit: b.limit,
                     unit: b.metric.unit().to_string(),
@@ -315,7 +393,19 @@ pub fn ok_rate(r: &Results) -> f64 {
 
 /// The run's figure for `metric`, in the metric's unit.
 pub fn figure(r: &Results, metric: Metric, offered_rps: Option<f64>) -> Option<f64> {
-    let l = &r.summary.latency_ms;
+    match metric {
+        Metric::Achieved => {
+            let offered = offered_rps.or(r.target_rate_rps).filter(|o| *o > 0.0)?;
+            Some(ok_rate(r) / offered * 100.0)
+        }
+        _ => summary_figure(&r.summary, metric),
+    }
+}
+
+/// A figure of one summary (the run's or one request's); `achieved` has
+/// none.
+fn summary_figure(s: &Summary, metric: Metric) -> Option<f64> {
+    let l = &s.latency_ms;
     Some(match metric {
         Metric::P50 => l.p50,
         Metric::P75 => l.p75,
@@ -325,12 +415,9 @@ pub fn figure(r: &Results, metric: Metric, offered_rps: Option<f64>) -> Option<f
         Metric::P999 => l.p999,
         Metric::Mean => l.mean,
         Metric::Max => l.max,
-        Metric::Errors => r.summary.requests.error_rate * 100.0,
-        Metric::Throughput => r.summary.throughput_rps,
-        Metric::Achieved => {
-            let offered = offered_rps.or(r.target_rate_rps).filter(|o| *o > 0.0)?;
-            ok_rate(r) / offered * 100.0
-        }
+        Metric::Errors => s.requests.error_rate * 100.0,
+        Metric::Throughput => s.throughput_rps,
+        Metric::Achieved => return None,
     })
 }
 
@@ -347,27 +434,32 @@ mod tests {
                 Bound {
                     metric: Metric::P90,
                     op: Op::Less,
-                    limit: 500.0
+                    limit: 500.0,
+                    request: None,
                 },
                 Bound {
                     metric: Metric::Errors,
                     op: Op::Less,
-                    limit: 5.0
+                    limit: 5.0,
+                    request: None,
                 },
                 Bound {
                     metric: Metric::Achieved,
                     op: Op::AtLeast,
-                    limit: 95.0
+                    limit: 95.0,
+                    request: None,
                 },
                 Bound {
                     metric: Metric::P99,
                     op: Op::Less,
-                    limit: 1500.0
+                    limit: 1500.0,
+                    request: None,
                 },
                 Bound {
                     metric: Metric::Throughput,
                     op: Op::Greater,
-                    limit: 100.0
+                    limit: 100.0,
+                    request: None,
                 },
             ]
         );
@@ -377,6 +469,35 @@ mod tests {
         );
         assert_eq!(Slo::parse("p95<800us").unwrap().bounds[0].limit, 0.8);
         assert_eq!(Slo::parse("p90<1s and errors<1%").unwrap().bounds.len(), 2);
+    }
+
+    #[test]
+    fn a_bound_may_name_one_request() {
+        let slo = Slo::parse("p95{log in}<500ms, errors{home}<1%, p99<2s").unwrap();
+        assert_eq!(slo.bounds[0].request.as_deref(), Some("log in"));
+        assert_eq!(slo.bounds[0].limit, 500.0);
+        assert_eq!(slo.bounds[1].request.as_deref(), Some("home"));
+        assert_eq!(slo.bounds[2].request, None);
+        assert_eq!(
+            slo.to_string(),
+            "p95{log in}<500ms, errors{home}<1%, p99<2000ms"
+        );
+        assert_eq!(Slo::parse(&slo.to_string()).unwrap(), slo);
+        let names = ["home", "log in"];
+        assert!(slo.check_requests(names.iter().copied()).is_ok());
+        let e = slo.check_requests(["home"].iter().copied()).unwrap_err();
+        assert_eq!(e.text, "p95{log in}<500ms");
+        assert!(e.message.contains("no request named `log in`"), "{e}");
+        assert!(e.message.contains("its requests: home"), "{e}");
+        assert!(Slo::parse("p95{}<5ms")
+            .unwrap_err()
+            .message
+            .contains("names no request"));
+        assert!(Slo::parse("p95{login<5ms")
+            .unwrap_err()
+            .message
+            .contains("unbalanced"));
+        assert!(Slo::parse("achieved{login}>90%").is_err());
     }
 
     #[test]

@@ -549,3 +549,73 @@ fn thresholds_set_the_exit_code_and_junit() {
     assert!(md.stdout.contains("| Label | Samples |"), "{}", md.stdout);
     assert!(md.stdout.contains("|:---|---:|"), "{}", md.stdout);
 }
+
+/// A threshold may hold one request to a bound (k6's tag thresholds): the
+/// fast request passes a bound the slow one breaches, over the same run.
+#[test]
+fn per_request_thresholds_judge_each_request_by_its_own_figures() {
+    let target = Target::start(1, 4);
+    let scenario = |thresholds: &str| {
+        common::scenario_dir(&[(
+            "t.toml",
+            &format!(
+                "base_url = \"{}\"\n[load]\nmodel = \"open\"\nrate = 40\nduration = \"2s\"\n\n\
+                 [[request]]\nname = \"fast page\"\npath = \"/hello\"\n\n\
+                 [[request]]\nname = \"slow\"\npath = \"/sleep?ms=30\"\n\n\
+                 [thresholds]\n{thresholds}\n",
+                target.base
+            ),
+        )])
+    };
+    let dir = scenario("\"p90{fast page}\" = \"25ms\"\n\"p90{slow}\" = \"25ms\"");
+    let file = dir.path().join("t.toml");
+    let r = run(&[file.to_str().unwrap()]);
+    assert_eq!(r.code, 1, "{}\n{}", r.stdout, r.stderr);
+    let checks = r.results()["thresholds"].as_array().unwrap().clone();
+    let verdict = |name: &str| {
+        checks
+            .iter()
+            .find(|c| c["request"] == name)
+            .unwrap_or_else(|| panic!("no check of {name}: {checks:?}"))["passed"]
+            .clone()
+    };
+    assert_eq!(verdict("fast page"), true, "{checks:?}");
+    assert_eq!(verdict("slow"), false, "{checks:?}");
+    assert!(r.stdout.contains("p90{slow}<25ms"), "{}", r.stdout);
+    // Each check's figure is its request's own p90 in per_request.
+    for c in &checks {
+        let name = c["request"].as_str().unwrap();
+        assert_eq!(
+            c["actual"],
+            r.results()["per_request"][name]["latency_ms"]["p90"]
+        );
+    }
+
+    // On the command line too, next to a whole-run bound.
+    let r = run(&[
+        file.to_str().unwrap(),
+        "--threshold",
+        "p90{fast page}<25ms, errors<1%",
+    ]);
+    let checks = r.results()["thresholds"].as_array().unwrap();
+    assert_eq!(checks.len(), 4);
+
+    // A request that is not in the scenario: located, exit 2, no load sent.
+    let before = target.requests();
+    let dir = scenario("\"p90{slwo}\" = \"25ms\"");
+    let r = run(&[dir.path().join("t.toml").to_str().unwrap()]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(r.stderr.contains("t.toml:"), "{}", r.stderr);
+    assert!(r.stderr.contains("no request named `slwo`"), "{}", r.stderr);
+    let r = run(&[
+        "--url",
+        &target.url("/hello"),
+        "-d",
+        "1s",
+        "--threshold",
+        "p90{home}<5ms",
+    ]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(r.stderr.contains("--threshold"), "{}", r.stderr);
+    assert_eq!(target.requests(), before, "no load was sent");
+}

@@ -9,6 +9,7 @@ use crate::slo::{figure, Metric, Slo};
 pub fn knee_metric(slo: &Slo) -> Metric {
     slo.bounds
         .iter()
+        .filter(|b| b.request.is_none())
         .map(|b| b.metric)
         .find(|m| m.is_latency())
         .unwrap_or(Metric::P90)

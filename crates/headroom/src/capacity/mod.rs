@@ -137,6 +137,7 @@ impl Settings {
                 metric: Metric::Achieved,
                 op: Op::AtLeast,
                 limit: DEFAULT_ACHIEVED_PCT,
+                request: None,
             });
         }
         let min = self.min.unwrap_or(axis.default_min());

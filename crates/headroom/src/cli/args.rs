@@ -120,8 +120,9 @@ pub struct RunArgs {
     #[command(flatten)]
     pub reports: ReportArgs,
 
-    /// Pass/fail bound, e.g. 'p95<500ms' or 'errors<1%' (repeatable; also
-    /// [thresholds] in the scenario). Any breach makes the exit code 1.
+    /// Pass/fail bound, e.g. 'p95<500ms' or 'errors<1%', or for one request
+    /// 'p95{login}<300ms' (repeatable; also [thresholds] in the scenario).
+    /// Any breach makes the exit code 1.
     #[arg(long = "threshold", value_name = "BOUND", value_parser = parse_slo)]
     pub thresholds: Vec<headroom::slo::Slo>,
 

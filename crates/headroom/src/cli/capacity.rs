@@ -55,6 +55,7 @@ pub fn capacity(a: CapacityArgs) -> anyhow::Result<i32> {
         .overlay(&flags)
         .resolve()
         .map_err(anyhow::Error::msg)?;
+    super::run::check_request_names(&opts.slo, &plan, "the objective")?;
     let stop = StopSignal::new();
     install_interrupt(&stop)?;
     let watch = watch_from_args(&a.run, &plan)?;

@@ -362,7 +362,7 @@ pub fn execute(
     let mut thresholds = plan.thresholds.clone();
     thresholds
         .bounds
-        .extend(outputs.thresholds.bounds.iter().copied());
+        .extend(outputs.thresholds.bounds.iter().cloned());
     results.thresholds = thresholds.check(&results, None);
     let breached = results.thresholds.iter().any(|c| !c.passed);
     if let Some(path) = outputs.out {
@@ -446,8 +446,17 @@ pub fn execute(
 
 pub fn run(a: RunArgs) -> anyhow::Result<i32> {
     let plan = plan_from_args(&a)?;
+    let outputs = Outputs::from_args(&a);
+    check_request_names(&outputs.thresholds, &plan, "--threshold")?;
     let stop = StopSignal::new();
     install_interrupt(&stop)?;
     let watch = watch_from_args(&a, &plan)?;
-    execute(&plan, &stop, watch, &a.buckets, &Outputs::from_args(&a))
+    execute(&plan, &stop, watch, &a.buckets, &outputs)
+}
+
+/// Bounds that name a request (`p95{login}<500ms`) must name one of the
+/// plan's, before any load is sent.
+pub fn check_request_names(slo: &Slo, plan: &Plan, flag: &str) -> anyhow::Result<()> {
+    slo.check_requests(plan.requests.iter().map(|r| r.name.as_str()))
+        .map_err(|e| anyhow::anyhow!("{flag}: {e}"))
 }

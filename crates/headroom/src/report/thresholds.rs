@@ -70,6 +70,7 @@ mod tests {
             BoundCheck {
                 bound: "p95<500ms".into(),
                 metric: Metric::P95,
+                request: None,
                 actual: Some(612.5),
                 limit: 500.0,
                 unit: "ms".into(),
@@ -78,6 +79,7 @@ mod tests {
             BoundCheck {
                 bound: "errors<1%".into(),
                 metric: Metric::Errors,
+                request: None,
                 actual: Some(0.0),
                 limit: 1.0,
                 unit: "%".into(),

@@ -165,7 +165,7 @@ impl<'a> Builder<'a> {
         }
 
         let capacity = self.capacity(raw.capacity.as_ref());
-        let thresholds = self.thresholds(raw.thresholds.as_ref());
+        let thresholds = self.thresholds(raw.thresholds.as_ref(), &requests);
 
         if !self.problems.is_empty() {
             return Err(self.problems);
@@ -258,18 +258,28 @@ impl<'a> Builder<'a> {
 
     /// `[thresholds]` → bounds; the comparison may be left out (`<` for
     /// latency and errors, `>=` for achieved and throughput).
-    fn thresholds(&mut self, raw: Option<&BTreeMap<String, String>>) -> Slo {
+    /// A key may name a request: `"p95{login}" = "500ms"`.
+    fn thresholds(
+        &mut self,
+        raw: Option<&BTreeMap<String, String>>,
+        requests: &[RequestSpec],
+    ) -> Slo {
         let mut slo = Slo::default();
         for (metric, bound) in raw.into_iter().flatten() {
             let bound = bound.trim();
+            let name = metric.split('{').next().unwrap_or(metric).trim();
             let text = if bound.starts_with(['<', '>']) {
                 format!("{metric}{bound}")
-            } else if matches!(metric.as_str(), "achieved" | "throughput" | "rps") {
+            } else if matches!(name, "achieved" | "throughput" | "rps") {
                 format!("{metric}>={bound}")
             } else {
                 format!("{metric}<{bound}")
             };
-            match Slo::parse(&text) {
+            let parsed = Slo::parse(&text).and_then(|s| {
+                s.check_requests(requests.iter().map(|r| r.name.as_str()))?;
+                Ok(s)
+            });
+            match parsed {
                 Ok(s) => slo.bounds.extend(s.bounds),
                 Err(e) => self.problem(
                     Some("[thresholds]"),
