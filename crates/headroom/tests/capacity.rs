@@ -61,6 +61,7 @@ fn rate_capacity_of_k_threads_is_k_over_service_time() {
     for (threads, min) in [(2u32, "15"), (4, "20")] {
         let (cap, stdout) = sleep_capacity(threads, min);
         let expected = threads as f64 / 0.050;
+        assert!(cap["capacity"].is_number(), "{stdout}");
         let found = f(&cap["capacity"]);
         assert!(
             within(found, expected, 0.10),
@@ -73,23 +74,27 @@ fn rate_capacity_of_k_threads_is_k_over_service_time() {
         assert!((high - low) / low <= 0.05 + 1e-9, "{low}..{high}");
         let steps = cap["steps"].as_array().unwrap();
         // Every step carries its results in the shape of results.json.
-        let counted = steps.iter().filter(|s| s.get("discarded").is_none());
-        for s in counted.clone() {
+        let counted: Vec<&Value> = steps
+            .iter()
+            .filter(|s| s.get("discarded").is_none())
+            .collect();
+        // Loads at or under the capacity passed by a majority of their
+        // tries; loads above it failed so; both ends were tried again.
+        for s in &counted {
             assert!(s["results"]["requests"]["total"].as_u64().unwrap() > 0);
-            // Loads at or under the capacity passed; loads above it failed,
-            // but for one that passed once and then failed its re-test.
-            let (load, passed) = (f(&s["offered"]), s["passed"] == true);
-            let failed_retest = counted
-                .clone()
-                .any(|t| t["retest"] == true && f(&t["offered"]) == load && t["passed"] == false);
-            if load <= low {
-                assert!(passed, "{s:#}\n{stdout}");
-            } else {
-                assert!(!passed || failed_retest, "{s:#}\n{stdout}");
+            let load = f(&s["offered"]);
+            let tries: Vec<bool> = counted
+                .iter()
+                .filter(|t| f(&t["offered"]) == load)
+                .map(|t| t["passed"] == true)
+                .collect();
+            let passes = tries.iter().filter(|&&p| p).count();
+            let majority_passed = 2 * passes > tries.len();
+            assert_eq!(majority_passed, load <= low, "{load}: {tries:?}\n{stdout}");
+            if load == low || load == high {
+                assert!(tries.len() >= 2, "{load} tried once\n{stdout}");
             }
         }
-        // The boundary was re-tested once.
-        assert_eq!(steps.iter().filter(|s| s["retest"] == true).count(), 1);
         // The server was watched; no resource ran out — its threads did.
         assert_eq!(cap["limited_by"], "none_observed", "{stdout}");
         assert!(cap["knee"].is_number(), "{stdout}");
@@ -111,6 +116,7 @@ fn queue_full_503s_are_found_by_an_error_objective() {
     let cap = run.results();
     // Errors stay under 5 % while the offer is under 40 / 0.95 req/s.
     let expected = 40.0 / 0.95;
+    assert!(cap["capacity"].is_number(), "{}", run.stdout);
     let found = f(&cap["capacity"]);
     assert!(
         within(found, expected, 0.10),
@@ -121,7 +127,7 @@ fn queue_full_503s_are_found_by_an_error_objective() {
         .as_array()
         .unwrap()
         .iter()
-        .filter(|s| s["passed"] == false)
+        .filter(|s| s["passed"] == false && f(&s["offered"]) > found)
         .collect();
     assert!(!failing.is_empty());
     for s in failing {
@@ -160,6 +166,7 @@ fn users_axis_finds_the_user_count_where_latency_passes_the_bound() {
     let cap = run.results();
     assert_eq!(cap["axis"], "users");
     assert_eq!(cap["unit"], "users");
+    assert!(cap["capacity"].is_number(), "{}", run.stdout);
     let found = f(&cap["capacity"]);
     assert!(
         within(found, 12.0, 0.10),
@@ -201,7 +208,8 @@ fn stops_at_max_without_inventing_a_capacity() {
         .iter()
         .map(|s| f(&s["offered"]))
         .collect();
-    assert_eq!(offered, vec![10.0, 20.0, 30.0]);
+    // 30 passed: once more to be sure, then the search stops.
+    assert_eq!(offered, vec![10.0, 20.0, 30.0, 30.0]);
     assert_eq!(f(&cap["interval"][0]), 30.0);
     assert!(cap["interval"][1].is_null());
     assert!(

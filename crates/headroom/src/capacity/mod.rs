@@ -456,9 +456,11 @@ fn report(
     let unit = opts.axis.unit();
     // A step that ended the search early (generator-bound, server died)
     // was not given to the search: it still bounds the interval.
+    // A fail at or below the capacity was outvoted by passes (noise).
+    let above = |s: &&Step, low: Option<f64>| low.is_none_or(|l| s.offered > l);
     let lowest_fail = steps
         .iter()
-        .filter(|s| !s.passed && !s.discarded)
+        .filter(|s| !s.passed && !s.discarded && above(s, search.low()))
         .map(|s| s.offered)
         .fold(None, |m: Option<f64>, x| Some(m.map_or(x, |m| m.min(x))));
     let (low, high) = (search.low(), search.high().or(lowest_fail));
@@ -471,7 +473,7 @@ fn report(
     // What ran out: at the lowest load that failed.
     let first_fail = steps
         .iter()
-        .filter(|s| !s.passed && !s.discarded)
+        .filter(|s| !s.passed && !s.discarded && above(s, low))
         .min_by(|a, b| a.offered.total_cmp(&b.offered));
     let limit = first_fail.map(analysis::limited_by);
     let generator_bound =

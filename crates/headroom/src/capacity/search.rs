@@ -5,8 +5,13 @@
 //!    `max` passes.
 //! 2. Bisect between the highest pass and the lowest fail until the gap is
 //!    within `precision` (relative; one user on the users axis).
-//! 3. Re-test the highest pass once: if it fails this time, it was luck —
-//!    the fail becomes the new upper end and the bisection goes on below.
+//! 3. Re-test both ends of the bracket once (or the end that stopped the
+//!    search: `min` failing, `max` passing). A load's verdict is the
+//!    majority of its tries: when a re-test disagrees, a third try decides.
+//!    Short steps are noisy both ways — a lucky pass before the queue has
+//!    built up, an unlucky fail from a hiccup of the machine — so no single
+//!    step decides where the capacity is. If an end's verdict flips, the
+//!    bracket moves and the bisection goes on.
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Bounds {
@@ -26,13 +31,13 @@ pub enum End {
     Found { low: f64, high: f64 },
     /// Even `max` passed.
     MetUpToMax { max: f64 },
-    /// Even `min` failed (or its re-test did).
+    /// Even `min` failed.
     FailedAtMin { min: f64 },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Next {
-    /// Run a step at this load; `retest` when it repeats an earlier pass.
+    /// Run a step at this load; `retest` when the load was tried before.
     Try {
         load: f64,
         retest: bool,
@@ -40,32 +45,42 @@ pub enum Next {
     Done(End),
 }
 
-#[derive(Clone, Copy, Debug, PartialEq)]
-enum Phase {
-    Grow,
-    Bisect,
-    Retest,
+/// Every try of one load.
+#[derive(Clone, Copy, Debug)]
+struct Tally {
+    load: f64,
+    passes: u32,
+    fails: u32,
+}
+
+impl Tally {
+    fn tries(&self) -> u32 {
+        self.passes + self.fails
+    }
+
+    /// The majority; `None` while the tries are tied.
+    fn verdict(&self) -> Option<bool> {
+        match self.passes.cmp(&self.fails) {
+            std::cmp::Ordering::Greater => Some(true),
+            std::cmp::Ordering::Less => Some(false),
+            std::cmp::Ordering::Equal => None,
+        }
+    }
 }
 
 #[derive(Clone, Debug)]
 pub struct Search {
     bounds: Bounds,
-    phase: Phase,
-    retested: bool,
-    /// Every load that passed (a re-test that failed removes its load).
-    passes: Vec<f64>,
-    /// Lowest load that failed.
-    fail: Option<f64>,
+    growing: bool,
+    tallies: Vec<Tally>,
 }
 
 impl Search {
     pub fn new(bounds: Bounds) -> Search {
         Search {
             bounds,
-            phase: Phase::Grow,
-            retested: false,
-            passes: Vec::new(),
-            fail: None,
+            growing: true,
+            tallies: Vec::new(),
         }
     }
 
@@ -76,17 +91,28 @@ impl Search {
         }
     }
 
-    /// Highest load that passed so far.
+    /// Highest load whose verdict is a pass.
     pub fn low(&self) -> Option<f64> {
-        self.passes
+        self.tallies
             .iter()
-            .copied()
+            .filter(|t| t.verdict() == Some(true))
+            .map(|t| t.load)
             .fold(None, |m, x| Some(m.map_or(x, |m: f64| m.max(x))))
     }
 
-    /// Lowest load that failed so far.
+    /// Lowest load above `low` whose verdict is a fail (a fail below a
+    /// pass is noise the pass outvotes).
     pub fn high(&self) -> Option<f64> {
-        self.fail
+        let low = self.low().unwrap_or(f64::NEG_INFINITY);
+        self.tallies
+            .iter()
+            .filter(|t| t.verdict() == Some(false) && t.load > low)
+            .map(|t| t.load)
+            .fold(None, |m, x| Some(m.map_or(x, |m: f64| m.min(x))))
+    }
+
+    fn tally(&self, load: f64) -> Option<&Tally> {
+        self.tallies.iter().find(|t| t.load == load)
     }
 
     fn round(&self, x: f64) -> f64 {
@@ -115,64 +141,82 @@ impl Search {
         mid
     }
 
-    /// Records the outcome of the step at `load` and says what to do next.
-    pub fn record(&mut self, load: f64, passed: bool) -> Next {
-        if passed {
-            self.passes.push(load);
-        } else {
-            if self.phase == Phase::Retest {
-                self.passes.retain(|&p| p < load);
-            }
-            self.fail = Some(self.fail.map_or(load, |f| f.min(load)));
-        }
-        match (self.phase, passed) {
-            (Phase::Grow, true) => {
-                if load >= self.bounds.max {
-                    return Next::Done(End::MetUpToMax { max: load });
-                }
-                let mut next = self.round((load * self.bounds.growth).min(self.bounds.max));
-                if next <= load {
-                    next = self.round(load + 1.0).min(self.bounds.max);
-                }
-                Next::Try {
-                    load: next,
-                    retest: false,
-                }
-            }
-            (Phase::Retest, true) => self.bracket(),
-            _ => {
-                self.phase = Phase::Bisect;
-                self.bracket()
-            }
+    fn try_at(&self, load: f64) -> Next {
+        Next::Try {
+            load,
+            retest: self.tally(load).is_some(),
         }
     }
 
-    fn bracket(&mut self) -> Next {
-        let Some(low) = self.low() else {
-            return Next::Done(End::FailedAtMin {
-                min: self.round(self.bounds.min),
-            });
-        };
-        let Some(high) = self.fail else {
-            // A re-test passed and nothing above failed: only after MetUpToMax.
-            return Next::Done(End::MetUpToMax { max: low });
-        };
-        let mid = self.midpoint(low, high);
-        if self.converged(low, high) || mid.is_nan() {
-            if !self.retested {
-                self.retested = true;
-                self.phase = Phase::Retest;
-                return Next::Try {
-                    load: low,
-                    retest: true,
-                };
+    /// A try of `load` if it has had only one, so an end of the bracket is
+    /// never decided by a single step.
+    fn verify(&self, load: f64) -> Option<Next> {
+        (self.tally(load).map_or(0, Tally::tries) < 2).then(|| self.try_at(load))
+    }
+
+    /// Records the outcome of the step at `load` and says what to do next.
+    pub fn record(&mut self, load: f64, passed: bool) -> Next {
+        let i = match self.tallies.iter().position(|t| t.load == load) {
+            Some(i) => i,
+            None => {
+                self.tallies.push(Tally {
+                    load,
+                    passes: 0,
+                    fails: 0,
+                });
+                self.tallies.len() - 1
             }
-            return Next::Done(End::Found { low, high });
+        };
+        let t = &mut self.tallies[i];
+        if passed {
+            t.passes += 1;
+        } else {
+            t.fails += 1;
         }
-        self.phase = Phase::Bisect;
-        Next::Try {
-            load: mid,
-            retest: false,
+        if t.verdict().is_none() {
+            // A re-test disagreed: a third try decides.
+            return self.try_at(load);
+        }
+        if self.growing && passed && load < self.bounds.max {
+            return self.grow_from(load);
+        }
+        self.growing = false;
+        self.bracket()
+    }
+
+    fn grow_from(&self, load: f64) -> Next {
+        let mut next = self.round((load * self.bounds.growth).min(self.bounds.max));
+        if next <= load {
+            next = self.round(load + 1.0).min(self.bounds.max);
+        }
+        self.try_at(next)
+    }
+
+    fn bracket(&mut self) -> Next {
+        let (low, high) = (self.low(), self.high());
+        match (low, high) {
+            (None, _) => {
+                let min = self.round(self.bounds.min);
+                self.verify(min)
+                    .unwrap_or(Next::Done(End::FailedAtMin { min }))
+            }
+            (Some(low), None) if low >= self.bounds.max => self
+                .verify(low)
+                .unwrap_or(Next::Done(End::MetUpToMax { max: low })),
+            (Some(low), None) => {
+                // The only fail above was outvoted: grow again from here.
+                self.growing = true;
+                self.grow_from(low)
+            }
+            (Some(low), Some(high)) => {
+                let mid = self.midpoint(low, high);
+                if !self.converged(low, high) && !mid.is_nan() {
+                    return self.try_at(mid);
+                }
+                self.verify(low)
+                    .or_else(|| self.verify(high))
+                    .unwrap_or(Next::Done(End::Found { low, high }))
+            }
         }
     }
 }
@@ -193,11 +237,11 @@ mod tests {
 
     /// Runs a search against a server that passes exactly below `capacity`
     /// (and fails the first `flaky` passes above `flaky_at`).
-    fn drive(b: Bounds, passes: impl Fn(f64) -> bool) -> (End, Vec<f64>) {
+    fn drive(b: Bounds, mut passes: impl FnMut(f64) -> bool) -> (End, Vec<f64>) {
         let mut s = Search::new(b);
         let mut next = s.first();
         let mut tried = Vec::new();
-        for _ in 0..100 {
+        for _ in 0..300 {
             match next {
                 Next::Try { load, .. } => {
                     tried.push(load);
@@ -210,20 +254,20 @@ mod tests {
     }
 
     #[test]
-    fn grows_then_bisects_to_precision_then_retests() {
+    fn grows_then_bisects_to_precision_then_retests_both_ends() {
         let (end, tried) = drive(bounds(10.0, 1000.0, false), |x| x <= 41.0);
-        let Next::Done(End::Found { low, high }) = Next::Done(end) else {
+        let End::Found { low, high } = end else {
             panic!("{end:?}")
         };
         assert!(low <= 41.0 && high > 41.0, "{low} {high}");
         assert!((high - low) / low <= 0.05, "{low} {high}");
         assert_eq!(&tried[..4], &[10.0, 20.0, 40.0, 80.0]);
-        // The last step re-tests the capacity.
-        assert_eq!(*tried.last().unwrap(), low);
+        // The last two steps re-test the capacity and the lowest fail.
+        assert_eq!(&tried[tried.len() - 2..], &[low, high]);
     }
 
     #[test]
-    fn a_lucky_pass_that_fails_its_retest_moves_the_capacity_down() {
+    fn a_lucky_pass_outvoted_by_its_retests_moves_the_capacity_down() {
         let mut s = Search::new(bounds(10.0, 1000.0, false));
         assert_eq!(
             s.first(),
@@ -239,15 +283,14 @@ mod tests {
         s.record(30.0, true);
         s.record(35.0, false);
         s.record(32.5, false);
-        let next = s.record(31.25, false);
-        assert_eq!(
-            next,
-            Next::Try {
-                load: 30.0,
-                retest: true
-            }
-        );
-        // 30 fails now: bisect between 20 and 30.
+        let retest = Next::Try {
+            load: 30.0,
+            retest: true,
+        };
+        assert_eq!(s.record(31.25, false), retest);
+        // 30 fails now: one each, so a third try decides.
+        assert_eq!(s.record(30.0, false), retest);
+        // It fails again: bisect between 20 and 30.
         assert_eq!(
             s.record(30.0, false),
             Next::Try {
@@ -260,13 +303,54 @@ mod tests {
     }
 
     #[test]
-    fn stops_at_max_and_at_min() {
+    fn an_unlucky_fail_outvoted_by_its_retests_moves_the_capacity_up() {
+        // The server passes up to 41, but the first try of 20 hit a hiccup.
+        let mut first_20 = true;
+        let (end, tried) = drive(bounds(10.0, 1000.0, false), |x| {
+            if x == 20.0 && first_20 {
+                first_20 = false;
+                return false;
+            }
+            x <= 41.0
+        });
+        let End::Found { low, high } = end else {
+            panic!("{end:?}")
+        };
+        assert!(low <= 41.0 && high > 41.0, "{low} {high}: {tried:?}");
+        assert!((high - low) / low <= 0.05, "{low} {high}");
+        // 20 was tried three times (fail, pass, pass), then growth went on.
+        assert_eq!(tried.iter().filter(|&&x| x == 20.0).count(), 3, "{tried:?}");
+        assert!(tried.contains(&40.0), "{tried:?}");
+    }
+
+    #[test]
+    fn stops_at_max_and_at_min_after_a_retest() {
         let (end, tried) = drive(bounds(10.0, 50.0, false), |_| true);
         assert_eq!(end, End::MetUpToMax { max: 50.0 });
-        assert_eq!(tried, vec![10.0, 20.0, 40.0, 50.0]);
+        assert_eq!(tried, vec![10.0, 20.0, 40.0, 50.0, 50.0]);
         let (end, tried) = drive(bounds(10.0, 50.0, false), |_| false);
         assert_eq!(end, End::FailedAtMin { min: 10.0 });
-        assert_eq!(tried, vec![10.0]);
+        assert_eq!(tried, vec![10.0, 10.0]);
+    }
+
+    #[test]
+    fn ends_whatever_the_noise() {
+        // Every try is flipped with probability 1/4 (a fixed LCG, so the
+        // test is the same each time): the search still ends, and when
+        // it finds a bracket, the bracket is within the precision.
+        for seed in 0..300u64 {
+            let mut state = seed.wrapping_mul(6364136223846793005).wrapping_add(1);
+            let (end, tried) = drive(bounds(10.0, 1000.0, false), |x| {
+                state = state
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                let flip = (state >> 33) % 4 == 0;
+                (x <= 41.0) != flip
+            });
+            if let End::Found { low, high } = end {
+                assert!((high - low) / low <= 0.05 + 1e-9, "{low} {high}: {tried:?}");
+            }
+        }
     }
 
     #[test]
