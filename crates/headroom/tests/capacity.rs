@@ -182,24 +182,23 @@ fn users_axis_finds_the_user_count_where_latency_passes_the_bound() {
     assert!(!cap["slo"].as_str().unwrap().contains("achieved"));
 }
 
-#[test]
-fn stops_at_max_without_inventing_a_capacity() {
-    let _serial = serial();
+/// A p90<100ms search from 10 req/s on 4 threads × 50 ms (capacity 80
+/// req/s), with short steps and `extra` flags; exit code 0 asserted.
+fn search_4_threads_of_50ms(extra: &[&str]) -> common::Run {
     let target = Target::start(1, 4);
     let url = target.url("/sleep?ms=50");
-    let mut args = vec![
-        "--url",
-        &url,
-        "--slo",
-        "p90<100ms",
-        "--min",
-        "10",
-        "--max",
-        "30",
-    ];
+    let mut args = vec!["--url", &url, "--slo", "p90<100ms", "--min", "10"];
+    args.extend(extra);
     args.extend(FAST);
     let run = capacity(&args);
     assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    run
+}
+
+#[test]
+fn stops_at_max_without_inventing_a_capacity() {
+    let _serial = serial();
+    let run = search_4_threads_of_50ms(&["--max", "30"]);
     let cap = run.results();
     assert_eq!(cap["outcome"], "met_up_to_max");
     let offered: Vec<f64> = cap["steps"]
@@ -223,21 +222,7 @@ fn stops_at_max_without_inventing_a_capacity() {
 #[test]
 fn stops_at_max_time() {
     let _serial = serial();
-    let target = Target::start(1, 4);
-    let url = target.url("/sleep?ms=50");
-    let mut args = vec![
-        "--url",
-        &url,
-        "--slo",
-        "p90<100ms",
-        "--min",
-        "10",
-        "--max-time",
-        "5s",
-    ];
-    args.extend(FAST);
-    let run = capacity(&args);
-    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    let run = search_4_threads_of_50ms(&["--max-time", "5s"]);
     let cap = run.results();
     assert_eq!(cap["outcome"], "time_limit", "{}", run.stdout);
     // One step of 1 s warm-up + 2 s fits in 5 s; a second does not.

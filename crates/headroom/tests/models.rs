@@ -89,6 +89,37 @@ fn open_model_achieves_its_rate_within_one_percent() {
     assert!(res["send_lag_ms"]["p99"].as_f64().is_some());
 }
 
+/// The timer fires up to a millisecond late; arrivals wake a tick early so
+/// sends leave on time, and an early send is timed from its start.
+#[test]
+fn open_model_sends_on_time_and_never_times_from_before_the_send() {
+    let target = Target::start(1, 8);
+    let r = run(&[
+        "--url",
+        &target.url("/hello"),
+        "--rate",
+        "50",
+        "--duration",
+        "2s",
+    ]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let res = r.results();
+    assert_eq!(r.total(), 100);
+    // Sleeping to the deadline itself made the median send ~1 ms late.
+    let lag_p50 = res["send_lag_ms"]["p50"].as_f64().unwrap();
+    assert!(lag_p50 < 0.5, "send lag p50 {lag_p50} ms");
+    // Latency (from the intended time, or the send if earlier) is never
+    // shorter than the time from the send.
+    for q in ["min", "p50", "max"] {
+        let latency = res["latency_ms"][q].as_f64().unwrap();
+        let service = res["service_time_ms"][q].as_f64().unwrap();
+        assert!(
+            latency >= service,
+            "{q}: latency {latency} < service {service}"
+        );
+    }
+}
+
 #[test]
 fn stepped_stages_send_each_step_at_its_rate() {
     let target = Target::start(1, 8);

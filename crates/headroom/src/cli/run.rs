@@ -367,7 +367,7 @@ pub fn execute(
     let breached = results.thresholds.iter().any(|c| !c.passed);
     if let Some(path) = outputs.out {
         let json = serde_json::to_string_pretty(&results)?;
-        std::fs::write(path, json + "\n")
+        headroom::report::write_replacing(path, (json + "\n").as_bytes())
             .with_context(|| format!("cannot write results to {}", path.display()))?;
     }
     if let Some(path) = outputs.html {

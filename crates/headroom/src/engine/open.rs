@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 /// deadline. Waking a tick early lets an arrival go out on time instead of
 /// ~1 ms late on average, which, counted from the intended time, would add
 /// a phantom millisecond to every latency of a fast server. A send that
-/// starts early is measured from when it starts (see `User::request`).
+/// starts early is measured from when it starts (see `InFlight::sent_at`).
 const TIMER_TICK: Duration = Duration::from_millis(1);
 
 pub(crate) struct Arrival {

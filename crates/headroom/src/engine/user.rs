@@ -186,9 +186,7 @@ impl User {
         // An open-model arrival is admitted by the schedule; later steps
         // and closed-model users ask the gate.
         let intended = match self.intended.take() {
-            // An arrival woken up to a timer tick early starts now: its
-            // latency is from the actual start, never before it.
-            Some(at) if !shared.stop.is_stopping() => at.min(Instant::now()),
+            Some(at) if !shared.stop.is_stopping() => at,
             Some(_) => return Control::Stop,
             None if self.may_send(shared) => Instant::now(),
             None => return Control::Stop,

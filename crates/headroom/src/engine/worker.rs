@@ -97,7 +97,10 @@ impl<'a> InFlight<'a> {
         }
     }
 
+    /// An open-model arrival woken a timer tick early (see `open.rs`) is
+    /// timed from when it was actually sent, never from before it.
     pub fn sent_at(&mut self, at: Instant) {
+        self.intended = self.intended.min(at);
         self.sent = Some(at);
     }
 
