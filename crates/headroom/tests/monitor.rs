@@ -413,6 +413,11 @@ fn a_run_the_generator_cannot_keep_up_with_is_marked_generator_bound() {
         reasons.contains("sends ran late") || reasons.contains("connections exhausted"),
         "{reasons}"
     );
+    // The arrivals queued in the generator behind its one connection.
+    assert!(
+        res["waited_for_connection"].as_u64().unwrap() > 100,
+        "{res}"
+    );
     assert!(r.stdout.contains("GENERATOR-BOUND"));
     // The same server at a rate it takes easily: not generator-bound.
     let r = run(&[
@@ -429,4 +434,52 @@ fn a_run_the_generator_cannot_keep_up_with_is_marked_generator_bound() {
         "{}",
         r.results()["generator_bound_reasons"]
     );
+}
+
+#[test]
+fn a_generator_the_machine_paused_is_not_called_generator_bound() {
+    let _one = serial();
+    let target = Target::start(1, 4);
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("results.json");
+    let url = target.url("/hello");
+    let child = Command::new(headroom_bin())
+        .args(["run", "--url", &url, "--rate", "100", "--duration", "3s"])
+        .arg("--out")
+        .arg(&out)
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut headroom = ProcessGuard { child };
+    // Freeze the whole generator for 400 ms mid-run, as a hypervisor that
+    // deschedules a virtual CPU does: ~40 sends go late, while the
+    // generator itself has nothing to do.
+    std::thread::sleep(Duration::from_millis(1200));
+    unsafe { libc::kill(headroom.pid(), libc::SIGSTOP) };
+    std::thread::sleep(Duration::from_millis(400));
+    unsafe { libc::kill(headroom.pid(), libc::SIGCONT) };
+    let status = headroom.child.wait().unwrap();
+    assert!(status.success(), "{status}");
+    let res: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    assert_eq!(
+        res["generator_bound"], false,
+        "{}",
+        res["generator_bound_reasons"]
+    );
+    let findings = res["server"]["findings"].as_array().unwrap();
+    let late = findings
+        .iter()
+        .find(|f| f["kind"] == "late_sends")
+        .unwrap_or_else(|| panic!("no late_sends finding: {findings:?}"));
+    assert!(
+        late["message"]
+            .as_str()
+            .unwrap()
+            .contains("while the generator was idle"),
+        "{late}"
+    );
+    // The pause is in the figures: latency counts from the intended times.
+    assert!(res["latency_ms"]["max"].as_f64().unwrap() >= 300.0, "{res}");
+    assert_eq!(res["waited_for_connection"], 0);
 }

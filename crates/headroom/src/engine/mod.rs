@@ -68,6 +68,9 @@ pub struct RunOutcome {
     /// Why the run ended before its planned end, when it did.
     pub stop_reason: Option<String>,
     pub threads: usize,
+    /// Open model: arrivals that waited for a connection because the pool
+    /// was at its cap (`--connections`).
+    pub waited_for_connection: u64,
 }
 
 /// How far ahead of "now" a run's clock starts: time for the worker
@@ -140,6 +143,7 @@ pub fn run_at(
     let mut aborted = false;
     let mut last_sent: Option<Instant> = None;
     let mut last_done: Option<Instant> = None;
+    let mut waited_for_connection = 0;
     let mut done = 0;
     while done < threads {
         let now = Instant::now();
@@ -184,6 +188,7 @@ pub fn run_at(
                 done += 1;
                 last_sent = last_sent.max(report.last_sent);
                 last_done = last_done.max(report.last_done);
+                waited_for_connection += report.waited_for_connection;
                 aggregate.add_intervals(report.intervals);
                 aggregate.add_per_request(&report.per_request);
                 aggregate.worker_done(worker).len()
@@ -221,5 +226,6 @@ pub fn run_at(
         interrupted: caller.was_interrupted(),
         stop_reason: stop.reason(),
         threads,
+        waited_for_connection,
     }
 }

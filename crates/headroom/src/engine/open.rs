@@ -58,12 +58,16 @@ pub(crate) async fn run(shared: Rc<Shared>, load: &OpenLoad, queue: Queue) {
             break;
         }
         // Grow the pool only when every connection is busy.
-        if tx.len() > idle.get() && connections.len() < cap {
-            connections.push(tokio::task::spawn_local(connection(
-                shared.clone(),
-                rx.clone(),
-                idle.clone(),
-            )));
+        if tx.len() > idle.get() {
+            if connections.len() < cap {
+                connections.push(tokio::task::spawn_local(connection(
+                    shared.clone(),
+                    rx.clone(),
+                    idle.clone(),
+                )));
+            } else {
+                shared.recorder.borrow_mut().arrival_waited_for_connection();
+            }
         }
         n += shared.workers as u64;
     }

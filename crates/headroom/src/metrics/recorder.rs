@@ -49,6 +49,7 @@ pub struct Recorder {
     in_flight: u32,
     last_sent: Option<Instant>,
     last_done: Option<Instant>,
+    waited_for_connection: u64,
 }
 
 /// What a worker hands over when it finishes.
@@ -59,6 +60,9 @@ pub struct WorkerReport {
     /// When this worker sent its last request and finished its last one.
     pub last_sent: Option<Instant>,
     pub last_done: Option<Instant>,
+    /// Open model: arrivals that found every connection busy and the pool
+    /// at its cap, so they waited in the generator.
+    pub waited_for_connection: u64,
 }
 
 impl Recorder {
@@ -72,6 +76,7 @@ impl Recorder {
             in_flight: 0,
             last_sent: None,
             last_done: None,
+            waited_for_connection: 0,
         }
     }
 
@@ -97,6 +102,12 @@ impl Recorder {
 
     pub fn user_finished(&mut self) {
         self.active -= 1;
+    }
+
+    /// An open-model arrival found every connection busy and the pool at
+    /// its cap: it waits in the generator, not in the server.
+    pub fn arrival_waited_for_connection(&mut self) {
+        self.waited_for_connection += 1;
     }
 
     /// A request is about to be sent (or waits for a connection).
@@ -163,6 +174,7 @@ impl Recorder {
             per_request: self.per_request,
             last_sent: self.last_sent,
             last_done: self.last_done,
+            waited_for_connection: self.waited_for_connection,
         }
     }
 }

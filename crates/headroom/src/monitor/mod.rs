@@ -77,12 +77,15 @@ impl Monitor {
     pub fn finish(self, generator_cores: usize, client: &findings::ClientFacts) -> ServerReport {
         self.stop.store(true, Ordering::SeqCst);
         let (samples, errors) = self.handle.join().unwrap_or_default();
-        let found = findings::findings(&samples, generator_cores);
-        let generator_bound_reasons = findings::generator_bound(&found, client);
+        let mut found = findings::findings(&samples, generator_cores);
+        let summary = Summary::of(&samples);
+        let generator_cpu_peak = summary.generator_cpu_pct.map(|c| c.peak);
+        let generator_bound_reasons =
+            findings::generator_bound(&mut found, client, generator_cpu_peak);
         ServerReport {
             source: self.config.source.clone(),
             interval_s: self.config.interval.as_secs_f64(),
-            summary: Summary::of(&samples),
+            summary,
             samples,
             findings: found,
             generator_bound: !generator_bound_reasons.is_empty(),

@@ -41,6 +41,11 @@ pub struct Results {
     /// Open model: how late sends were after their intended time.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub send_lag_ms: Option<LatencySummary>,
+    /// Open model: arrivals that found every connection busy and the pool
+    /// at its cap (`--connections`, `max_connections`), so they waited in
+    /// the generator before being sent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waited_for_connection: Option<u64>,
     /// Per request name, the same shape as the totals.
     pub per_request: BTreeMap<String, Summary>,
     pub timeline: Vec<TimelinePoint>,
@@ -427,6 +432,7 @@ impl Results {
             target_rate_rps,
             achieved_rate_rps,
             send_lag_ms: open.then(|| LatencySummary::from_histogram(&t.send_lag)),
+            waited_for_connection: open.then_some(outcome.waited_for_connection),
             per_request: plan
                 .requests
                 .iter()
@@ -477,6 +483,7 @@ impl Results {
             send_lag_p99_ms: self.send_lag_ms.map(|l| l.p99),
             late_sends,
             sends,
+            waited_for_connection: self.waited_for_connection.unwrap_or(0),
             not_sent: errors.get(ErrorClass::NotSent.key()).copied().unwrap_or(0),
             too_many_open_files: errors
                 .get(ErrorClass::TooManyOpenFiles.key())
