@@ -468,3 +468,42 @@ fn capacity_objective_ranks_configurations_by_the_load_they_carry() {
         "{csv}"
     );
 }
+
+/// The README's first command: a study of the built-in target with
+/// workers {1, 2} × threads {1, 4}. Two single-threaded workers serve the
+/// mostly-sleeping mix at twice the rate of one; a demo where they did not
+/// (all 16 users on one worker) would teach the wrong lesson.
+#[test]
+fn the_demo_runs_and_two_workers_carry_more_than_one() {
+    let out = tempfile::tempdir().unwrap();
+    let o = Command::new(headroom_bin())
+        .args(["demo", "--duration", "3s", "--out"])
+        .arg(out.path())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(stdout.contains("Winner: target"), "{stdout}");
+    let report = read_json(&out.path().join("study.json"));
+    let configs = report["configs"].as_array().unwrap();
+    assert_eq!(configs.len(), 4);
+    let throughput = |workers: i64, threads: i64| {
+        let c = configs
+            .iter()
+            .find(|c| c["params"]["workers"] == workers && c["params"]["threads"] == threads)
+            .unwrap();
+        assert_eq!(c["status"], "ok", "{}", c["label"]);
+        c["results"]["throughput_rps"].as_f64().unwrap()
+    };
+    let (one, two) = (throughput(1, 1), throughput(2, 1));
+    assert!(
+        two > 1.4 * one,
+        "workers=2 {two:.1} req/s vs workers=1 {one:.1} req/s\n{stdout}"
+    );
+    assert_no_survivors(&report);
+}

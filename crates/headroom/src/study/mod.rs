@@ -124,7 +124,30 @@ pub enum Event<'a> {
     },
 }
 
-fn free_port() -> std::io::Result<u16> {
+/// A free loopback port for a server under test, outside the kernel's
+/// ephemeral range: a port from inside it may still be the local end of
+/// one of the generator's own connections (in TIME_WAIT after the last
+/// run), and then a server binding it with SO_REUSEPORT is refused.
+pub fn free_port() -> std::io::Result<u16> {
+    let (low, high) = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|s| {
+            let mut w = s.split_whitespace().map(|v| v.parse::<u16>().ok());
+            Some((w.next()??, w.next()??))
+        })
+        .unwrap_or((32768, 60999));
+    // Below the range if there is room for it, else above it.
+    let (from, to) = if low > 10_000 {
+        (10_000, low)
+    } else {
+        (high.saturating_add(1).max(1024), u16::MAX)
+    };
+    for _ in 0..200 {
+        let port = fastrand::u16(from..to);
+        if let Ok(l) = std::net::TcpListener::bind(("127.0.0.1", port)) {
+            return Ok(l.local_addr()?.port());
+        }
+    }
     Ok(std::net::TcpListener::bind("127.0.0.1:0")?
         .local_addr()?
         .port())

@@ -1,20 +1,30 @@
 //! Request counters shared by all worker processes of one target, in an
 //! anonymous shared mapping made before the fork. `/stats` reads them, so
 //! a test can compare what the client sent with what the server received.
+//! Each worker's open connections are counted there too, so a test can
+//! see how connections spread over the workers.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
+const SLOTS: usize = 4096 / 8;
+
 pub struct Counters {
-    slots: &'static [AtomicU64; 3],
+    slots: &'static [AtomicU64; SLOTS],
+    /// Worker processes (0: the master serves alone).
+    workers: usize,
 }
 
 const REQUESTS: usize = 0;
 const IN_FLIGHT: usize = 1;
 const IN_FLIGHT_MAX: usize = 2;
+/// Open connections of worker i are in slot `OPEN + i`.
+const OPEN: usize = 8;
+/// Workers whose connections are counted separately; more share slots.
+const COUNTED_WORKERS: usize = SLOTS - OPEN;
 
 impl Counters {
     /// Maps the counters; call before forking so every worker shares them.
-    pub fn new_shared() -> std::io::Result<Counters> {
+    pub fn new_shared(workers: usize) -> std::io::Result<Counters> {
         // SAFETY: a fresh anonymous shared mapping of one page, zero-filled,
         // never unmapped (lives as long as the process); AtomicU64 is valid
         // for all-zero bytes and page-aligned.
@@ -32,8 +42,24 @@ impl Counters {
             return Err(std::io::Error::last_os_error());
         }
         Ok(Counters {
-            slots: unsafe { &*(ptr as *const [AtomicU64; 3]) },
+            slots: unsafe { &*(ptr as *const [AtomicU64; SLOTS]) },
+            workers,
         })
+    }
+
+    fn open(&self, worker: usize) -> &AtomicU64 {
+        &self.slots[OPEN + worker % COUNTED_WORKERS]
+    }
+
+    /// A worker (re)starts: the connections of the one it replaces are gone.
+    pub fn worker_started(&self, worker: usize) {
+        self.open(worker).store(0, Ordering::Relaxed);
+    }
+
+    /// Worker `worker` accepted a connection; the guard marks it closed.
+    pub fn connection_opened(&self, worker: usize) -> ConnectionGuard<'_> {
+        self.open(worker).fetch_add(1, Ordering::Relaxed);
+        ConnectionGuard(self, worker)
     }
 
     /// A request reached the app; the guard marks it finished.
@@ -45,12 +71,24 @@ impl Counters {
     }
 
     pub fn json(&self) -> String {
+        let open: Vec<String> = (0..self.workers.min(COUNTED_WORKERS))
+            .map(|w| self.open(w).load(Ordering::Relaxed).to_string())
+            .collect();
         format!(
-            "{{\"requests\":{},\"in_flight\":{},\"in_flight_max\":{}}}\n",
+            "{{\"requests\":{},\"in_flight\":{},\"in_flight_max\":{},\"connections_per_worker\":[{}]}}\n",
             self.slots[REQUESTS].load(Ordering::Relaxed),
             self.slots[IN_FLIGHT].load(Ordering::Relaxed),
-            self.slots[IN_FLIGHT_MAX].load(Ordering::Relaxed)
+            self.slots[IN_FLIGHT_MAX].load(Ordering::Relaxed),
+            open.join(",")
         )
+    }
+}
+
+pub struct ConnectionGuard<'a>(&'a Counters, usize);
+
+impl Drop for ConnectionGuard<'_> {
+    fn drop(&mut self) {
+        self.0.open(self.1).fetch_sub(1, Ordering::Relaxed);
     }
 }
 

@@ -1,8 +1,9 @@
 //! `headroom target`: the built-in sample server, a real stand-in for a
 //! pre-forking, threaded app server (Puma `-w W -t T`).
 //!
-//! The master binds the port, maps shared counters, forks W workers that
-//! inherit the listening socket, and respawns any that die. Each worker has
+//! The master binds the port (one socket per worker, SO_REUSEPORT, so the
+//! kernel spreads connections evenly), maps shared counters, forks W
+//! workers that inherit their sockets, and respawns any that die. Each worker has
 //! one IO thread (tokio + hyper, HTTP/1.1 keep-alive) and T app threads; a
 //! request holds an app thread while it runs, so a worker serves at most T
 //! requests at once and the rest wait, as in the seeds' servers.
@@ -45,19 +46,22 @@ pub enum TargetError {
     NotLoopback(SocketAddr),
     #[error("--threads must be at least 1")]
     NoThreads,
-    #[error("cannot listen on {addr}: {source}")]
+    // Not `source`: the message already says it, and error chains would
+    // print it twice.
+    #[error("cannot listen on {addr}: {cause}")]
     Bind {
         addr: SocketAddr,
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     #[error("{0}")]
     Io(#[from] std::io::Error),
 }
 
-fn bind(addr: SocketAddr, backlog: u32) -> std::io::Result<TcpListener> {
+fn bind(addr: SocketAddr, backlog: u32, reuse_port: bool) -> std::io::Result<TcpListener> {
     use socket2::{Domain, Socket, Type};
     let socket = Socket::new(Domain::for_address(addr), Type::STREAM, None)?;
     socket.set_reuse_address(true)?;
+    socket.set_reuse_port(reuse_port)?;
     socket.bind(&addr.into())?;
     socket.listen(backlog.min(i32::MAX as u32) as i32)?;
     Ok(socket.into())
@@ -78,10 +82,32 @@ pub fn run(config: &TargetConfig) -> Result<(), TargetError> {
     if !addr.ip().is_loopback() && !config.public {
         return Err(TargetError::NotLoopback(addr));
     }
-    let listener =
-        bind(addr, config.backlog).map_err(|source| TargetError::Bind { addr, source })?;
-    let counters: &'static Counters = Box::leak(Box::new(Counters::new_shared()?));
-    let local = listener.local_addr()?;
+    // One listening socket per worker, on the same port (SO_REUSEPORT): the
+    // kernel spreads connections over them. A socket shared by all workers
+    // does not: the first worker awake drains the whole accept queue, and
+    // 16 users connecting at once all landed on one of two workers, which
+    // then served at half the speed.
+    let reuse_port = config.workers > 1;
+    let first = bind(addr, config.backlog, reuse_port)
+        .map_err(|cause| TargetError::Bind { addr, cause })?;
+    let local = first.local_addr()?;
+    let mut listeners = vec![first];
+    for _ in 1..config.workers {
+        match bind(local, config.backlog, true) {
+            Ok(l) => listeners.push(l),
+            Err(e) => {
+                // E.g. one of this machine's outgoing connections, in
+                // TIME_WAIT, holds the port as its local end.
+                eprintln!(
+                    "headroom target: cannot open a socket per worker on {local} ({e}); the workers share one, and connections may spread unevenly"
+                );
+                listeners.truncate(1);
+                break;
+            }
+        }
+    }
+    let counters: &'static Counters =
+        Box::leak(Box::new(Counters::new_shared(config.workers as usize)?));
     {
         let mut out = std::io::stdout().lock();
         writeln!(
@@ -94,20 +120,32 @@ pub fn run(config: &TargetConfig) -> Result<(), TargetError> {
         out.flush()?;
     }
     if config.workers == 0 {
-        serve(listener, config.threads, config.queue, counters);
+        serve(
+            first_of(listeners),
+            config.threads,
+            config.queue,
+            counters,
+            None,
+        );
         return Ok(());
     }
-    master(listener, config, counters)
+    master(&listeners, config, counters)
 }
 
 /// Forks and supervises the workers (no threads exist yet: fork is safe).
+fn first_of(mut listeners: Vec<TcpListener>) -> TcpListener {
+    listeners.swap_remove(0)
+}
+
+/// Worker i serves `listeners[i]`; the master keeps them all open, so a
+/// respawned worker takes over its predecessor's socket and queue.
 fn master(
-    listener: TcpListener,
+    listeners: &[TcpListener],
     config: &TargetConfig,
     counters: &'static Counters,
 ) -> Result<(), TargetError> {
     use signal_hook::consts::{SIGCHLD, SIGINT, SIGTERM};
-    let spawn = || -> std::io::Result<libc::pid_t> {
+    let spawn = |worker: usize| -> std::io::Result<libc::pid_t> {
         // SAFETY: the master is single-threaded here (signal-hook's
         // iterator does not start a thread), so the child may run Rust code.
         match unsafe { libc::fork() } {
@@ -121,10 +159,13 @@ fn master(
                     }
                 }
                 serve(
-                    listener.try_clone().expect("dup listener"),
+                    listeners[worker % listeners.len()]
+                        .try_clone()
+                        .expect("dup listener"),
                     config.threads,
                     config.queue,
                     counters,
+                    Some(worker),
                 );
                 std::process::exit(0);
             }
@@ -132,8 +173,8 @@ fn master(
         }
     };
     let mut signals = signal_hook::iterator::Signals::new([SIGTERM, SIGINT, SIGCHLD])?;
-    let mut children: Vec<libc::pid_t> = (0..config.workers)
-        .map(|_| spawn())
+    let mut children: Vec<libc::pid_t> = (0..config.workers as usize)
+        .map(spawn)
         .collect::<Result<_, _>>()?;
     'supervise: for signal in signals.forever() {
         match signal {
@@ -144,9 +185,9 @@ fn master(
                 if pid <= 0 {
                     break;
                 }
-                if let Some(slot) = children.iter_mut().find(|c| **c == pid) {
+                if let Some(worker) = children.iter().position(|c| *c == pid) {
                     // A worker died: replace it, as Puma and Unicorn do.
-                    *slot = spawn()?;
+                    children[worker] = spawn(worker)?;
                 }
             },
             _ => break 'supervise,
@@ -199,8 +240,19 @@ impl Drop for AppClaim {
     }
 }
 
-fn serve(listener: TcpListener, threads: u32, queue: Option<u32>, counters: &'static Counters) {
+/// Serves on `listener` until killed; `worker` is this worker's index
+/// (`None`: the master serves alone).
+fn serve(
+    listener: TcpListener,
+    threads: u32,
+    queue: Option<u32>,
+    counters: &'static Counters,
+    worker: Option<usize>,
+) {
     let limit = queue.map(|q| (threads + q) as usize);
+    if let Some(w) = worker {
+        counters.worker_started(w);
+    }
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .max_blocking_threads(threads as usize)
@@ -218,11 +270,13 @@ fn serve(listener: TcpListener, threads: u32, queue: Option<u32>, counters: &'st
                 continue;
             };
             let _ = stream.set_nodelay(true);
+            let open = worker.map(|w| counters.connection_opened(w));
             tokio::spawn(async move {
                 let service = hyper::service::service_fn(move |req| handle(req, limit, counters));
                 let _ = hyper::server::conn::http1::Builder::new()
                     .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
                     .await;
+                drop(open);
             });
         }
     });

@@ -106,11 +106,7 @@ pub fn http_get(url: &str) -> String {
 }
 
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    headroom::study::free_port().expect("a free port")
 }
 
 pub fn wait_for_port(port: u16) {
