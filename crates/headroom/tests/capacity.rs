@@ -1,6 +1,13 @@
 //! Capacity search against servers of known capacity: the built-in target
-//! with k app threads each holding a request for s = 50 ms serves at most
+//! with k app threads each holding a request for s = 100 ms serves at most
 //! k/s requests per second; with `--queue Q` it answers 503 once Q wait.
+//!
+//! The service time is long and the latency bounds are generous (3 × s)
+//! because the test machines are virtual and noisy: with 8–32 % of the CPU
+//! stolen by the hypervisor, a 50 ms sleep was measured at p50 60 ms and
+//! p90 92 ms, and up to 300 ms at worst. A search whose answer lies outside
+//! the tolerance is run again, up to three times in all, each try printed:
+//! noise comes and goes, a wrong search is wrong every time.
 
 mod common;
 
@@ -35,15 +42,47 @@ fn within(actual: f64, expected: f64, tolerance: f64) -> bool {
     (actual - expected).abs() <= tolerance * expected
 }
 
+/// `return Err(message)` unless `cond`: a try that missed.
+macro_rules! ensure {
+    ($cond:expr, $($message:tt)+) => {
+        if !$cond {
+            return Err(format!($($message)+));
+        }
+    };
+}
+
+/// Runs `search` until it is accepted, at most three times (see the module
+/// comment); panics with every try's reason if none is.
+fn in_three_tries(what: &str, mut search: impl FnMut() -> Result<(), String>) {
+    let mut missed = Vec::new();
+    for t in 1..=3 {
+        match search() {
+            Ok(()) => return,
+            Err(why) => {
+                eprintln!("{what}: try {t} missed:\n{why}");
+                missed.push(why);
+            }
+        }
+    }
+    panic!(
+        "{what}: all three tries missed:\n{}",
+        missed.join("\n---\n")
+    );
+}
+
+/// The service time of every /sleep in this file.
+const SERVICE_S: f64 = 0.100;
+const SLEEP: &str = "/sleep?ms=100";
+
 fn sleep_capacity(threads: u32, min: &str) -> (Value, String) {
     let target = Target::start(1, threads);
     let pid = target.guard.pid().to_string();
-    let url = target.url("/sleep?ms=50");
+    let url = target.url(SLEEP);
     let mut args = vec![
         "--url",
         &url,
         "--slo",
-        "p90<100ms,errors<5%",
+        "p90<300ms,errors<5%",
         "--min",
         min,
         "--monitor-pid",
@@ -58,48 +97,51 @@ fn sleep_capacity(threads: u32, min: &str) -> (Value, String) {
 #[test]
 fn rate_capacity_of_k_threads_is_k_over_service_time() {
     let _serial = serial();
-    for (threads, min) in [(2u32, "15"), (4, "20")] {
-        let (cap, stdout) = sleep_capacity(threads, min);
-        let expected = threads as f64 / 0.050;
-        assert!(cap["capacity"].is_number(), "{stdout}");
-        let found = f(&cap["capacity"]);
-        assert!(
-            within(found, expected, 0.10),
-            "{threads} threads: capacity {found} req/s, expected {expected} ±10 %\n{stdout}"
-        );
-        assert_eq!(cap["outcome"], "found", "{stdout}");
-        assert_eq!(cap["axis"], "rate");
-        let [low, high] = [f(&cap["interval"][0]), f(&cap["interval"][1])];
-        assert_eq!(low, found);
-        assert!((high - low) / low <= 0.05 + 1e-9, "{low}..{high}");
-        let steps = cap["steps"].as_array().unwrap();
-        // Every step carries its results in the shape of results.json.
-        let counted: Vec<&Value> = steps
-            .iter()
-            .filter(|s| s.get("discarded").is_none())
-            .collect();
-        // Loads at or under the capacity passed by a majority of their
-        // tries; loads above it failed so; both ends were tried again.
-        for s in &counted {
-            assert!(s["results"]["requests"]["total"].as_u64().unwrap() > 0);
-            let load = f(&s["offered"]);
-            let tries: Vec<bool> = counted
+    for (threads, min) in [(2u32, "7.5"), (4, "15")] {
+        in_three_tries(&format!("{threads} threads"), || {
+            let (cap, stdout) = sleep_capacity(threads, min);
+            let expected = threads as f64 / SERVICE_S;
+            ensure!(cap["capacity"].is_number(), "no capacity\n{stdout}");
+            let found = f(&cap["capacity"]);
+            ensure!(
+                within(found, expected, 0.10),
+                "capacity {found} req/s, expected {expected} ±10 %\n{stdout}"
+            );
+            ensure!(cap["outcome"] == "found", "{}\n{stdout}", cap["outcome"]);
+            assert_eq!(cap["axis"], "rate");
+            let [low, high] = [f(&cap["interval"][0]), f(&cap["interval"][1])];
+            assert_eq!(low, found);
+            assert!((high - low) / low <= 0.05 + 1e-9, "{low}..{high}");
+            let steps = cap["steps"].as_array().unwrap();
+            let counted: Vec<&Value> = steps
                 .iter()
-                .filter(|t| f(&t["offered"]) == load)
-                .map(|t| t["passed"] == true)
+                .filter(|s| s.get("discarded").is_none())
                 .collect();
-            let passes = tries.iter().filter(|&&p| p).count();
-            let majority_passed = 2 * passes > tries.len();
-            assert_eq!(majority_passed, load <= low, "{load}: {tries:?}\n{stdout}");
-            if load == low || load == high {
-                assert!(tries.len() >= 2, "{load} tried once\n{stdout}");
+            // Loads at or under the capacity passed by a majority of their
+            // tries; loads above it failed so; both ends were tried again.
+            for s in &counted {
+                // Every step carries its results in the shape of results.json.
+                assert!(s["results"]["requests"]["total"].as_u64().unwrap() > 0);
+                let load = f(&s["offered"]);
+                let tries: Vec<bool> = counted
+                    .iter()
+                    .filter(|t| f(&t["offered"]) == load)
+                    .map(|t| t["passed"] == true)
+                    .collect();
+                let passes = tries.iter().filter(|&&p| p).count();
+                let majority_passed = 2 * passes > tries.len();
+                assert_eq!(majority_passed, load <= low, "{load}: {tries:?}\n{stdout}");
+                if load == low || load == high {
+                    assert!(tries.len() >= 2, "{load} tried once\n{stdout}");
+                }
             }
-        }
-        // The server was watched; no resource ran out — its threads did.
-        assert_eq!(cap["limited_by"], "none_observed", "{stdout}");
-        assert!(cap["knee"].is_number(), "{stdout}");
-        assert!(stdout.contains("Answer: capacity"), "{stdout}");
-        assert!(stdout.contains("Offered req/s"), "{stdout}");
+            // The server was watched; no resource ran out — its threads did.
+            assert_eq!(cap["limited_by"], "none_observed", "{stdout}");
+            assert!(cap["knee"].is_number(), "{stdout}");
+            assert!(stdout.contains("Answer: capacity"), "{stdout}");
+            assert!(stdout.contains("Offered req/s"), "{stdout}");
+            Ok(())
+        });
     }
 }
 
@@ -108,21 +150,29 @@ fn queue_full_503s_are_found_by_an_error_objective() {
     let _serial = serial();
     // Like Passenger's request queue: 2 threads, 2 may wait, the rest get 503.
     let target = Target::start_with(&["--workers", "1", "--threads", "2", "--queue", "2"]);
-    let url = target.url("/sleep?ms=50");
-    let mut args = vec!["--url", &url, "--slo", "errors<5%", "--min", "15"];
+    let url = target.url(SLEEP);
+    let mut args = vec!["--url", &url, "--slo", "errors<5%", "--min", "7.5"];
     args.extend(FAST);
-    let run = capacity(&args);
-    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    let mut run = None;
+    in_three_tries("queue of 2", || {
+        let r = capacity(&args);
+        assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+        let cap = r.results();
+        // Errors stay under 5 % while the offer is under (2 / s) / 0.95.
+        let expected = 2.0 / SERVICE_S / 0.95;
+        ensure!(cap["capacity"].is_number(), "no capacity\n{}", r.stdout);
+        let found = f(&cap["capacity"]);
+        ensure!(
+            within(found, expected, 0.10),
+            "capacity {found}, expected {expected:.1} ±10 %\n{}",
+            r.stdout
+        );
+        run = Some(r);
+        Ok(())
+    });
+    let run = run.unwrap();
     let cap = run.results();
-    // Errors stay under 5 % while the offer is under 40 / 0.95 req/s.
-    let expected = 40.0 / 0.95;
-    assert!(cap["capacity"].is_number(), "{}", run.stdout);
     let found = f(&cap["capacity"]);
-    assert!(
-        within(found, expected, 0.10),
-        "capacity {found}, expected {expected:.1} ±10 %\n{}",
-        run.stdout
-    );
     let failing: Vec<&Value> = cap["steps"]
         .as_array()
         .unwrap()
@@ -146,48 +196,51 @@ fn queue_full_503s_are_found_by_an_error_objective() {
 #[test]
 fn users_axis_finds_the_user_count_where_latency_passes_the_bound() {
     let _serial = serial();
-    // 4 threads × 50 ms: with u users latency ≈ 50 ms × u / 4 past 4 users,
-    // so p90 < 160 ms holds up to 12 users.
+    // 4 threads × 100 ms: with u users latency ≈ 100 ms × u / 4 past 4
+    // users, so p90 < 320 ms holds up to 12 users.
     let target = Target::start(1, 4);
-    let url = target.url("/sleep?ms=50");
+    let url = target.url(SLEEP);
     let mut args = vec![
         "--url",
         &url,
         "--axis",
         "users",
         "--slo",
-        "p90<160ms",
+        "p90<320ms",
         "--min",
         "2",
     ];
     args.extend(FAST);
-    let run = capacity(&args);
-    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
-    let cap = run.results();
-    assert_eq!(cap["axis"], "users");
-    assert_eq!(cap["unit"], "users");
-    assert!(cap["capacity"].is_number(), "{}", run.stdout);
-    let found = f(&cap["capacity"]);
-    assert!(
-        within(found, 12.0, 0.10),
-        "capacity {found} users\n{}",
-        run.stdout
-    );
-    assert_eq!(found.fract(), 0.0);
-    for s in cap["steps"].as_array().unwrap() {
-        assert_eq!(s["results"]["config"]["model"], "closed");
-        assert_eq!(f(&s["results"]["config"]["vus"]), f(&s["offered"]));
-    }
-    // No achieved-rate bound is added on the users axis.
-    assert!(!cap["slo"].as_str().unwrap().contains("achieved"));
+    in_three_tries("users axis", || {
+        let run = capacity(&args);
+        assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+        let cap = run.results();
+        assert_eq!(cap["axis"], "users");
+        assert_eq!(cap["unit"], "users");
+        ensure!(cap["capacity"].is_number(), "no capacity\n{}", run.stdout);
+        let found = f(&cap["capacity"]);
+        ensure!(
+            within(found, 12.0, 0.10),
+            "capacity {found} users\n{}",
+            run.stdout
+        );
+        assert_eq!(found.fract(), 0.0);
+        for s in cap["steps"].as_array().unwrap() {
+            assert_eq!(s["results"]["config"]["model"], "closed");
+            assert_eq!(f(&s["results"]["config"]["vus"]), f(&s["offered"]));
+        }
+        // No achieved-rate bound is added on the users axis.
+        assert!(!cap["slo"].as_str().unwrap().contains("achieved"));
+        Ok(())
+    });
 }
 
-/// A p90<100ms search from 10 req/s on 4 threads × 50 ms (capacity 80
+/// A p90<300ms search from 10 req/s on 4 threads × 100 ms (capacity 40
 /// req/s), with short steps and `extra` flags; exit code 0 asserted.
-fn search_4_threads_of_50ms(extra: &[&str]) -> common::Run {
+fn search_4_threads(extra: &[&str]) -> common::Run {
     let target = Target::start(1, 4);
-    let url = target.url("/sleep?ms=50");
-    let mut args = vec!["--url", &url, "--slo", "p90<100ms", "--min", "10"];
+    let url = target.url(SLEEP);
+    let mut args = vec!["--url", &url, "--slo", "p90<300ms", "--min", "10"];
     args.extend(extra);
     args.extend(FAST);
     let run = capacity(&args);
@@ -198,52 +251,60 @@ fn search_4_threads_of_50ms(extra: &[&str]) -> common::Run {
 #[test]
 fn stops_at_max_without_inventing_a_capacity() {
     let _serial = serial();
-    let run = search_4_threads_of_50ms(&["--max", "30"]);
-    let cap = run.results();
-    assert_eq!(cap["outcome"], "met_up_to_max");
-    let tries: Vec<(f64, bool)> = cap["steps"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|s| s.get("discarded").is_none())
-        .map(|s| (f(&s["offered"]), s["passed"] == true))
-        .collect();
-    // Growth 10, 20, 30; 30 passed, once more to be sure, then the search
-    // stops. (A noisy machine may add a try; every load still passes by
-    // a majority and nothing above 30 is tried.)
-    let loads: std::collections::BTreeSet<u64> = tries.iter().map(|t| t.0 as u64).collect();
-    assert!(
-        [10, 20, 30].iter().all(|l| loads.contains(l)) && loads.last() == Some(&30),
-        "{tries:?}"
-    );
-    for &load in &loads {
-        let of_load: Vec<bool> = tries
+    in_three_tries("--max 30", || {
+        let run = search_4_threads(&["--max", "30"]);
+        let cap = run.results();
+        let tries: Vec<(f64, bool)> = cap["steps"]
+            .as_array()
+            .unwrap()
             .iter()
-            .filter(|t| t.0 as u64 == load)
-            .map(|t| t.1)
+            .filter(|s| s.get("discarded").is_none())
+            .map(|s| (f(&s["offered"]), s["passed"] == true))
             .collect();
-        let passes = of_load.iter().filter(|&&p| p).count();
-        assert!(2 * passes > of_load.len(), "{load}: {of_load:?}");
-    }
-    assert!(
-        tries.iter().filter(|t| t.0 == 30.0).count() >= 2,
-        "{tries:?}"
-    );
-    assert_eq!(tries.last(), Some(&(30.0, true)), "{tries:?}");
-    assert_eq!(f(&cap["interval"][0]), 30.0);
-    assert!(cap["interval"][1].is_null());
-    assert!(
-        run.stdout
-            .contains("objective met up to the maximum tried (30 req/s)"),
-        "{}",
-        run.stdout
-    );
+        // Growth 10, 20, 30 (capacity 40); 30 passed, once more to be sure,
+        // then the search stops. (A noisy machine may add a try; every load
+        // still passes by a majority and nothing above 30 is tried.)
+        ensure!(
+            cap["outcome"] == "met_up_to_max",
+            "{}: {tries:?}\n{}",
+            cap["outcome"],
+            run.stdout
+        );
+        let loads: std::collections::BTreeSet<u64> = tries.iter().map(|t| t.0 as u64).collect();
+        assert!(
+            [10, 20, 30].iter().all(|l| loads.contains(l)) && loads.last() == Some(&30),
+            "{tries:?}"
+        );
+        for &load in &loads {
+            let of_load: Vec<bool> = tries
+                .iter()
+                .filter(|t| t.0 as u64 == load)
+                .map(|t| t.1)
+                .collect();
+            let passes = of_load.iter().filter(|&&p| p).count();
+            assert!(2 * passes > of_load.len(), "{load}: {of_load:?}");
+        }
+        assert!(
+            tries.iter().filter(|t| t.0 == 30.0).count() >= 2,
+            "{tries:?}"
+        );
+        assert_eq!(tries.last(), Some(&(30.0, true)), "{tries:?}");
+        assert_eq!(f(&cap["interval"][0]), 30.0);
+        assert!(cap["interval"][1].is_null());
+        assert!(
+            run.stdout
+                .contains("objective met up to the maximum tried (30 req/s)"),
+            "{}",
+            run.stdout
+        );
+        Ok(())
+    });
 }
 
 #[test]
 fn stops_at_max_time() {
     let _serial = serial();
-    let run = search_4_threads_of_50ms(&["--max-time", "5s"]);
+    let run = search_4_threads(&["--max-time", "5s"]);
     let cap = run.results();
     assert_eq!(cap["outcome"], "time_limit", "{}", run.stdout);
     // One step of 1 s warm-up + 2 s fits in 5 s; a second does not.
@@ -315,7 +376,7 @@ fn capacity_settings_come_from_the_scenario_and_bad_ones_are_located() {
         "cap.toml",
         &format!(
             "base_url = \"{}\"\n\n[[request]]\nname = \"sleep\"\npath = \"/sleep?ms=50\"\n\n\
-             [capacity]\nslo = \"p90<100ms\"\nmin = 10\nmax = 20\nstep_duration = \"1s\"\n\
+             [capacity]\nslo = \"p90<300ms\"\nmin = 10\nmax = 20\nstep_duration = \"1s\"\n\
              warmup = \"0s\"\npause = \"0s\"\n",
             target.base
         ),
@@ -326,7 +387,7 @@ fn capacity_settings_come_from_the_scenario_and_bad_ones_are_located() {
     let cap = run.results();
     assert_eq!(cap["outcome"], "met_up_to_max");
     assert_eq!(f(&cap["settings"]["step_duration_s"]), 1.0);
-    assert!(cap["slo"].as_str().unwrap().starts_with("p90<100ms"));
+    assert!(cap["slo"].as_str().unwrap().starts_with("p90<300ms"));
 
     let bad = common::scenario_dir(&[(
         "bad.toml",
@@ -378,7 +439,7 @@ fn a_search_killed_mid_way_leaves_every_finished_step_in_cap_json() {
             "--url",
             &url,
             "--slo",
-            "p90<100ms",
+            "p90<500ms",
             "--min",
             "10",
         ])
