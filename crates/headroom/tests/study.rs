@@ -36,6 +36,18 @@ fn study(file: &Path, out: &Path, extra: &[&str]) -> Output {
         .unwrap()
 }
 
+/// The stdout of a run that must have exited 0 (both streams shown if not).
+fn stdout_of_success(o: &Output) -> String {
+    let stdout = String::from_utf8_lossy(&o.stdout).to_string();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    stdout
+}
+
 fn read_json(path: &Path) -> Value {
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
@@ -84,13 +96,7 @@ fn assert_no_survivors(report: &Value) {
 fn example_study_works_as_written() {
     let out = tempfile::tempdir().unwrap();
     let o = study(&examples().join("study.toml"), out.path(), &[]);
-    let stdout = String::from_utf8_lossy(&o.stdout);
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    let stdout = stdout_of_success(&o);
     let report = read_json(&out.path().join("study.json"));
     let configs = report["configs"].as_array().unwrap();
     assert_eq!(configs.len(), 4);
@@ -186,13 +192,7 @@ pause = "0s"
     std::fs::write(&file, text).unwrap();
     let out = dir.path().join("out");
     let o = study(&file, &out, &[]);
-    let stdout = String::from_utf8_lossy(&o.stdout);
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    let stdout = stdout_of_success(&o);
     let report = read_json(&out.join("study.json"));
     let status = |name: &str| {
         let c = report["configs"]
@@ -481,13 +481,7 @@ fn the_demo_runs_and_two_workers_carry_more_than_one() {
         .arg(out.path())
         .output()
         .unwrap();
-    let stdout = String::from_utf8_lossy(&o.stdout);
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    let stdout = stdout_of_success(&o);
     assert!(stdout.contains("Winner: target"), "{stdout}");
     let report = read_json(&out.path().join("study.json"));
     let configs = report["configs"].as_array().unwrap();

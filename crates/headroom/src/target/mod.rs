@@ -121,7 +121,7 @@ pub fn run(config: &TargetConfig) -> Result<(), TargetError> {
     }
     if config.workers == 0 {
         serve(
-            first_of(listeners),
+            listeners.swap_remove(0),
             config.threads,
             config.queue,
             counters,
@@ -133,10 +133,6 @@ pub fn run(config: &TargetConfig) -> Result<(), TargetError> {
 }
 
 /// Forks and supervises the workers (no threads exist yet: fork is safe).
-fn first_of(mut listeners: Vec<TcpListener>) -> TcpListener {
-    listeners.swap_remove(0)
-}
-
 /// Worker i serves `listeners[i]`; the master keeps them all open, so a
 /// respawned worker takes over its predecessor's socket and queue.
 fn master(
