@@ -11,7 +11,7 @@
 
 mod common;
 
-use common::{capacity, headroom_bin, ProcessGuard, Target};
+use common::{capacity, ensure, headroom_bin, in_three_tries, serial, ProcessGuard, Target};
 use serde_json::Value;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -26,48 +26,12 @@ const FAST: [&str; 6] = [
     "500ms",
 ];
 
-/// One search at a time: the generator-bound case saturates the CPU, which
-/// would make the other searches' sends late.
-static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 fn f(v: &Value) -> f64 {
     v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
 }
 
 fn within(actual: f64, expected: f64, tolerance: f64) -> bool {
     (actual - expected).abs() <= tolerance * expected
-}
-
-/// `return Err(message)` unless `cond`: a try that missed.
-macro_rules! ensure {
-    ($cond:expr, $($message:tt)+) => {
-        if !$cond {
-            return Err(format!($($message)+));
-        }
-    };
-}
-
-/// Runs `search` until it is accepted, at most three times (see the module
-/// comment); panics with every try's reason if none is.
-fn in_three_tries(what: &str, mut search: impl FnMut() -> Result<(), String>) {
-    let mut missed = Vec::new();
-    for t in 1..=3 {
-        match search() {
-            Ok(()) => return,
-            Err(why) => {
-                eprintln!("{what}: try {t} missed:\n{why}");
-                missed.push(why);
-            }
-        }
-    }
-    panic!(
-        "{what}: all three tries missed:\n{}",
-        missed.join("\n---\n")
-    );
 }
 
 /// The service time of every /sleep in this file.

@@ -1,14 +1,19 @@
 //! The load models behave as specified: a closed run keeps exactly N users
 //! busy; an open run achieves its rate and measures latency from the
 //! intended send time (no coordinated omission).
+//!
+//! These tests measure time, so they take turns (`serial`), and a timing
+//! bound that a paused virtual machine can miss is given three tries
+//! (`in_three_tries`); counts are exact on every try.
 
 mod common;
-use common::{read_request, run, RawServer, Target};
+use common::{ensure, in_three_tries, read_request, run, serial, RawServer, Target};
 use std::io::Write;
 use std::time::{Duration, Instant};
 
 #[test]
 fn closed_model_keeps_exactly_n_users_busy() {
+    let _serial = serial();
     // 64 app threads: the server never limits concurrency below 16.
     let target = Target::start(1, 64);
     let r = run(&[
@@ -36,116 +41,133 @@ fn closed_model_keeps_exactly_n_users_busy() {
 
 #[test]
 fn ramp_up_starts_users_evenly() {
+    let _serial = serial();
     let target = Target::start(1, 64);
-    let r = run(&[
-        "--url",
-        &target.url("/sleep?ms=10"),
-        "--vus",
-        "10",
-        "--ramp-up",
-        "2s",
-        "--duration",
-        "3s",
-    ]);
-    assert_eq!(r.code, 0, "{}", r.stderr);
-    let users: Vec<u64> = r.results()["timeline"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|p| p["active_users"].as_u64().unwrap())
-        .collect();
-    // Users 0..4 start in the first second, all 10 by the third.
-    assert!(users[0] >= 4 && users[0] <= 6, "{users:?}");
-    assert_eq!(users[2], 10, "{users:?}");
+    in_three_tries("ramp-up", || {
+        let r = run(&[
+            "--url",
+            &target.url("/sleep?ms=10"),
+            "--vus",
+            "10",
+            "--ramp-up",
+            "2s",
+            "--duration",
+            "3s",
+        ]);
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        let users: Vec<u64> = r.results()["timeline"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["active_users"].as_u64().unwrap())
+            .collect();
+        // Users 0..4 start in the first second, all 10 by the third.
+        ensure!(users[0] >= 4 && users[0] <= 6, "{users:?}");
+        ensure!(users[2] == 10, "{users:?}");
+        Ok(())
+    });
 }
 
 #[test]
 fn open_model_achieves_its_rate_within_one_percent() {
+    let _serial = serial();
     let target = Target::start(1, 8);
-    let r = run(&[
-        "--url",
-        &target.url("/hello"),
-        "--rate",
-        "500",
-        "--duration",
-        "10s",
-    ]);
-    assert_eq!(r.code, 0, "{}", r.stderr);
-    let res = r.results();
-    assert_eq!(r.total(), 5000);
-    assert_eq!(target.requests(), 5000);
-    let achieved = res["achieved_rate_rps"].as_f64().unwrap();
-    let throughput = res["throughput_rps"].as_f64().unwrap();
-    println!("open model, 500/s for 10 s: achieved {achieved:.2} req/s, throughput {throughput:.2} req/s");
-    assert!(
-        (achieved - 500.0).abs() / 500.0 < 0.01,
-        "achieved {achieved}"
-    );
-    assert!(
-        (throughput - 500.0).abs() / 500.0 < 0.01,
-        "throughput {throughput}"
-    );
-    assert_eq!(res["target_rate_rps"].as_f64(), Some(500.0));
-    assert!(res["send_lag_ms"]["p99"].as_f64().is_some());
+    in_three_tries("500 req/s", || {
+        let before = target.requests();
+        let r = run(&[
+            "--url",
+            &target.url("/hello"),
+            "--rate",
+            "500",
+            "--duration",
+            "10s",
+        ]);
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        let res = r.results();
+        assert_eq!(r.total(), 5000);
+        assert_eq!(target.requests() - before, 5000);
+        assert_eq!(res["target_rate_rps"].as_f64(), Some(500.0));
+        assert!(res["send_lag_ms"]["p99"].as_f64().is_some());
+        let achieved = res["achieved_rate_rps"].as_f64().unwrap();
+        let throughput = res["throughput_rps"].as_f64().unwrap();
+        println!("open model, 500/s for 10 s: achieved {achieved:.2} req/s, throughput {throughput:.2} req/s");
+        ensure!(
+            (achieved - 500.0).abs() / 500.0 < 0.01,
+            "achieved {achieved} req/s"
+        );
+        ensure!(
+            (throughput - 500.0).abs() / 500.0 < 0.01,
+            "throughput {throughput} req/s"
+        );
+        Ok(())
+    });
 }
 
 /// The timer fires up to a millisecond late; arrivals wake a tick early so
 /// sends leave on time, and an early send is timed from its start.
 #[test]
 fn open_model_sends_on_time_and_never_times_from_before_the_send() {
+    let _serial = serial();
     let target = Target::start(1, 8);
-    let r = run(&[
-        "--url",
-        &target.url("/hello"),
-        "--rate",
-        "50",
-        "--duration",
-        "2s",
-    ]);
-    assert_eq!(r.code, 0, "{}", r.stderr);
-    let res = r.results();
-    assert_eq!(r.total(), 100);
-    // Sleeping to the deadline itself made the median send ~1 ms late.
-    let lag_p50 = res["send_lag_ms"]["p50"].as_f64().unwrap();
-    assert!(lag_p50 < 0.5, "send lag p50 {lag_p50} ms");
-    // Latency (from the intended time, or the send if earlier) is never
-    // shorter than the time from the send.
-    for q in ["min", "p50", "max"] {
-        let latency = res["latency_ms"][q].as_f64().unwrap();
-        let service = res["service_time_ms"][q].as_f64().unwrap();
-        assert!(
-            latency >= service,
-            "{q}: latency {latency} < service {service}"
-        );
-    }
+    in_three_tries("50 req/s on time", || {
+        let r = run(&[
+            "--url",
+            &target.url("/hello"),
+            "--rate",
+            "50",
+            "--duration",
+            "2s",
+        ]);
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        let res = r.results();
+        assert_eq!(r.total(), 100);
+        // Latency (from the intended time, or the send if earlier) is never
+        // shorter than the time from the send: this holds on any machine.
+        for q in ["min", "p50", "max"] {
+            let latency = res["latency_ms"][q].as_f64().unwrap();
+            let service = res["service_time_ms"][q].as_f64().unwrap();
+            assert!(
+                latency >= service,
+                "{q}: latency {latency} < service {service}"
+            );
+        }
+        // Sleeping to the deadline itself made the median send ~1 ms late.
+        let lag_p50 = res["send_lag_ms"]["p50"].as_f64().unwrap();
+        ensure!(lag_p50 < 0.5, "send lag p50 {lag_p50} ms");
+        Ok(())
+    });
 }
 
 #[test]
 fn stepped_stages_send_each_step_at_its_rate() {
+    let _serial = serial();
     let target = Target::start(1, 8);
-    let r = run(&[
-        "--url",
-        &target.url("/hello"),
-        "--stages",
-        "2s:50,2s:100,2s:150",
-    ]);
-    assert_eq!(r.code, 0, "{}", r.stderr);
-    assert_eq!(r.total(), 600);
-    let per_second: Vec<u64> = r.results()["timeline"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|p| p["requests"].as_u64().unwrap())
-        .collect();
-    // Seconds 2-3 and 4-5 (completion times) are at 100 and 150 per second.
-    for (i, want) in [(1usize, 50u64), (3, 100), (5, 150)] {
-        let got = per_second[i];
-        assert!(
-            got.abs_diff(want) <= 2,
-            "second {}: {got} (want {want}): {per_second:?}",
-            i + 1
-        );
-    }
+    in_three_tries("stages", || {
+        let r = run(&[
+            "--url",
+            &target.url("/hello"),
+            "--stages",
+            "2s:50,2s:100,2s:150",
+        ]);
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        assert_eq!(r.total(), 600);
+        let per_second: Vec<u64> = r.results()["timeline"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["requests"].as_u64().unwrap())
+            .collect();
+        // Seconds 2-3 and 4-5 (completion times) are at 100 and 150 per second.
+        for (i, want) in [(1usize, 50u64), (3, 100), (5, 150)] {
+            let got = per_second[i];
+            ensure!(
+                got.abs_diff(want) <= 2,
+                "second {}: {got} (want {want}): {per_second:?}",
+                i + 1
+            );
+        }
+        Ok(())
+    });
 }
 
 /// A server that holds every response during 500 ms of every 5 s.
@@ -169,32 +191,38 @@ fn freezing_server() -> RawServer {
 
 #[test]
 fn open_model_has_no_coordinated_omission() {
+    let _serial = serial();
     // At a steady rate, 10 % of requests arrive during a freeze, waiting
     // uniformly 0–500 ms: the true p99 is ≈ 450 ms and p95 ≈ 250 ms. A tool
     // measuring from the actual send on few connections would show ~0.
     let server = freezing_server();
-    let r = run(&[
-        "--url",
-        &server.url("/"),
-        "--rate",
-        "1000",
-        "--duration",
-        "10s",
-    ]);
-    assert_eq!(r.code, 0, "{}", r.stderr);
-    let res = r.results();
-    assert_eq!(r.total(), 10_000);
-    assert_eq!(server.requests(), 10_000);
-    let p99 = res["latency_ms"]["p99"].as_f64().unwrap();
-    let p95 = res["latency_ms"]["p95"].as_f64().unwrap();
-    let service_p99 = res["service_time_ms"]["p99"].as_f64().unwrap();
-    println!("freezing server at 1000/s: p95 {p95} ms (truth 250), p99 {p99} ms (truth 450); from the actual send p99 {service_p99} ms");
-    assert!((p99 - 450.0).abs() <= 45.0, "p99 {p99} ms, truth ≈ 450 ms");
-    assert!((p95 - 250.0).abs() <= 25.0, "p95 {p95} ms, truth ≈ 250 ms");
+    in_three_tries("freezing server", || {
+        let before = server.requests();
+        let r = run(&[
+            "--url",
+            &server.url("/"),
+            "--rate",
+            "1000",
+            "--duration",
+            "10s",
+        ]);
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        let res = r.results();
+        assert_eq!(r.total(), 10_000);
+        assert_eq!(server.requests() - before, 10_000);
+        let p99 = res["latency_ms"]["p99"].as_f64().unwrap();
+        let p95 = res["latency_ms"]["p95"].as_f64().unwrap();
+        let service_p99 = res["service_time_ms"]["p99"].as_f64().unwrap();
+        println!("freezing server at 1000/s: p95 {p95} ms (truth 250), p99 {p99} ms (truth 450); from the actual send p99 {service_p99} ms");
+        ensure!((p99 - 450.0).abs() <= 45.0, "p99 {p99} ms, truth ≈ 450 ms");
+        ensure!((p95 - 250.0).abs() <= 25.0, "p95 {p95} ms, truth ≈ 250 ms");
+        Ok(())
+    });
 }
 
 #[test]
 fn capped_connections_count_waiting_time() {
+    let _serial = serial();
     // 2 connections, 20 ms per request: at most 100/s get through, 200/s are
     // due. Late requests still count, their wait included in latency.
     let target = Target::start(1, 8);

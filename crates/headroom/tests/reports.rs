@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{capacity, headroom_bin, run, Target};
+use common::{capacity, ensure, headroom_bin, in_three_tries, run, Target};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -422,9 +422,6 @@ fn compare_flags_a_real_difference_and_calls_the_same_setup_noise() {
         std::fs::copy(r.results_path(), &path).unwrap();
         path
     };
-    let fast = measure(20, "fast");
-    let fast_again = measure(20, "fast-again");
-    let slow = measure(40, "slow");
     let compare = |a: &Path, b: &Path| {
         let out = Command::new(headroom_bin())
             .arg("compare")
@@ -435,13 +432,23 @@ fn compare_flags_a_real_difference_and_calls_the_same_setup_noise() {
         assert!(out.status.success(), "{out:?}");
         String::from_utf8_lossy(&out.stdout).to_string()
     };
-    let different = compare(&fast, &slow);
-    assert_eq!(verdict(&different, "p90 ms"), "WORSE", "{different}");
-    assert_eq!(verdict(&different, "p50 ms"), "WORSE", "{different}");
-    let same = compare(&fast, &fast_again);
-    assert_eq!(verdict(&same, "p90 ms"), "noise", "{same}");
-    assert_eq!(verdict(&same, "p50 ms"), "noise", "{same}");
-    assert_eq!(verdict(&same, "Throughput req/s"), "noise", "{same}");
+    // A paused VM can put a real spike into one of two identical runs.
+    let mut measured = None;
+    in_three_tries("compare", || {
+        let fast = measure(20, "fast");
+        let fast_again = measure(20, "fast-again");
+        let slow = measure(40, "slow");
+        let different = compare(&fast, &slow);
+        ensure!(verdict(&different, "p90 ms") == "WORSE", "{different}");
+        ensure!(verdict(&different, "p50 ms") == "WORSE", "{different}");
+        let same = compare(&fast, &fast_again);
+        ensure!(verdict(&same, "p90 ms") == "noise", "{same}");
+        ensure!(verdict(&same, "p50 ms") == "noise", "{same}");
+        ensure!(verdict(&same, "Throughput req/s") == "noise", "{same}");
+        measured = Some((fast, slow));
+        Ok(())
+    });
+    let (fast, slow) = measured.unwrap();
 
     // --fail-on-regression: exit 1 naming the regressed figures when the
     // later run is worse; 0 when it improved.

@@ -4,7 +4,7 @@
 //! Ctrl-C keeps what was measured.
 
 mod common;
-use common::headroom_bin;
+use common::{ensure, headroom_bin, in_three_tries};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -475,29 +475,32 @@ fn capacity_objective_ranks_configurations_by_the_load_they_carry() {
 /// (all 16 users on one worker) would teach the wrong lesson.
 #[test]
 fn the_demo_runs_and_two_workers_carry_more_than_one() {
-    let out = tempfile::tempdir().unwrap();
-    let o = Command::new(headroom_bin())
-        .args(["demo", "--duration", "3s", "--out"])
-        .arg(out.path())
-        .output()
-        .unwrap();
-    let stdout = stdout_of_success(&o);
-    assert!(stdout.contains("Winner: target"), "{stdout}");
-    let report = read_json(&out.path().join("study.json"));
-    let configs = report["configs"].as_array().unwrap();
-    assert_eq!(configs.len(), 4);
-    let throughput = |workers: i64, threads: i64| {
-        let c = configs
-            .iter()
-            .find(|c| c["params"]["workers"] == workers && c["params"]["threads"] == threads)
+    in_three_tries("demo", || {
+        let out = tempfile::tempdir().unwrap();
+        let o = Command::new(headroom_bin())
+            .args(["demo", "--duration", "3s", "--out"])
+            .arg(out.path())
+            .output()
             .unwrap();
-        assert_eq!(c["status"], "ok", "{}", c["label"]);
-        c["results"]["throughput_rps"].as_f64().unwrap()
-    };
-    let (one, two) = (throughput(1, 1), throughput(2, 1));
-    assert!(
-        two > 1.4 * one,
-        "workers=2 {two:.1} req/s vs workers=1 {one:.1} req/s\n{stdout}"
-    );
-    assert_no_survivors(&report);
+        let stdout = stdout_of_success(&o);
+        assert!(stdout.contains("Winner: target"), "{stdout}");
+        let report = read_json(&out.path().join("study.json"));
+        assert_no_survivors(&report);
+        let configs = report["configs"].as_array().unwrap();
+        assert_eq!(configs.len(), 4);
+        let throughput = |workers: i64, threads: i64| {
+            let c = configs
+                .iter()
+                .find(|c| c["params"]["workers"] == workers && c["params"]["threads"] == threads)
+                .unwrap();
+            assert_eq!(c["status"], "ok", "{}", c["label"]);
+            c["results"]["throughput_rps"].as_f64().unwrap()
+        };
+        let (one, two) = (throughput(1, 1), throughput(2, 1));
+        ensure!(
+            two > 1.4 * one,
+            "workers=2 {two:.1} req/s vs workers=1 {one:.1} req/s\n{stdout}"
+        );
+        Ok(())
+    });
 }
