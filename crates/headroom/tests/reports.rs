@@ -576,27 +576,31 @@ fn per_request_thresholds_judge_each_request_by_its_own_figures() {
     };
     let dir = scenario("\"p90{fast page}\" = \"25ms\"\n\"p90{slow}\" = \"25ms\"");
     let file = dir.path().join("t.toml");
-    let r = run(&[file.to_str().unwrap()]);
-    assert_eq!(r.code, 1, "{}\n{}", r.stdout, r.stderr);
-    let checks = r.results()["thresholds"].as_array().unwrap().clone();
-    let verdict = |name: &str| {
-        checks
-            .iter()
-            .find(|c| c["request"] == name)
-            .unwrap_or_else(|| panic!("no check of {name}: {checks:?}"))["passed"]
-            .clone()
-    };
-    assert_eq!(verdict("fast page"), true, "{checks:?}");
-    assert_eq!(verdict("slow"), false, "{checks:?}");
-    assert!(r.stdout.contains("p90{slow}<25ms"), "{}", r.stdout);
-    // Each check's figure is its request's own p90 in per_request.
-    for c in &checks {
-        let name = c["request"].as_str().unwrap();
-        assert_eq!(
-            c["actual"],
-            r.results()["per_request"][name]["latency_ms"]["p90"]
-        );
-    }
+    // /hello answers in well under 25 ms, unless the machine pauses.
+    in_three_tries("fast page within 25 ms", || {
+        let r = run(&[file.to_str().unwrap()]);
+        assert_eq!(r.code, 1, "{}\n{}", r.stdout, r.stderr);
+        let checks = r.results()["thresholds"].as_array().unwrap().clone();
+        let verdict = |name: &str| {
+            checks
+                .iter()
+                .find(|c| c["request"] == name)
+                .unwrap_or_else(|| panic!("no check of {name}: {checks:?}"))["passed"]
+                .clone()
+        };
+        assert_eq!(verdict("slow"), false, "{checks:?}");
+        assert!(r.stdout.contains("p90{slow}<25ms"), "{}", r.stdout);
+        // Each check's figure is its request's own p90 in per_request.
+        for c in &checks {
+            let name = c["request"].as_str().unwrap();
+            assert_eq!(
+                c["actual"],
+                r.results()["per_request"][name]["latency_ms"]["p90"]
+            );
+        }
+        ensure!(verdict("fast page") == true, "{checks:?}");
+        Ok(())
+    });
 
     // On the command line too, next to a whole-run bound.
     let r = run(&[
