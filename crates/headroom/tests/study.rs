@@ -2,9 +2,12 @@
 //! results and the study goes on; no process of a configuration survives
 //! it; resuming skips what was measured; the ranking follows the objective;
 //! Ctrl-C keeps what was measured.
+//!
+//! The tests take turns (`serial`): the demo compares throughputs, and
+//! another study's load beside it would be noise in them.
 
 mod common;
-use common::{ensure, headroom_bin, in_three_tries};
+use common::{ensure, headroom_bin, in_three_tries, serial};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -94,6 +97,7 @@ fn assert_no_survivors(report: &Value) {
 
 #[test]
 fn example_study_works_as_written() {
+    let _serial = serial();
     let out = tempfile::tempdir().unwrap();
     let o = study(&examples().join("study.toml"), out.path(), &[]);
     let stdout = stdout_of_success(&o);
@@ -144,6 +148,7 @@ fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
 
 #[test]
 fn failures_are_results_and_the_study_goes_on() {
+    let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
     let file = write(
         dir.path(),
@@ -267,6 +272,7 @@ pause = "0s"
 
 #[test]
 fn resuming_skips_finished_configurations_and_gives_the_same_table() {
+    let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
     let file = two_config_study(dir.path(), "throughput", "1s");
     let out = dir.path().join("out");
@@ -307,6 +313,7 @@ fn resuming_skips_finished_configurations_and_gives_the_same_table() {
 
 #[test]
 fn ranking_follows_the_objective() {
+    let _serial = serial();
     for objective in ["throughput", "p90"] {
         let dir = tempfile::tempdir().unwrap();
         let file = two_config_study(dir.path(), objective, "2s");
@@ -352,6 +359,7 @@ fn ranking_follows_the_objective() {
 
 #[test]
 fn ctrl_c_stops_the_current_server_and_keeps_what_was_measured() {
+    let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
     let mark = format!("ctrl-c-{}", std::process::id());
     let file = marked_study(dir.path(), "throughput", "4s", &mark);
@@ -419,6 +427,7 @@ fn ctrl_c_stops_the_current_server_and_keeps_what_was_measured() {
 
 #[test]
 fn capacity_objective_ranks_configurations_by_the_load_they_carry() {
+    let _serial = serial();
     let out = tempfile::tempdir().unwrap();
     let output = Command::new(headroom_bin())
         .arg("study")
@@ -475,6 +484,7 @@ fn capacity_objective_ranks_configurations_by_the_load_they_carry() {
 /// (all 16 users on one worker) would teach the wrong lesson.
 #[test]
 fn the_demo_runs_and_two_workers_carry_more_than_one() {
+    let _serial = serial();
     in_three_tries("demo", || {
         let out = tempfile::tempdir().unwrap();
         let o = Command::new(headroom_bin())
