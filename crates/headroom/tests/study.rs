@@ -428,54 +428,64 @@ fn ctrl_c_stops_the_current_server_and_keeps_what_was_measured() {
 #[test]
 fn capacity_objective_ranks_configurations_by_the_load_they_carry() {
     let _serial = serial();
-    let out = tempfile::tempdir().unwrap();
-    let output = Command::new(headroom_bin())
-        .arg("study")
-        .arg(examples().join("capacity-study.toml"))
-        .arg("--out")
-        .arg(out.path())
-        .env("PATH", path_with_headroom())
-        .env("STEP", "1s")
-        .env("WARMUP", "500ms")
-        .env("PRECISION", "10%")
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let report = read_json(&out.path().join("study.json"));
-    assert_eq!(report["objective"], "capacity");
-    let capacity = |label: &str| -> f64 {
-        let c = report["configs"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|c| c["label"] == label)
-            .unwrap_or_else(|| panic!("no {label}: {report:#}"));
-        let run = &c["runs"][0];
-        assert_eq!(run["capacity"]["unit"], "req/s");
-        assert!(!run["capacity"]["steps"].as_array().unwrap().is_empty());
-        c["stats"]["capacity"]["median"].as_f64().unwrap()
-    };
-    let two = capacity("target threads=2");
-    let four = capacity("target threads=4");
-    // k threads × 50 ms: about 40 and 80 req/s (±15 % with 1 s steps).
-    assert!((34.0..=46.0).contains(&two), "threads=2: {two}\n{stdout}");
-    assert!((68.0..=92.0).contains(&four), "threads=4: {four}\n{stdout}");
-    assert_eq!(report["winner"]["label"], "target threads=4", "{stdout}");
-    assert!(stdout.contains("Capacity req/s"), "{stdout}");
-    assert!(
-        stdout.contains("highest capacity within the objective"),
-        "{stdout}"
-    );
-    let csv = std::fs::read_to_string(out.path().join("study.csv")).unwrap();
-    assert!(
-        csv.lines().next().unwrap().contains("capacity_req_per_s"),
-        "{csv}"
-    );
+    // 1 s steps on a machine that pauses: a search can miss (even find no
+    // passing load), so the study gets three tries, each printed.
+    in_three_tries("capacity study", || {
+        let out = tempfile::tempdir().unwrap();
+        let output = Command::new(headroom_bin())
+            .arg("study")
+            .arg(examples().join("capacity-study.toml"))
+            .arg("--out")
+            .arg(out.path())
+            .env("PATH", path_with_headroom())
+            .env("STEP", "1s")
+            .env("WARMUP", "500ms")
+            .env("PRECISION", "10%")
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert!(
+            output.status.success(),
+            "{stdout}\n{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let report = read_json(&out.path().join("study.json"));
+        assert_eq!(report["objective"], "capacity");
+        assert!(stdout.contains("Capacity req/s"), "{stdout}");
+        let csv = std::fs::read_to_string(out.path().join("study.csv")).unwrap();
+        assert!(
+            csv.lines().next().unwrap().contains("capacity_req_per_s"),
+            "{csv}"
+        );
+        let capacity = |label: &str| -> Option<f64> {
+            let c = report["configs"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|c| c["label"] == label)
+                .unwrap_or_else(|| panic!("no {label}: {report:#}"));
+            let run = &c["runs"][0];
+            assert_eq!(run["capacity"]["unit"], "req/s");
+            assert!(!run["capacity"]["steps"].as_array().unwrap().is_empty());
+            c["stats"]["capacity"]["median"].as_f64()
+        };
+        let (two, four) = (capacity("target threads=2"), capacity("target threads=4"));
+        // k threads × 50 ms: about 40 and 80 req/s (±15 % with 1 s steps).
+        ensure!(
+            two.is_some_and(|c| (34.0..=46.0).contains(&c)),
+            "threads=2: {two:?}\n{stdout}"
+        );
+        ensure!(
+            four.is_some_and(|c| (68.0..=92.0).contains(&c)),
+            "threads=4: {four:?}\n{stdout}"
+        );
+        ensure!(report["winner"]["label"] == "target threads=4", "{stdout}");
+        ensure!(
+            stdout.contains("highest capacity within the objective"),
+            "{stdout}"
+        );
+        Ok(())
+    });
 }
 
 /// The README's first command: a study of the built-in target with
