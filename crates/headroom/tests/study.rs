@@ -443,12 +443,7 @@ fn capacity_objective_ranks_configurations_by_the_load_they_carry() {
             .env("PRECISION", "10%")
             .output()
             .unwrap();
-        let stdout = String::from_utf8_lossy(&output.stdout);
-        assert!(
-            output.status.success(),
-            "{stdout}\n{}",
-            String::from_utf8_lossy(&output.stderr)
-        );
+        let stdout = stdout_of_success(&output);
         let report = read_json(&out.path().join("study.json"));
         assert_eq!(report["objective"], "capacity");
         assert!(stdout.contains("Capacity req/s"), "{stdout}");
