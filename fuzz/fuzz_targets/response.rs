@@ -3,7 +3,7 @@
 //! never consumes more than it is given, however the bytes are split.
 #![no_main]
 
-use headroom::http::response::{parse_head, ChunkedDecoder};
+use headroom_http::response::{parse_head, ChunkedDecoder};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

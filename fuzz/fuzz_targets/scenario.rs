@@ -3,7 +3,7 @@
 //! panics on it.
 #![no_main]
 
-use headroom::scenario::{build_raw, parse, Format};
+use headroom_scenario::{build_raw, parse, Format};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

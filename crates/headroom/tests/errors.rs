@@ -282,7 +282,7 @@ fn dripping_server_is_read_correctly() {
 /// Ctrl-C sets). A run cut off by its own hard stop must not stop the next.
 #[test]
 fn a_run_cut_off_by_its_hard_stop_does_not_stop_the_next_run() {
-    use headroom::scenario::{build_raw, parse, Format};
+    use headroom_scenario::{build_raw, parse, Format};
     let target = Target::start(1, 8);
     let plan = |path: &str| {
         let text = format!(
@@ -290,16 +290,18 @@ fn a_run_cut_off_by_its_hard_stop_does_not_stop_the_next_run() {
              [[request]]\nname = \"r\"\nurl = \"{}\"\n",
             target.url(path)
         );
-        build_raw(&parse(&text, Format::Toml).unwrap(), "test", path).unwrap()
+        build_raw(&parse(&text, Format::Toml).unwrap(), "test", path)
+            .unwrap()
+            .plan
     };
-    let stop = headroom::engine::StopSignal::new();
-    let cut_off = headroom::engine::run(&plan("/sleep?ms=5000"), &stop, |_| {});
+    let stop = headroom_engine::StopSignal::new();
+    let cut_off = headroom_engine::run(&plan("/sleep?ms=5000"), &stop, |_| {});
     assert_eq!(
-        cut_off.total.errors[headroom::metrics::ErrorClass::Aborted.index()],
+        cut_off.total.errors[headroom_engine::metrics::ErrorClass::Aborted.index()],
         2
     );
     assert!(!stop.is_stopping(), "the caller's signal was left alone");
-    let next = headroom::engine::run(&plan("/hello"), &stop, |_| {});
+    let next = headroom_engine::run(&plan("/hello"), &stop, |_| {});
     assert!(
         next.total.ok > 10,
         "the next run sent: {} ok",

@@ -55,7 +55,7 @@ fn mix_toml_works_as_written() {
 
 #[test]
 fn yaml_is_the_same_scenario_as_toml() {
-    use headroom::scenario::{parse, Format};
+    use headroom_scenario::{parse, Format};
     let toml = std::fs::read_to_string(examples().join("mix.toml")).unwrap();
     let yaml = std::fs::read_to_string(examples().join("mix.yaml")).unwrap();
     assert_eq!(

@@ -3,15 +3,17 @@
 //! step-by-step progress, the step table and the answer; `cap.json`.
 
 use super::args::CapacityArgs;
-use super::run::{install_interrupt, plan_from_args, watch_from_args};
+use super::recording;
+use super::run::{install_interrupt, scenario_from_args, watch_from_args};
 use super::{EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK};
 use anyhow::{bail, Context};
-use headroom::capacity::{self, Event, Outcome, Settings};
-use headroom::engine::StopSignal;
+use headroom_capacity::{Axis, CapacityReport, Event, Outcome, Settings};
+use headroom_engine::StopSignal;
+use headroom_report::capacity_table;
 use std::io::Write;
 
-fn check_flags(a: &CapacityArgs) -> anyhow::Result<()> {
-    let r = &a.run;
+fn check_flags(args: &CapacityArgs) -> anyhow::Result<()> {
+    let r = &args.run;
     for (set, flag) in [
         (r.rate.is_some(), "--rate"),
         (r.stages.is_some(), "--stages"),
@@ -35,38 +37,39 @@ fn check_flags(a: &CapacityArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-pub fn capacity(a: CapacityArgs) -> anyhow::Result<i32> {
-    check_flags(&a)?;
-    let plan = plan_from_args(&a.run)?;
+pub fn capacity(args: CapacityArgs) -> anyhow::Result<i32> {
+    check_flags(&args)?;
+    let scenario = scenario_from_args(&args.run)?;
+    let plan = &scenario.plan;
     let flags = Settings {
-        slo: a.slo.clone(),
-        axis: a.axis,
-        min: a.min,
-        max: a.max,
-        growth: a.growth,
-        precision: a.precision,
-        step_duration: a.step_duration,
-        warmup: a.warmup,
-        pause: a.pause,
-        max_time: a.max_time,
+        slo: args.slo.clone(),
+        axis: args.axis,
+        min: args.min,
+        max: args.max,
+        growth: args.growth,
+        precision: args.precision,
+        step_duration: args.step_duration,
+        warmup: args.warmup,
+        pause: args.pause,
+        max_time: args.max_time,
     };
-    let opts = plan
+    let opts = scenario
         .capacity
         .overlay(&flags)
         .resolve()
         .map_err(anyhow::Error::msg)?;
-    super::run::check_request_names(&opts.slo, &plan, "the objective")?;
+    super::run::check_request_names(&opts.slo, plan, "the objective")?;
     let stop = StopSignal::new();
     install_interrupt(&stop)?;
-    let watch = watch_from_args(&a.run, &plan)?;
+    let watch = watch_from_args(&args.run, plan)?;
     let unit = opts.axis.unit();
     println!(
         "headroom capacity: {} — objective {}; {} axis from {} to {} {unit}, steps of {} (+{} warm-up), at most {}",
         plan.label,
         opts.slo,
         match opts.axis {
-            capacity::Axis::Rate => "rate",
-            capacity::Axis::Users => "users",
+            Axis::Rate => "rate",
+            Axis::Users => "users",
         },
         opts.min,
         opts.max,
@@ -74,17 +77,18 @@ pub fn capacity(a: CapacityArgs) -> anyhow::Result<i32> {
         humantime::format_duration(opts.warmup),
         humantime::format_duration(opts.max_time),
     );
-    let save = |report: &capacity::CapacityReport| -> anyhow::Result<()> {
-        if let Some(path) = &a.run.out {
+    let save = |report: &CapacityReport| -> anyhow::Result<()> {
+        if let Some(path) = &args.run.out {
             let json = serde_json::to_string_pretty(report)? + "\n";
-            headroom::report::write_replacing(path, json.as_bytes()).with_context(|| {
+            headroom_results::write_replacing(path, json.as_bytes()).with_context(|| {
                 format!("cannot write the capacity report to {}", path.display())
             })?;
         }
         Ok(())
     };
     let mut save_error = None;
-    let report = capacity::run(&plan, &opts, &watch.config, &stop, &a.run.buckets, |e| {
+    let record = recording(&args.run.buckets);
+    let report = headroom_capacity::run(plan, &opts, &watch.config, &stop, &record, |e| {
         match e {
             Event::Snapshot(so_far) => {
                 if let Err(e) = save(so_far) {
@@ -140,20 +144,20 @@ pub fn capacity(a: CapacityArgs) -> anyhow::Result<i32> {
     if let Some(e) = save_error {
         eprintln!("warning: a snapshot of the search could not be written: {e:#}");
     }
-    if let Some(path) = &a.run.reports.html {
+    if let Some(path) = &args.run.reports.html {
         super::report::write_file(
             path,
             "HTML report",
-            headroom::report::html::capacity_report(&report).as_bytes(),
+            headroom_report::html::capacity_report(&report).as_bytes(),
         )?;
     }
-    if a.run.reports.markdown {
-        print!("{}", capacity::table::steps(&report).markdown());
+    if args.run.reports.markdown {
+        print!("{}", capacity_table::steps(&report).markdown());
         println!("\n**{}**", report.verdict);
-    } else if !a.run.quiet {
+    } else if !args.run.quiet {
         let mut out = std::io::stdout().lock();
-        capacity::table::write(&mut out, &report)?;
-        if let Some(path) = &a.run.out {
+        capacity_table::write(&mut out, &report)?;
+        if let Some(path) = &args.run.out {
             writeln!(out, "\ncapacity report written to {}", path.display())?;
         }
     }

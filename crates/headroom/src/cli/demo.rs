@@ -6,7 +6,7 @@
 use super::args::DemoArgs;
 use super::study::run_study;
 use anyhow::Context;
-use headroom::report::results::DEFAULT_BUCKETS_MS;
+use headroom_results::record::DEFAULT_BUCKETS_MS;
 use std::io::Write;
 
 /// The demo's study; `EXE` and `DURATION` are filled in.
@@ -45,23 +45,23 @@ warmup = "1s"
 pause = "200ms"
 "#;
 
-pub fn demo(a: DemoArgs) -> anyhow::Result<i32> {
+pub fn demo(args: DemoArgs) -> anyhow::Result<i32> {
     let exe = std::env::current_exe().context("cannot find the headroom binary")?;
     let dir = tempfile::tempdir()?;
     let text = DEMO_STUDY
         .replace("EXE", &exe.display().to_string())
         .replace(
             "DURATION",
-            &humantime::format_duration(a.duration).to_string(),
+            &humantime::format_duration(args.duration).to_string(),
         );
     let path = dir.path().join("demo-study.toml");
     std::fs::File::create(&path)?.write_all(text.as_bytes())?;
     println!("headroom demo: the built-in target (a stand-in for a pre-forking, threaded app server like Puma)");
-    println!("with workers {{1, 2}} × threads {{1, 4}}, 16 users for {} each on a CPU-bound + IO-bound mix:", humantime::format_duration(a.duration));
-    let study = headroom::study::file::load(&path)?;
-    let keep = a.out.is_some();
-    let out = a.out.unwrap_or_else(|| dir.path().join("results"));
-    let code = run_study(&study, out, true, DEFAULT_BUCKETS_MS.to_vec(), &a.reports)?;
+    println!("with workers {{1, 2}} × threads {{1, 4}}, 16 users for {} each on a CPU-bound + IO-bound mix:", humantime::format_duration(args.duration));
+    let study = headroom_study::file::load(&path)?;
+    let keep = args.out.is_some();
+    let out = args.out.unwrap_or_else(|| dir.path().join("results"));
+    let code = run_study(&study, out, true, &DEFAULT_BUCKETS_MS, &args.reports)?;
     if !keep {
         println!("(the demo's results were in a temporary folder: pass --out DIR to keep them)");
     }

@@ -12,7 +12,13 @@ mod report;
 mod run;
 mod study;
 
+use args::{
+    CapacityArgs, CompareArgs, DemoArgs, MonitorArgs, ReportCmdArgs, RunArgs, StudyArgs, TargetArgs,
+};
 use clap::{Parser, Subcommand};
+use headroom_monitor::remote;
+use headroom_results::Recording;
+use std::io::Write;
 
 pub const EXIT_OK: i32 = 0;
 pub const EXIT_THRESHOLDS: i32 = 1;
@@ -34,28 +40,28 @@ struct Cli {
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Load one HTTP server and report exact counts and latencies.
-    Run(Box<args::RunArgs>),
+    Run(Box<RunArgs>),
     /// Find the highest load that still meets an objective (SLO), the
     /// knee, and what ran out first.
-    Capacity(Box<args::CapacityArgs>),
+    Capacity(Box<CapacityArgs>),
     /// The built-in sample server (workers × threads, like Puma -w/-t).
-    Target(args::TargetArgs),
+    Target(TargetArgs),
     /// Start each server configuration, load it, stop it, compare.
-    Study(args::StudyArgs),
+    Study(StudyArgs),
     /// A small study of the built-in target (workers × threads): the first
     /// thing to run.
-    Demo(args::DemoArgs),
+    Demo(DemoArgs),
     /// Write the HTML report (or Markdown, CSV) of a results file, study.json
     /// or capacity report after the fact.
-    Report(args::ReportCmdArgs),
+    Report(ReportCmdArgs),
     /// Compare runs (or studies' configurations) side by side: deltas, and
     /// which differences are within noise.
-    Compare(args::CompareArgs),
+    Compare(CompareArgs),
     /// Print the JSON Schema of scenario files (for editors).
     Schema,
     /// Watch a server process on its host and serve the samples to
     /// `headroom run --monitor-url`.
-    Monitor(args::MonitorArgs),
+    Monitor(MonitorArgs),
 }
 
 pub fn main() -> i32 {
@@ -68,15 +74,15 @@ pub fn main() -> i32 {
         }
     };
     let result = match cli.command {
-        Command::Run(a) => run::run(*a),
-        Command::Capacity(a) => capacity::capacity(*a),
-        Command::Target(a) => target(a),
-        Command::Study(a) => study::study(a),
-        Command::Demo(a) => demo::demo(a),
-        Command::Report(a) => report::report(a),
-        Command::Compare(a) => report::compare(a),
+        Command::Run(args) => run::run(*args),
+        Command::Capacity(args) => capacity::capacity(*args),
+        Command::Target(args) => target(args),
+        Command::Study(args) => study::study(args),
+        Command::Demo(args) => demo::demo(args),
+        Command::Report(args) => report::report(args),
+        Command::Compare(args) => report::compare(args),
         Command::Schema => schema(),
-        Command::Monitor(a) => monitor(a),
+        Command::Monitor(args) => monitor(args),
     };
     match result {
         Ok(code) => code,
@@ -97,36 +103,66 @@ fn is_broken_pipe(e: &anyhow::Error) -> bool {
     })
 }
 
-fn monitor(a: args::MonitorArgs) -> anyhow::Result<i32> {
-    let pid = match (a.pid, &a.pidfile) {
+fn monitor(args: MonitorArgs) -> anyhow::Result<i32> {
+    let pid = match (args.pid, &args.pidfile) {
         (Some(pid), _) => pid,
         (None, Some(file)) => run::read_pidfile(file)?,
         (None, None) => unreachable!("clap requires --pid or --pidfile"),
     };
-    headroom::monitor::remote::serve(&headroom::monitor::remote::MonitorServer {
-        listen: a.listen,
+    let config = remote::MonitorServer {
+        listen: args.listen,
         pid,
-        token: a.token.unwrap_or_else(headroom::monitor::remote::new_token),
-        interval: a.interval,
-        public: a.public,
-    })?;
+        token: args.token.unwrap_or_else(remote::new_token),
+        interval: args.interval,
+        public: args.public,
+    };
+    let listening = remote::bind(&config)?;
+    println!(
+        "headroom monitor listening on http://{} (pid {pid}, every {:?}, token {})",
+        listening.local, config.interval, config.token
+    );
+    std::io::stdout().flush()?;
+    listening.serve();
     Ok(EXIT_OK)
 }
 
 fn schema() -> anyhow::Result<i32> {
-    let schema = headroom::scenario::raw::json_schema();
+    let schema = headroom_scenario::raw::json_schema();
     println!("{}", serde_json::to_string_pretty(&schema)?);
     Ok(EXIT_OK)
 }
 
-fn target(a: args::TargetArgs) -> anyhow::Result<i32> {
-    headroom::target::run(&headroom::target::TargetConfig {
-        listen: a.listen,
-        workers: a.workers,
-        threads: a.threads,
-        public: a.public,
-        backlog: a.backlog,
-        queue: a.queue,
-    })?;
+fn target(args: TargetArgs) -> anyhow::Result<i32> {
+    let config = headroom_sample_server::TargetConfig {
+        listen: args.listen,
+        workers: args.workers,
+        threads: args.threads,
+        public: args.public,
+        backlog: args.backlog,
+        queue: args.queue,
+    };
+    let bound = headroom_sample_server::bind(&config)?;
+    for warning in &bound.warnings {
+        eprintln!("headroom target: {warning}");
+    }
+    // Tests and scripts read the port from this first line.
+    println!(
+        "headroom target listening on http://{} (workers {}, threads {}, pid {})",
+        bound.local,
+        config.workers,
+        config.threads,
+        std::process::id()
+    );
+    std::io::stdout().flush()?;
+    bound.serve()?;
     Ok(EXIT_OK)
+}
+
+/// How this command's runs are recorded: the distribution's buckets and
+/// the command line (kept in each results file's `meta.command`).
+pub fn recording(buckets_ms: &[u64]) -> Recording {
+    Recording {
+        buckets_ms: buckets_ms.to_vec(),
+        command: std::env::args().collect(),
+    }
 }

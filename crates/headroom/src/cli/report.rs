@@ -4,15 +4,15 @@
 use super::args::{CompareArgs, ReportCmdArgs};
 use super::{EXIT_OK, EXIT_THRESHOLDS};
 use anyhow::{bail, Context};
-use headroom::capacity::CapacityReport;
-use headroom::report::compare::Comparison;
-use headroom::report::results::Results;
-use headroom::report::{html, terminal};
-use headroom::study::StudyReport;
+use headroom_capacity::CapacityReport;
+use headroom_report::compare::Comparison;
+use headroom_report::{html, terminal};
+use headroom_results::record::Results;
+use headroom_study::StudyReport;
 use std::path::Path;
 
 pub fn write_file(path: &Path, what: &str, bytes: &[u8]) -> anyhow::Result<()> {
-    headroom::report::write_replacing(path, bytes)
+    headroom_results::write_replacing(path, bytes)
         .with_context(|| format!("cannot write the {what} to {}", path.display()))?;
     println!("{what} written to {}", path.display());
     Ok(())
@@ -26,7 +26,7 @@ pub fn run_markdown(r: &Results) -> String {
     md.push_str(&terminal::distribution_table(r).markdown());
     if !r.thresholds.is_empty() {
         md.push('\n');
-        md.push_str(&headroom::report::thresholds::table(&r.thresholds).markdown());
+        md.push_str(&headroom_report::thresholds::table(&r.thresholds).markdown());
     }
     md
 }
@@ -65,55 +65,58 @@ fn load(path: &Path) -> anyhow::Result<Kind> {
     Ok(kind)
 }
 
-pub fn report(a: ReportCmdArgs) -> anyhow::Result<i32> {
-    let kind = load(&a.results)?;
-    if a.reports.html.is_none() && !a.reports.markdown && a.csv.is_none() {
+pub fn report(args: ReportCmdArgs) -> anyhow::Result<i32> {
+    let kind = load(&args.results)?;
+    if args.reports.html.is_none() && !args.reports.markdown && args.csv.is_none() {
         bail!("say what to write: --html FILE, --markdown or --csv DIR");
     }
     match kind {
         Kind::Run(r) => {
-            if let Some(p) = &a.reports.html {
+            if let Some(p) = &args.reports.html {
                 write_file(p, "HTML report", html::run_report(&r).as_bytes())?;
             }
-            if let Some(dir) = &a.csv {
-                headroom::report::csv::write_run(dir, &r)
+            if let Some(dir) = &args.csv {
+                headroom_report::csv::write_run(dir, &r)
                     .with_context(|| format!("cannot write CSV files into {}", dir.display()))?;
                 println!("CSV files written to {}", dir.display());
             }
-            if a.reports.markdown {
+            if args.reports.markdown {
                 print!("{}", run_markdown(&r));
             }
         }
         Kind::Study(s) => {
-            if a.csv.is_some() {
+            if args.csv.is_some() {
                 bail!("--csv is for a run's results (a study writes study.csv itself)");
             }
-            if let Some(p) = &a.reports.html {
+            if let Some(p) = &args.reports.html {
                 write_file(p, "HTML report", html::study_report(&s).as_bytes())?;
             }
-            if a.reports.markdown {
-                print!("{}", headroom::study::table::table(&s, false).markdown());
+            if args.reports.markdown {
+                print!(
+                    "{}",
+                    headroom_report::study_table::table(&s, false).markdown()
+                );
             }
         }
         Kind::Capacity(c) => {
-            if a.csv.is_some() {
+            if args.csv.is_some() {
                 bail!("--csv is for a run's results");
             }
-            if let Some(p) = &a.reports.html {
+            if let Some(p) = &args.reports.html {
                 write_file(p, "HTML report", html::capacity_report(&c).as_bytes())?;
             }
-            if a.reports.markdown {
-                print!("{}", headroom::capacity::table::steps(&c).markdown());
+            if args.reports.markdown {
+                print!("{}", headroom_report::capacity_table::steps(&c).markdown());
             }
         }
     }
     Ok(EXIT_OK)
 }
 
-pub fn compare(a: CompareArgs) -> anyhow::Result<i32> {
-    let cmp = Comparison::load(&a.files).map_err(anyhow::Error::msg)?;
+pub fn compare(args: CompareArgs) -> anyhow::Result<i32> {
+    let cmp = Comparison::load(&args.files).map_err(anyhow::Error::msg)?;
     let table = cmp.table();
-    if a.reports.markdown {
+    if args.reports.markdown {
         print!("{}", table.markdown());
     } else {
         let mut out = std::io::stdout().lock();
@@ -125,10 +128,10 @@ pub fn compare(a: CompareArgs) -> anyhow::Result<i32> {
         )?;
         table.write_text(&mut out)?;
     }
-    if let Some(p) = &a.reports.html {
+    if let Some(p) = &args.reports.html {
         write_file(p, "HTML report", html::compare_report(&cmp).as_bytes())?;
     }
-    if a.fail_on_regression {
+    if args.fail_on_regression {
         let regressions = cmp.regressions();
         if !regressions.is_empty() {
             eprintln!(

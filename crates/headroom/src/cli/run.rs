@@ -3,24 +3,26 @@
 //! one-liner is turned into a scenario too, so both are validated alike.
 
 use super::args::RunArgs;
+use super::recording;
 use super::report::write_file;
 use super::{EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, EXIT_THRESHOLDS};
 use anyhow::{bail, Context};
-use headroom::engine::schedule::Stage;
-use headroom::engine::StopSignal;
-use headroom::http::Endpoint;
-use headroom::measure::measure;
-use headroom::monitor::launch::ServerProcess;
-use headroom::monitor::remote::RemoteSource;
-use headroom::monitor::MonitorConfig;
-use headroom::plan::Plan;
-use headroom::report::html;
-use headroom::report::live::Live;
-use headroom::report::terminal;
-use headroom::scenario::raw::{
+use headroom_engine::plan::schedule::Stage;
+use headroom_engine::plan::Plan;
+use headroom_engine::StopSignal;
+use headroom_http::Endpoint;
+use headroom_monitor::launch::ServerProcess;
+use headroom_monitor::remote::RemoteSource;
+use headroom_monitor::MonitorConfig;
+use headroom_report::html;
+use headroom_report::live::Live;
+use headroom_report::terminal;
+use headroom_results::measure::{measure, Recording};
+use headroom_results::slo::Slo;
+use headroom_scenario::raw::{
     Model, RawExpect, RawLoad, RawRequest, RawScenario, RawStage, RawStatus,
 };
-use headroom::slo::Slo;
+use headroom_scenario::Scenario;
 use std::path::Path;
 use std::time::Duration;
 
@@ -29,53 +31,55 @@ fn duration_text(d: Duration) -> String {
 }
 
 /// Flag combinations that make no sense, said in terms of flags.
-fn check_flags(a: &RunArgs) -> anyhow::Result<()> {
-    let open = a.rate.is_some() || a.stages.is_some();
-    if open && a.vus.is_some() {
+fn check_flags(args: &RunArgs) -> anyhow::Result<()> {
+    let open = args.rate.is_some() || args.stages.is_some();
+    if open && args.vus.is_some() {
         bail!("--vus is for the closed model; with --rate or --stages use --connections to cap connections");
     }
-    if open && (a.iterations.is_some() || a.ramp_up.is_some() || a.think_time.is_some()) {
+    if open && (args.iterations.is_some() || args.ramp_up.is_some() || args.think_time.is_some()) {
         bail!("--iterations, --ramp-up and --think-time are for the closed model (--vus), not --rate/--stages");
     }
-    if a.stages.is_some() && a.duration.is_some() {
+    if args.stages.is_some() && args.duration.is_some() {
         bail!("--duration and --stages both set the length of the run: give one");
     }
     for (value, flag) in [
-        (a.vus.map(u64::from), "--vus"),
-        (a.connections.map(u64::from), "--connections"),
-        (a.requests, "--requests"),
-        (a.threads.map(|t| t as u64), "--threads"),
+        (args.vus.map(u64::from), "--vus"),
+        (args.connections.map(u64::from), "--connections"),
+        (args.requests, "--requests"),
+        (args.threads.map(|t| t as u64), "--threads"),
     ] {
         if value == Some(0) {
             bail!("{flag} must be at least 1");
         }
     }
-    if a.buckets.windows(2).any(|w| w[0] >= w[1]) {
+    if args.buckets.windows(2).any(|w| w[0] >= w[1]) {
         bail!("--buckets must be increasing, e.g. 800,1200");
     }
     Ok(())
 }
 
 /// Lays the flags over a scenario (file or one-liner): flags win.
-fn apply_flags(raw: &mut RawScenario, a: &RunArgs) {
-    if let Some(base) = &a.base_url {
+fn apply_flags(raw: &mut RawScenario, args: &RunArgs) {
+    if let Some(base) = &args.base_url {
         raw.base_url = Some(base.clone());
     }
     let load = raw.load.get_or_insert_with(RawLoad::default);
-    let open_flag = a.rate.is_some() || a.stages.is_some();
-    let closed_flag =
-        a.vus.is_some() || a.iterations.is_some() || a.ramp_up.is_some() || a.think_time.is_some();
+    let open_flag = args.rate.is_some() || args.stages.is_some();
+    let closed_flag = args.vus.is_some()
+        || args.iterations.is_some()
+        || args.ramp_up.is_some()
+        || args.think_time.is_some();
     if open_flag {
         *load = RawLoad {
             model: Some(Model::Open),
             max_connections: load.max_connections,
             max_requests: load.max_requests,
             graceful_stop: load.graceful_stop.clone(),
-            duration: load.duration.clone().filter(|_| a.stages.is_none()),
+            duration: load.duration.clone().filter(|_| args.stages.is_none()),
             ..RawLoad::default()
         };
-        load.rate = a.rate;
-        load.stages = a.stages.as_ref().map(|s| {
+        load.rate = args.rate;
+        load.stages = args.stages.as_ref().map(|s| {
             s.0.iter()
                 .map(|stage| match *stage {
                     Stage::Hold { rate, duration } => RawStage {
@@ -115,14 +119,14 @@ fn apply_flags(raw: &mut RawScenario, a: &RunArgs) {
                 || load.stages.is_some()
                 || load.users.is_some()
                 || load.users_per_second.is_some()));
-    if let Some(c) = a.connections {
+    if let Some(c) = args.connections {
         if open {
             load.max_connections = Some(c);
         } else {
             load.vus = Some(c);
         }
     }
-    if let Some(v) = a.vus {
+    if let Some(v) = args.vus {
         load.vus = Some(v);
     }
     let set = |slot: &mut Option<String>, d: Option<Duration>| {
@@ -130,28 +134,28 @@ fn apply_flags(raw: &mut RawScenario, a: &RunArgs) {
             *slot = Some(duration_text(d));
         }
     };
-    set(&mut load.duration, a.duration);
-    set(&mut load.ramp_up, a.ramp_up);
-    set(&mut load.think_time, a.think_time);
-    set(&mut load.graceful_stop, a.graceful_stop);
-    if a.requests.is_some() {
-        load.max_requests = a.requests;
+    set(&mut load.duration, args.duration);
+    set(&mut load.ramp_up, args.ramp_up);
+    set(&mut load.think_time, args.think_time);
+    set(&mut load.graceful_stop, args.graceful_stop);
+    if args.requests.is_some() {
+        load.max_requests = args.requests;
     }
-    if a.iterations.is_some() {
-        load.iterations = a.iterations;
+    if args.iterations.is_some() {
+        load.iterations = args.iterations;
     }
     let http = raw.http.get_or_insert_with(Default::default);
-    set(&mut http.timeout, a.timeout);
-    set(&mut http.connect_timeout, a.connect_timeout);
-    if a.no_keepalive {
+    set(&mut http.timeout, args.timeout);
+    set(&mut http.connect_timeout, args.connect_timeout);
+    if args.no_keepalive {
         http.keep_alive = Some(false);
     }
-    if a.threads.is_some() {
-        http.threads = a.threads;
+    if args.threads.is_some() {
+        http.threads = args.threads;
     }
-    if !a.headers.is_empty() {
+    if !args.headers.is_empty() {
         let headers = http.headers.get_or_insert_with(Default::default);
-        for (k, v) in &a.headers {
+        for (k, v) in &args.headers {
             headers.retain(|old, _| !old.eq_ignore_ascii_case(k));
             headers.insert(k.clone(), v.clone());
         }
@@ -159,9 +163,9 @@ fn apply_flags(raw: &mut RawScenario, a: &RunArgs) {
 }
 
 /// The one-liner as a scenario: one request to `--url`.
-fn one_liner(a: &RunArgs, url: &str) -> anyhow::Result<RawScenario> {
+fn one_liner(args: &RunArgs, url: &str) -> anyhow::Result<RawScenario> {
     let (endpoint, target) = Endpoint::from_url(url).context("--url")?;
-    let method = a
+    let method = args
         .method
         .clone()
         .unwrap_or_else(|| "GET".into())
@@ -176,8 +180,8 @@ fn one_liner(a: &RunArgs, url: &str) -> anyhow::Result<RawScenario> {
             name: format!("{method} {target}"),
             method: Some(method),
             path: Some(target),
-            body: a.body.clone(),
-            expect: a.expect_status.as_ref().map(|s| RawExpect {
+            body: args.body.clone(),
+            expect: args.expect_status.as_ref().map(|s| RawExpect {
                 status: Some(RawStatus::List(s.clone())),
             }),
             ..RawRequest::default()
@@ -186,20 +190,21 @@ fn one_liner(a: &RunArgs, url: &str) -> anyhow::Result<RawScenario> {
     })
 }
 
-pub fn plan_from_args(a: &RunArgs) -> anyhow::Result<Plan> {
-    check_flags(a)?;
-    match (&a.scenario, &a.url) {
+/// The scenario file with the flags over it, or the one-liner.
+pub fn scenario_from_args(args: &RunArgs) -> anyhow::Result<Scenario> {
+    check_flags(args)?;
+    match (&args.scenario, &args.url) {
         (Some(path), _) => {
-            let mut file = headroom::scenario::read(path)?;
-            apply_flags(&mut file.raw, a);
+            let mut file = headroom_scenario::read(path)?;
+            apply_flags(&mut file.raw, args);
             Ok(file.build()?)
         }
         (None, Some(url)) => {
-            let mut raw = one_liner(a, url)?;
-            apply_flags(&mut raw, a);
-            let mut plan = headroom::scenario::build_raw(&raw, "command line", url)?;
-            plan.label = url.clone();
-            Ok(plan)
+            let mut raw = one_liner(args, url)?;
+            apply_flags(&mut raw, args);
+            let mut scenario = headroom_scenario::build_raw(&raw, "command line", url)?;
+            scenario.plan.label = url.clone();
+            Ok(scenario)
         }
         (None, None) => bail!("give a scenario file or --url"),
     }
@@ -264,15 +269,15 @@ impl Watch {
 
 /// The --monitor-* flags → what to watch (starting the server for
 /// --monitor-cmd, checking the token for --monitor-url).
-pub fn watch_from_args(a: &RunArgs, plan: &Plan) -> anyhow::Result<Watch> {
-    let interval = a.monitor_interval;
-    if let Some(pid) = a.monitor_pid {
+pub fn watch_from_args(args: &RunArgs, plan: &Plan) -> anyhow::Result<Watch> {
+    let interval = args.monitor_interval;
+    if let Some(pid) = args.monitor_pid {
         if !Path::new(&format!("/proc/{pid}")).exists() {
             bail!("--monitor-pid {pid}: no such process");
         }
         return Ok(Watch::pid(pid, interval, format!("pid {pid}")));
     }
-    if let Some(file) = &a.monitor_pidfile {
+    if let Some(file) = &args.monitor_pidfile {
         let pid = read_pidfile(file)?;
         if !Path::new(&format!("/proc/{pid}")).exists() {
             bail!("--monitor-pidfile {}: no process {pid}", file.display());
@@ -283,21 +288,21 @@ pub fn watch_from_args(a: &RunArgs, plan: &Plan) -> anyhow::Result<Watch> {
             format!("pid {pid} from {}", file.display()),
         ));
     }
-    if let Some(cmd) = &a.monitor_cmd {
+    if let Some(cmd) = &args.monitor_cmd {
         let mut server = ServerProcess::spawn(cmd, Duration::from_secs(5))?;
-        server.wait_ready(plan.endpoint.addr, a.monitor_ready_timeout)?;
+        server.wait_ready(plan.endpoint.addr, args.monitor_ready_timeout)?;
         let mut watch = Watch::pid(server.pid(), interval, format!("command `{cmd}`"));
         watch.server = Some(server);
         return Ok(watch);
     }
-    if let Some(url) = &a.monitor_url {
+    if let Some(url) = &args.monitor_url {
         let source = RemoteSource {
             url: url.trim_end_matches('/').to_string(),
-            token: a.monitor_token.clone().unwrap_or_default(),
+            token: args.monitor_token.clone().unwrap_or_default(),
         };
         // Fail before loading anything if the monitor is not there or
         // refuses the token.
-        headroom::monitor::remote::fetch(&source, headroom::monitor::unix_ms())?;
+        headroom_monitor::remote::fetch(&source, headroom_monitor::unix_ms())?;
         return Ok(Watch {
             config: MonitorConfig {
                 root: None,
@@ -313,30 +318,34 @@ pub fn watch_from_args(a: &RunArgs, plan: &Plan) -> anyhow::Result<Watch> {
 
 /// Where `execute` writes what it measured, besides the summary.
 #[derive(Default)]
-pub struct Outputs<'a> {
-    pub out: Option<&'a Path>,
-    pub html: Option<&'a Path>,
-    pub csv: Option<&'a Path>,
-    pub hdr_log: Option<&'a Path>,
-    pub junit: Option<&'a Path>,
+pub struct Outputs<'args> {
+    pub out: Option<&'args Path>,
+    pub html: Option<&'args Path>,
+    pub csv: Option<&'args Path>,
+    pub hdr_log: Option<&'args Path>,
+    pub junit: Option<&'args Path>,
     pub markdown: bool,
     pub quiet: bool,
     /// Flags' thresholds (the plan's own are added).
     pub thresholds: Slo,
 }
 
-impl<'a> Outputs<'a> {
-    pub fn from_args(a: &'a RunArgs) -> Outputs<'a> {
+impl<'args> Outputs<'args> {
+    pub fn from_args(args: &'args RunArgs) -> Outputs<'args> {
         Outputs {
-            out: a.out.as_deref(),
-            html: a.reports.html.as_deref(),
-            csv: a.csv.as_deref(),
-            hdr_log: a.hdr_log.as_deref(),
-            junit: a.junit.as_deref(),
-            markdown: a.reports.markdown,
-            quiet: a.quiet,
+            out: args.out.as_deref(),
+            html: args.reports.html.as_deref(),
+            csv: args.csv.as_deref(),
+            hdr_log: args.hdr_log.as_deref(),
+            junit: args.junit.as_deref(),
+            markdown: args.reports.markdown,
+            quiet: args.quiet,
             thresholds: Slo {
-                bounds: a.thresholds.iter().flat_map(|s| s.bounds.clone()).collect(),
+                bounds: args
+                    .thresholds
+                    .iter()
+                    .flat_map(|s| s.bounds.clone())
+                    .collect(),
             },
         }
     }
@@ -346,20 +355,21 @@ impl<'a> Outputs<'a> {
 /// and the other outputs (even when interrupted), prints the summary.
 /// Returns the exit code.
 pub fn execute(
-    plan: &Plan,
+    scenario: &Scenario,
     stop: &StopSignal,
     watch: Watch,
-    buckets_ms: &[u64],
+    recording: &Recording,
     outputs: &Outputs,
 ) -> anyhow::Result<i32> {
+    let plan = &scenario.plan;
     let live = Live::new(plan.load_duration());
-    let measured = measure(plan, stop, watch.config.clone(), buckets_ms, |p, sample| {
+    let measured = measure(plan, stop, watch.config.clone(), recording, |p, sample| {
         live.update(p, sample)
     });
     live.finish();
     drop(watch.server);
     let mut results = measured.results;
-    let mut thresholds = plan.thresholds.clone();
+    let mut thresholds = scenario.thresholds.clone();
     thresholds
         .bounds
         .extend(outputs.thresholds.bounds.iter().cloned());
@@ -367,26 +377,26 @@ pub fn execute(
     let breached = results.thresholds.iter().any(|c| !c.passed);
     if let Some(path) = outputs.out {
         let json = serde_json::to_string_pretty(&results)?;
-        headroom::report::write_replacing(path, (json + "\n").as_bytes())
+        headroom_results::write_replacing(path, (json + "\n").as_bytes())
             .with_context(|| format!("cannot write results to {}", path.display()))?;
     }
     if let Some(path) = outputs.html {
         write_file(path, "HTML report", html::run_report(&results).as_bytes())?;
     }
     if let Some(dir) = outputs.csv {
-        headroom::report::csv::write_run(dir, &results)
+        headroom_report::csv::write_run(dir, &results)
             .with_context(|| format!("cannot write CSV files into {}", dir.display()))?;
         println!("CSV files written to {}", dir.display());
     }
     if let Some(path) = outputs.hdr_log {
-        let log = headroom::report::hdrlog::interval_log(
+        let log = headroom_report::hdrlog::interval_log(
             &measured.latency_intervals,
             measured.started_at,
         )?;
         write_file(path, "HdrHistogram interval log", &log)?;
     }
     if let Some(path) = outputs.junit {
-        let xml = headroom::report::thresholds::junit_xml(
+        let xml = headroom_report::thresholds::junit_xml(
             &results.config.url,
             &results.thresholds,
             results.duration_s,
@@ -422,7 +432,7 @@ pub fn execute(
             .errors
             .keys()
             .next()
-            .and_then(|k| headroom::metrics::ErrorClass::from_key(k))
+            .and_then(|k| headroom_engine::metrics::ErrorClass::from_key(k))
             .map_or("no request was sent", |c| c.describe());
         eprintln!(
             "headroom: error: could not connect to {} ({why}): every request failed to connect",
@@ -444,14 +454,14 @@ pub fn execute(
     Ok(exit_code)
 }
 
-pub fn run(a: RunArgs) -> anyhow::Result<i32> {
-    let plan = plan_from_args(&a)?;
-    let outputs = Outputs::from_args(&a);
-    check_request_names(&outputs.thresholds, &plan, "--threshold")?;
+pub fn run(args: RunArgs) -> anyhow::Result<i32> {
+    let scenario = scenario_from_args(&args)?;
+    let outputs = Outputs::from_args(&args);
+    check_request_names(&outputs.thresholds, &scenario.plan, "--threshold")?;
     let stop = StopSignal::new();
     install_interrupt(&stop)?;
-    let watch = watch_from_args(&a, &plan)?;
-    execute(&plan, &stop, watch, &a.buckets, &outputs)
+    let watch = watch_from_args(&args, &scenario.plan)?;
+    execute(&scenario, &stop, watch, &recording(&args.buckets), &outputs)
 }
 
 /// Bounds that name a request (`p95{login}<500ms`) must name one of the

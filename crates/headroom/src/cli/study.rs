@@ -2,31 +2,34 @@
 //! comparison, write study.json and study.csv.
 
 use super::args::StudyArgs;
+use super::recording;
 use super::run::install_interrupt;
 use super::{EXIT_INTERRUPTED, EXIT_OK};
 use anyhow::Context;
-use headroom::engine::StopSignal;
-use headroom::study::{self, Event, StudyOptions};
+use headroom_engine::StopSignal;
+use headroom_report::study_table;
+use headroom_study::file::Study;
+use headroom_study::{Event, StudyOptions};
 
-pub fn study(a: StudyArgs) -> anyhow::Result<i32> {
-    let loaded = study::file::load(&a.study)?;
-    study::check_scenario(&loaded).map_err(anyhow::Error::msg)?;
-    let out_dir = a.out.clone().unwrap_or_else(|| {
-        let stem = a
+pub fn study(args: StudyArgs) -> anyhow::Result<i32> {
+    let loaded = headroom_study::file::load(&args.study)?;
+    headroom_study::check_scenario(&loaded).map_err(anyhow::Error::msg)?;
+    let out_dir = args.out.clone().unwrap_or_else(|| {
+        let stem = args
             .study
             .file_stem()
             .and_then(|s| s.to_str())
             .unwrap_or("study");
-        a.study.with_file_name(format!("{stem}-results"))
+        args.study.with_file_name(format!("{stem}-results"))
     });
-    run_study(&loaded, out_dir, a.fresh, a.buckets, &a.reports)
+    run_study(&loaded, out_dir, args.fresh, &args.buckets, &args.reports)
 }
 
 pub fn run_study(
-    loaded: &study::file::Study,
+    loaded: &Study,
     out_dir: std::path::PathBuf,
     fresh: bool,
-    buckets_ms: Vec<u64>,
+    buckets_ms: &[u64],
     reports: &super::args::ReportArgs,
 ) -> anyhow::Result<i32> {
     let stop = StopSignal::new();
@@ -34,7 +37,7 @@ pub fn run_study(
     let opts = StudyOptions {
         out_dir: out_dir.clone(),
         fresh,
-        buckets_ms,
+        recording: recording(buckets_ms),
     };
     println!(
         "headroom study: {} configurations × {} run(s); results in {}",
@@ -42,7 +45,8 @@ pub fn run_study(
         loaded.repeat,
         out_dir.display()
     );
-    let report = study::run(loaded, &opts, &stop, |e| match e {
+    let mut csv_error = None;
+    let report = headroom_study::run(loaded, &opts, &stop, |e| match e {
         Event::Skipped { label, round } => {
             println!("  {label} (run {round}): already measured, skipped")
         }
@@ -69,21 +73,33 @@ pub fn run_study(
                 round = record.round
             );
         }
+        // study.csv beside study.json, rewritten with it after every run.
+        Event::Saved(so_far) => {
+            let csv = out_dir.join("study.csv");
+            if let Err(e) =
+                headroom_results::write_replacing(&csv, study_table::csv(so_far).as_bytes())
+            {
+                csv_error.get_or_insert(e);
+            }
+        }
     })
     .with_context(|| format!("cannot write the study's results in {}", out_dir.display()))?;
+    if let Some(e) = csv_error {
+        return Err(e).with_context(|| format!("cannot write study.csv in {}", out_dir.display()));
+    }
     if let Some(path) = &reports.html {
         super::report::write_file(
             path,
             "HTML report",
-            headroom::report::html::study_report(&report).as_bytes(),
+            headroom_report::html::study_report(&report).as_bytes(),
         )?;
     }
     let mut stdout = std::io::stdout().lock();
     if reports.markdown {
         use std::io::Write;
-        write!(stdout, "{}", study::table::table(&report, false).markdown())?;
+        write!(stdout, "{}", study_table::table(&report, false).markdown())?;
     } else {
-        study::table::write(&mut stdout, &report)?;
+        study_table::write(&mut stdout, &report)?;
     }
     use std::io::Write;
     writeln!(

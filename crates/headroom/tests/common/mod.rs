@@ -106,7 +106,7 @@ pub fn http_get(url: &str) -> String {
 }
 
 pub fn free_port() -> u16 {
-    headroom::study::free_port().expect("a free port")
+    headroom_study::free_port().expect("a free port")
 }
 
 pub fn wait_for_port(port: u16) {

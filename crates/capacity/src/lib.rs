@@ -1,0 +1,379 @@
+//! Capacity search: the highest load that still meets an objective (SLO),
+//! the interval around it, the knee, and what ran out first.
+//!
+//! - [`search`]: which load to try next (grow, bisect, re-test), pure.
+//! - [`analysis`]: the knee and the limiting resource from the steps.
+//! - [`settings`]: what to search for and how — one overlay (flags over a
+//!   study over a scenario), then defaults and checks ([`Settings::resolve`]).
+//!
+//! Each step is a full run (`measure`, the same as `headroom run`) of the
+//! scenario at one load — an arrival rate (open model) or a number of
+//! users (closed model) — after a short warm-up at that load, followed by
+//! a pause for the server to drain. `cap.json` is the [`CapacityReport`].
+
+pub mod analysis;
+pub mod search;
+pub mod settings;
+
+pub use settings::{Axis, Options, Settings, SettingsRecord};
+
+use headroom_engine::plan::schedule::Schedule;
+use headroom_engine::plan::{ClosedLoad, Load, OpenLoad, Plan, DEFAULT_MAX_CONNECTIONS};
+use headroom_engine::StopSignal;
+use headroom_monitor::MonitorConfig;
+use headroom_results::measure::{measure, Recording};
+use headroom_results::record::Results;
+use headroom_results::slo::{ok_rate, BoundCheck};
+use search::{Bounds, End, Next, Search};
+use serde::{Deserialize, Serialize};
+use std::time::{Duration, Instant};
+
+/// One step of the search.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Step {
+    pub index: u32,
+    /// The load tried, in the axis's unit.
+    pub offered: f64,
+    /// OK responses per second (rate axis: of the planned step length).
+    pub achieved: f64,
+    pub passed: bool,
+    /// A repeat of an earlier passing load, to guard against a lucky step.
+    pub retest: bool,
+    /// The step failed because the generator could not keep up (often a
+    /// hiccup of a shared machine): the same load was tried again and this
+    /// step counts for nothing. A second such step in a row ends the search
+    /// as `generator_bound`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub discarded: bool,
+    pub checks: Vec<BoundCheck>,
+    /// The step's run, in the shape of `results.json`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub results: Option<Results>,
+}
+
+/// How the search ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    /// Bracketed within the precision.
+    Found,
+    /// Even the maximum tried met the objective.
+    MetUpToMax,
+    /// Even the minimum failed.
+    FailedAtMin,
+    /// `--max-time` ran out before the search ended.
+    TimeLimit,
+    /// The generator, not the server, failed the objective.
+    GeneratorBound,
+    /// The server died during a step.
+    ServerExited,
+    Interrupted,
+    /// The search goes on: a snapshot written after each step, so a crash
+    /// of headroom itself mid-search still leaves every finished step.
+    InProgress,
+}
+
+/// `cap.json`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CapacityReport {
+    pub headroom_version: String,
+    pub target: String,
+    pub axis: Axis,
+    /// The unit of `capacity`, `interval`, `knee` and steps' `offered`.
+    pub unit: String,
+    pub slo: String,
+    /// The highest load that met the objective; null when none did.
+    pub capacity: Option<f64>,
+    /// [highest pass, lowest fail]; either end null when not found.
+    pub interval: [Option<f64>; 2],
+    pub outcome: Outcome,
+    /// The answer in one sentence.
+    pub verdict: String,
+    /// What saturated at the lowest failing load: generator, server_exited,
+    /// memory, fds, listen_queue, server_cpu, machine_cpu, none_observed.
+    pub limited_by: Option<String>,
+    pub limited_by_detail: Option<String>,
+    /// The objective failed because of the generator: not a server capacity.
+    pub generator_bound: bool,
+    /// Where latency bends upward (Kneedle), in the axis's unit.
+    pub knee: Option<f64>,
+    /// The latency figure the knee follows (e.g. "p90").
+    pub knee_metric: String,
+    pub settings: SettingsRecord,
+    pub elapsed_s: f64,
+    pub steps: Vec<Step>,
+}
+
+/// What the search tells the terminal as it goes.
+pub enum Event<'a> {
+    Starting {
+        index: u32,
+        load: f64,
+        retest: bool,
+    },
+    Finished(&'a Step),
+    /// The report so far (outcome `in_progress`), after each step that is
+    /// not the last.
+    Snapshot(&'a CapacityReport),
+}
+
+/// The plan at one load for `duration`: a constant rate (open) or a fixed
+/// number of users (closed), with the scenario's requests and settings.
+pub fn plan_at(plan: &Plan, axis: Axis, load: f64, duration: Duration) -> Plan {
+    let mut p = plan.clone();
+    p.max_requests = None;
+    p.load = match axis {
+        Axis::Rate => Load::Open(OpenLoad {
+            schedule: Schedule::constant(load, duration)
+                .expect("a positive rate and duration make a schedule"),
+            max_connections: match &plan.load {
+                Load::Open(o) => o.max_connections,
+                Load::Closed(_) => DEFAULT_MAX_CONNECTIONS,
+            },
+        }),
+        Axis::Users => Load::Closed(ClosedLoad {
+            vus: load as u32,
+            ramp_up: Duration::ZERO,
+            duration: Some(duration),
+            iterations: None,
+            think_time: match &plan.load {
+                Load::Closed(c) => c.think_time,
+                Load::Open(_) => Duration::ZERO,
+            },
+        }),
+    };
+    p
+}
+
+fn step_from(index: u32, load: f64, retest: bool, opts: &Options, r: Results) -> Step {
+    let achieved = match opts.axis {
+        Axis::Rate => ok_rate(&r),
+        Axis::Users => r.summary.requests.ok as f64 / r.duration_s.max(f64::MIN_POSITIVE),
+    };
+    let offered = (opts.axis == Axis::Rate).then_some(load);
+    let checks = opts.slo.check(&r, offered);
+    Step {
+        index,
+        offered: load,
+        achieved,
+        passed: checks.iter().all(|c| c.passed) && !r.interrupted,
+        retest,
+        discarded: false,
+        checks,
+        results: Some(r),
+    }
+}
+
+fn server_died(r: &Results) -> bool {
+    r.server
+        .as_ref()
+        .is_some_and(|s| s.findings.iter().any(|f| f.kind == "server_exited"))
+}
+
+fn num(x: f64, unit: &str) -> String {
+    let text = if x.fract() == 0.0 {
+        format!("{x:.0}")
+    } else {
+        format!("{x:.2}")
+    };
+    format!("{text} {unit}")
+}
+
+/// Runs the search against `plan`'s server, watching it with `watch`.
+pub fn run(
+    plan: &Plan,
+    opts: &Options,
+    watch: &MonitorConfig,
+    stop: &StopSignal,
+    recording: &Recording,
+    mut event: impl FnMut(Event),
+) -> CapacityReport {
+    let started = Instant::now();
+    let mut search = Search::new(Bounds {
+        min: opts.min,
+        max: opts.max,
+        growth: opts.growth,
+        precision: opts.precision,
+        integer: opts.axis == Axis::Users,
+    });
+    let mut steps: Vec<Step> = Vec::new();
+    let mut next = search.first();
+    // The previous step was generator-bound and is being tried again.
+    let mut trying_again = false;
+    let outcome: Result<End, Outcome> = loop {
+        let (load, retest) = match next {
+            Next::Try { load, retest } => (load, retest),
+            Next::Done(end) => break Ok(end),
+        };
+        if stop.is_stopping() {
+            break Err(Outcome::Interrupted);
+        }
+        let needed = opts.warmup + opts.step_duration;
+        if started.elapsed() + needed > opts.max_time {
+            break Err(Outcome::TimeLimit);
+        }
+        let index = steps.len() as u32 + 1;
+        event(Event::Starting {
+            index,
+            load,
+            retest,
+        });
+        if !opts.warmup.is_zero() {
+            let warm = plan_at(plan, opts.axis, load, opts.warmup);
+            let _ = headroom_engine::run(&warm, stop, |_| {});
+        }
+        let step_plan = plan_at(plan, opts.axis, load, opts.step_duration);
+        let measured = measure(&step_plan, stop, watch.clone(), recording, |_, _| {});
+        let mut step = step_from(index, load, retest, opts, measured.results);
+        let interrupted = step.results.as_ref().is_some_and(|r| r.interrupted);
+        let died = step.results.as_ref().is_some_and(server_died);
+        let generator = !step.passed && step.results.as_ref().is_some_and(|r| r.generator_bound);
+        let try_again = generator && !trying_again && !interrupted && !died;
+        step.discarded = try_again;
+        event(Event::Finished(&step));
+        let passed = step.passed;
+        steps.push(step);
+        if interrupted {
+            break Err(Outcome::Interrupted);
+        }
+        if died {
+            break Err(Outcome::ServerExited);
+        }
+        if generator && !try_again {
+            break Err(Outcome::GeneratorBound);
+        }
+        trying_again = try_again;
+        if !try_again {
+            next = search.record(load, passed);
+        }
+        if matches!(next, Next::Try { .. }) {
+            let so_far = report(
+                plan,
+                opts,
+                steps.clone(),
+                &search,
+                Err(Outcome::InProgress),
+                started.elapsed(),
+            );
+            event(Event::Snapshot(&so_far));
+            if !opts.pause.is_zero() {
+                stop.sleep(opts.pause);
+            }
+        }
+    };
+    report(plan, opts, steps, &search, outcome, started.elapsed())
+}
+
+fn report(
+    plan: &Plan,
+    opts: &Options,
+    steps: Vec<Step>,
+    search: &Search,
+    outcome: Result<End, Outcome>,
+    elapsed: Duration,
+) -> CapacityReport {
+    let unit = opts.axis.unit();
+    // A step that ended the search early (generator-bound, server died)
+    // was not given to the search: it still bounds the interval.
+    // A fail at or below the capacity was outvoted by passes (noise).
+    let above = |s: &&Step, low: Option<f64>| low.is_none_or(|l| s.offered > l);
+    let lowest_fail = steps
+        .iter()
+        .filter(|s| !s.passed && !s.discarded && above(s, search.low()))
+        .map(|s| s.offered)
+        .fold(None, |m: Option<f64>, x| Some(m.map_or(x, |m| m.min(x))));
+    let (low, high) = (search.low(), search.high().or(lowest_fail));
+    let (capacity, interval, kind) = match outcome {
+        Ok(End::Found { low, high }) => (Some(low), [Some(low), Some(high)], Outcome::Found),
+        Ok(End::MetUpToMax { max }) => (Some(max), [Some(max), None], Outcome::MetUpToMax),
+        Ok(End::FailedAtMin { .. }) => (None, [None, high], Outcome::FailedAtMin),
+        Err(kind) => (low, [low, high], kind),
+    };
+    // What ran out: at the lowest load that failed.
+    let first_fail = steps
+        .iter()
+        .filter(|s| !s.passed && !s.discarded && above(s, low))
+        .min_by(|a, b| a.offered.total_cmp(&b.offered));
+    let limit = first_fail.map(analysis::limited_by);
+    let generator_bound =
+        kind == Outcome::GeneratorBound || limit.as_ref().is_some_and(|l| l.kind == "generator");
+    let failed_bounds = first_fail
+        .map(|s| {
+            s.checks
+                .iter()
+                .filter(|c| !c.passed)
+                .map(BoundCheck::describe)
+                .collect::<Vec<_>>()
+                .join(", ")
+        })
+        .unwrap_or_default();
+    let at_least = |x: Option<f64>| {
+        x.map_or("no load passed".to_string(), |x| {
+            format!("it met the objective up to {}", num(x, unit))
+        })
+    };
+    let verdict = match kind {
+        Outcome::Found => format!(
+            "capacity {} (between {} passing and {} failing) at {}",
+            num(interval[0].unwrap_or(0.0), unit),
+            num(interval[0].unwrap_or(0.0), unit),
+            num(interval[1].unwrap_or(0.0), unit),
+            opts.slo
+        ),
+        Outcome::MetUpToMax => format!(
+            "objective met up to the maximum tried ({}): the capacity is higher — raise --max",
+            num(capacity.unwrap_or(opts.max), unit)
+        ),
+        Outcome::FailedAtMin => format!(
+            "objective not met even at the minimum tried ({}): {failed_bounds} — lower --min",
+            num(high.unwrap_or(opts.min), unit)
+        ),
+        Outcome::TimeLimit => format!(
+            "time limit ({}) reached before the search ended: {}{}",
+            humantime::format_duration(opts.max_time),
+            at_least(low),
+            high.map_or(String::new(), |h| format!(
+                " and failed at {}",
+                num(h, unit)
+            ))
+        ),
+        Outcome::GeneratorBound => format!(
+            "generator-bound: at {} the generator, not the server, could not meet the \
+             objective ({}) — this is not a server capacity; {}",
+            num(high.unwrap_or(0.0), unit),
+            limit.as_ref().map_or("", |l| l.detail.as_str()),
+            at_least(low)
+        ),
+        Outcome::ServerExited => format!(
+            "the server exited during the step at {}; {}",
+            num(steps.last().map_or(0.0, |s| s.offered), unit),
+            at_least(low)
+        ),
+        Outcome::Interrupted => format!("interrupted; {}", at_least(low)),
+        Outcome::InProgress => format!(
+            "search in progress after {} steps; {}",
+            steps.len(),
+            at_least(low)
+        ),
+    };
+    let metric = analysis::knee_metric(&opts.slo);
+    CapacityReport {
+        headroom_version: env!("CARGO_PKG_VERSION").into(),
+        target: plan.label.clone(),
+        axis: opts.axis,
+        unit: unit.into(),
+        slo: opts.slo.to_string(),
+        capacity,
+        interval,
+        outcome: kind,
+        verdict,
+        limited_by: limit.as_ref().map(|l| l.kind.clone()),
+        limited_by_detail: limit.map(|l| l.detail),
+        generator_bound,
+        knee: analysis::knee(&steps, metric),
+        knee_metric: metric.name().into(),
+        settings: SettingsRecord::from(opts),
+        elapsed_s: elapsed.as_secs_f64(),
+        steps,
+    }
+}

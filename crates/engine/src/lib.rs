@@ -1,0 +1,249 @@
+//! headroom's load engine: runs a [`Plan`] and returns exact counts, HDR
+//! histograms and a per-second timeline ([`RunOutcome`]). It knows nothing
+//! of scenario files, reports, studies or the command line: whatever
+//! builds a [`Plan`] can run it.
+//!
+//! ```text
+//!  controller (calling thread) ── spawns ──▶ worker 0..W (a thread each,
+//!      ▲  merges intervals,                   single-threaded tokio runtime,
+//!      │  enforces the hard stop              own Recorder, own connections)
+//!      └──────── WorkerMsg::Tick / Done ◀─────┘
+//! ```
+//!
+//! Floors, from the bottom: [`metrics`] (error classes, mergeable stats,
+//! the recorder) → [`plan`] (what to run: requests, load, the open-model
+//! [`plan::schedule`]) → the load models and the controller (this file):
+//!
+//! - `closed` / `open`: the two load models, each a loop per user or per
+//!   connection on one worker.
+//! - `user`: one virtual user's state and iteration (a request from the
+//!   mix, or a session of steps; checks, extraction, cookies, feeders).
+//! - `worker`: the thread, the shared per-worker state, one exchange.
+//! - [`stop`]: graceful stop and abort.
+//!
+//! ```no_run
+//! use headroom_engine::plan::{ClosedLoad, Load, Plan};
+//! use headroom_engine::{run, StopSignal};
+//! use std::time::Duration;
+//!
+//! let mut plan = Plan::get("http://127.0.0.1:8080/hello").unwrap();
+//! plan.load = Load::Closed(ClosedLoad::users(10, Duration::from_secs(5)));
+//! let outcome = run(&plan, &StopSignal::new(), |_| {});
+//! println!("{} requests, {} ok", outcome.total.requests, outcome.total.ok);
+//! ```
+
+pub mod metrics;
+pub mod plan;
+
+mod closed;
+mod open;
+pub mod stop;
+mod user;
+mod worker;
+
+use crate::metrics::aggregate::{Aggregate, TimelinePoint};
+use crate::metrics::{Interval, Stats, WorkerReport};
+use crate::plan::{Plan, INTERRUPT_GRACE};
+use std::sync::atomic::AtomicU64;
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+pub use stop::StopSignal;
+
+pub(crate) enum WorkerMsg {
+    Tick {
+        worker: usize,
+        upto: u32,
+        intervals: Vec<Interval>,
+    },
+    Done {
+        worker: usize,
+        report: WorkerReport,
+    },
+}
+
+/// The live view after each second, for progress displays.
+pub struct Progress<'a> {
+    pub elapsed: Duration,
+    pub second: &'a TimelinePoint,
+    pub total: &'a Stats,
+}
+
+/// Everything a run measured.
+pub struct RunOutcome {
+    pub started_at: SystemTime,
+    /// From the start to the last response (or the stop): the denominator
+    /// of throughput, as JMeter computes it.
+    pub duration: Duration,
+    /// From the start to the last request actually sent.
+    pub send_window: Duration,
+    pub total: Stats,
+    pub per_request: Vec<Stats>,
+    pub timeline: Vec<TimelinePoint>,
+    /// Each second's latency histogram (base64 V2 + DEFLATE), for `--hdr-log`.
+    pub latency_intervals: Vec<String>,
+    pub interrupted: bool,
+    /// Why the run ended before its planned end, when it did.
+    pub stop_reason: Option<String>,
+    pub threads: usize,
+    /// Open model: arrivals that waited for a connection because the pool
+    /// was at its cap (`--connections`).
+    pub waited_for_connection: u64,
+}
+
+/// How far ahead of "now" a run's clock starts: time for the worker
+/// threads to build their runtimes, so the first arrivals are not sent
+/// late (which would show as send lag that is the start-up, not the load).
+pub const START_LEAD: Duration = Duration::from_millis(25);
+
+/// The start of a run begun now: `START_LEAD` ahead.
+pub fn start_soon() -> Instant {
+    Instant::now() + START_LEAD
+}
+
+/// The wall-clock time of `at` (which may lie a little ahead).
+pub fn wall_clock(at: Instant) -> SystemTime {
+    let now = Instant::now();
+    if at >= now {
+        SystemTime::now() + (at - now)
+    } else {
+        SystemTime::now() - (now - at)
+    }
+}
+
+/// Runs the plan to its end (or until `stop`), calling `on_second` as each
+/// second of the timeline completes.
+pub fn run(plan: &Plan, stop: &StopSignal, on_second: impl FnMut(Progress)) -> RunOutcome {
+    run_at(plan, stop, start_soon(), on_second)
+}
+
+/// As [`run`], with the run's clock starting at `start` (so a monitor can
+/// sample on the same interval boundaries).
+pub fn run_at(
+    plan: &Plan,
+    stop: &StopSignal,
+    start: Instant,
+    mut on_second: impl FnMut(Progress),
+) -> RunOutcome {
+    let threads = plan.effective_threads();
+    let plan = Arc::new(plan.clone());
+    // The run's own signal: its hard stop (or a feeder running dry) ends
+    // this run only, never the caller's signal, so a study or a capacity
+    // search goes on to its next run. The caller's stops are passed on.
+    let caller = stop;
+    let stop = &StopSignal::new();
+    stop.follow(caller);
+    let (tx, rx) = mpsc::channel();
+    let budget = plan.max_requests.map(|n| Arc::new(AtomicU64::new(n)));
+    let started_at = wall_clock(start);
+    let handles: Vec<_> = (0..threads)
+        .map(|id| {
+            let ctx = worker::WorkerCtx {
+                id,
+                workers: threads,
+                plan: plan.clone(),
+                start,
+                stop: stop.clone(),
+                tx: tx.clone(),
+                budget: budget.clone(),
+            };
+            std::thread::Builder::new()
+                .name(format!("headroom-worker-{id}"))
+                .spawn(move || worker::run(ctx))
+                .expect("a worker thread can be spawned")
+        })
+        .collect();
+    drop(tx);
+
+    let mut aggregate = Aggregate::new(threads, plan.requests.len());
+    let mut hard_stop = plan.load_duration().map(|d| start + d + plan.graceful_stop);
+    let mut seen_stop = false;
+    let mut aborted = false;
+    let mut last_sent: Option<Instant> = None;
+    let mut last_done: Option<Instant> = None;
+    let mut waited_for_connection = 0;
+    let mut done = 0;
+    while done < threads {
+        let now = Instant::now();
+        stop.follow(caller);
+        if stop.is_stopping() && !seen_stop {
+            // Ctrl-C gives in-flight requests a moment; a stop with a reason
+            // (a feeder ran dry) the usual graceful stop.
+            seen_stop = true;
+            let grace = if caller.was_interrupted() {
+                INTERRUPT_GRACE.min(plan.graceful_stop)
+            } else {
+                plan.graceful_stop
+            };
+            let grace = now + grace;
+            hard_stop = Some(hard_stop.map_or(grace, |h| h.min(grace)));
+        }
+        if !aborted && hard_stop.is_some_and(|h| now >= h) {
+            stop.abort();
+            aborted = true;
+        }
+        // Wake at least every 50 ms to pass a Ctrl-C on to the workers.
+        let wait = hard_stop
+            .map_or(Duration::from_millis(50), |h| {
+                h.saturating_duration_since(now)
+            })
+            .clamp(Duration::from_millis(1), Duration::from_millis(50));
+        let msg = match rx.recv_timeout(wait) {
+            Ok(msg) => msg,
+            Err(RecvTimeoutError::Timeout) => continue,
+            Err(RecvTimeoutError::Disconnected) => break,
+        };
+        let new_seconds = match msg {
+            WorkerMsg::Tick {
+                worker,
+                upto,
+                intervals,
+            } => {
+                aggregate.add_intervals(intervals);
+                aggregate.worker_reached(worker, upto).len()
+            }
+            WorkerMsg::Done { worker, report } => {
+                done += 1;
+                last_sent = last_sent.max(report.last_sent);
+                last_done = last_done.max(report.last_done);
+                waited_for_connection += report.waited_for_connection;
+                aggregate.add_intervals(report.intervals);
+                aggregate.add_per_request(&report.per_request);
+                aggregate.worker_done(worker).len()
+            }
+        };
+        if new_seconds > 0 {
+            let (timeline, total) = aggregate.timeline_and_total();
+            if let Some(second) = timeline.last() {
+                on_second(Progress {
+                    elapsed: start.elapsed(),
+                    second,
+                    total,
+                });
+            }
+        }
+    }
+    for h in handles {
+        let _ = h.join();
+    }
+    let end = last_done.unwrap_or_else(Instant::now);
+    let crate::metrics::aggregate::Finished {
+        total,
+        per_request,
+        timeline,
+        latency_intervals,
+    } = aggregate.finish();
+    RunOutcome {
+        started_at,
+        duration: end.saturating_duration_since(start),
+        send_window: last_sent.map_or(Duration::ZERO, |s| s.saturating_duration_since(start)),
+        total,
+        per_request,
+        timeline,
+        latency_intervals,
+        interrupted: caller.was_interrupted(),
+        stop_reason: stop.reason(),
+        threads,
+        waited_for_connection,
+    }
+}

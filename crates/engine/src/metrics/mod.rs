@@ -1,0 +1,312 @@
+//! Metrics: what one request's outcome is, how a worker records it without
+//! sharing anything, and how recordings merge exactly.
+//!
+//! - [`ErrorClass`]: every way a request can fail, counted in a fixed array
+//!   (never formatted or boxed on the hot path).
+//! - [`Stats`]: mergeable counters + HDR histograms (`AddAssign`), the unit
+//!   of everything: a worker's second, the run's total, one request name.
+//! - [`Recorder`]: per-worker; files each outcome into the one-second
+//!   [`Interval`] its completion falls in.
+//! - [`aggregate`]: merges the workers' intervals into the run's totals and
+//!   per-second timeline.
+
+pub mod aggregate;
+pub mod histogram;
+mod recorder;
+
+pub use recorder::{Interval, Outcome, Recorder, WorkerReport};
+
+use hdrhistogram::Histogram;
+use std::ops::AddAssign;
+
+/// Why a request failed. The order is the display order; `key()` is the
+/// stable name used in `results.json` (`errors` object).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
+pub enum ErrorClass {
+    /// The server's port refused the connection (nothing listening).
+    ConnectRefused,
+    /// No TCP handshake within the connect timeout.
+    ConnectTimeout,
+    /// The generator ran out of file descriptors (EMFILE/ENFILE).
+    TooManyOpenFiles,
+    /// Any other connect failure (no route, ports exhausted, ...).
+    ConnectError,
+    /// The TLS handshake failed (certificate not trusted, wrong name, ...).
+    TlsHandshake,
+    /// No complete response within the request timeout.
+    RequestTimeout,
+    /// The connection was reset (RST, broken pipe).
+    ConnectionReset,
+    /// The server closed the connection before sending any response byte.
+    ClosedBeforeResponse,
+    /// The server closed the connection in the middle of a response.
+    ClosedMidResponse,
+    /// Bytes that are not a valid HTTP/1.x response.
+    MalformedResponse,
+    /// A 4xx status that the scenario did not expect.
+    Http4xx,
+    /// A 5xx status that the scenario did not expect.
+    Http5xx,
+    /// Any other status the scenario did not expect (e.g. 200 when 404 was).
+    UnexpectedStatus,
+    /// A scenario check (body, JSON path, header, response time) or an
+    /// extraction failed; `Stats::checks` says which.
+    CheckFailed,
+    /// In flight when the run's hard stop came (end of the graceful stop, or
+    /// an interrupt): sent, but cut off before its response.
+    Aborted,
+    /// Due in an open-model run but never sent: every allowed connection was
+    /// busy until the run's hard stop. Counted so a stall is never hidden.
+    NotSent,
+}
+
+impl From<headroom_http::Failure> for ErrorClass {
+    fn from(f: headroom_http::Failure) -> ErrorClass {
+        use headroom_http::Failure as F;
+        match f {
+            F::ConnectRefused => Self::ConnectRefused,
+            F::ConnectTimeout => Self::ConnectTimeout,
+            F::TooManyOpenFiles => Self::TooManyOpenFiles,
+            F::ConnectError => Self::ConnectError,
+            F::TlsHandshake => Self::TlsHandshake,
+            F::RequestTimeout => Self::RequestTimeout,
+            F::ConnectionReset => Self::ConnectionReset,
+            F::ClosedBeforeResponse => Self::ClosedBeforeResponse,
+            F::ClosedMidResponse => Self::ClosedMidResponse,
+            F::MalformedResponse => Self::MalformedResponse,
+        }
+    }
+}
+
+impl ErrorClass {
+    pub const COUNT: usize = 16;
+    pub const ALL: [ErrorClass; Self::COUNT] = [
+        Self::ConnectRefused,
+        Self::ConnectTimeout,
+        Self::TooManyOpenFiles,
+        Self::ConnectError,
+        Self::TlsHandshake,
+        Self::RequestTimeout,
+        Self::ConnectionReset,
+        Self::ClosedBeforeResponse,
+        Self::ClosedMidResponse,
+        Self::MalformedResponse,
+        Self::Http4xx,
+        Self::Http5xx,
+        Self::UnexpectedStatus,
+        Self::CheckFailed,
+        Self::Aborted,
+        Self::NotSent,
+    ];
+
+    pub fn index(self) -> usize {
+        self as usize
+    }
+
+    /// Stable key in results files.
+    pub fn key(self) -> &'static str {
+        match self {
+            Self::ConnectRefused => "connect_refused",
+            Self::ConnectTimeout => "connect_timeout",
+            Self::TooManyOpenFiles => "too_many_open_files",
+            Self::ConnectError => "connect_error",
+            Self::TlsHandshake => "tls_handshake",
+            Self::RequestTimeout => "request_timeout",
+            Self::ConnectionReset => "connection_reset",
+            Self::ClosedBeforeResponse => "closed_before_response",
+            Self::ClosedMidResponse => "closed_mid_response",
+            Self::MalformedResponse => "malformed_response",
+            Self::Http4xx => "http_4xx",
+            Self::Http5xx => "http_5xx",
+            Self::UnexpectedStatus => "unexpected_status",
+            Self::CheckFailed => "check_failed",
+            Self::Aborted => "aborted",
+            Self::NotSent => "not_sent",
+        }
+    }
+
+    pub fn from_key(key: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|c| c.key() == key)
+    }
+
+    /// One line a person reads in the summary.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Self::ConnectRefused => "connection refused: nothing listening on the port",
+            Self::ConnectTimeout => "no TCP handshake within the connect timeout",
+            Self::TooManyOpenFiles => {
+                "the generator ran out of file descriptors (raise `ulimit -n`)"
+            }
+            Self::ConnectError => "could not connect",
+            Self::TlsHandshake => "TLS handshake failed (certificate not trusted or wrong name?)",
+            Self::RequestTimeout => "no complete response within the request timeout",
+            Self::ConnectionReset => "connection reset by the server",
+            Self::ClosedBeforeResponse => "server closed the connection before responding",
+            Self::ClosedMidResponse => "server closed the connection mid-response",
+            Self::MalformedResponse => "response is not valid HTTP/1.x",
+            Self::Http4xx => "client error status (4xx) not expected",
+            Self::Http5xx => "server error status (5xx) not expected",
+            Self::UnexpectedStatus => "status not in the expected set",
+            Self::CheckFailed => "a check or extraction failed",
+            Self::Aborted => "cut off in flight when the run stopped",
+            Self::NotSent => "due but never sent: all connections busy until the stop",
+        }
+    }
+
+    /// The request never reached the server: it could not connect, or was
+    /// never sent. Client total minus these is what the server received.
+    pub fn never_reached_server(self) -> bool {
+        matches!(
+            self,
+            Self::ConnectRefused
+                | Self::ConnectTimeout
+                | Self::TooManyOpenFiles
+                | Self::ConnectError
+                | Self::TlsHandshake
+                | Self::NotSent
+        )
+    }
+}
+
+/// Highest status code we count individually; anything above is malformed.
+pub const MAX_STATUS: usize = 999;
+
+/// Counters and histograms for a set of requests. Merging two `Stats` with
+/// `+=` is exact: counts add, histograms add bucket by bucket.
+#[derive(Clone, Debug)]
+pub struct Stats {
+    pub requests: u64,
+    pub ok: u64,
+    pub failed: u64,
+    /// Response bytes read from the socket (head + body), like wrk's transfer.
+    pub bytes: u64,
+    /// Latency of every request, OK or failed, from its intended send time.
+    pub latency: Histogram<u64>,
+    /// Latency of OK requests only.
+    pub latency_ok: Histogram<u64>,
+    /// Time from the actual send to completion (what coordinated-omission-
+    /// prone tools report). Equal to `latency` in a closed model.
+    pub service_time: Histogram<u64>,
+    /// How late each request was sent after its intended time (open model).
+    pub send_lag: Histogram<u64>,
+    /// Count per status code, index = code (0..=999).
+    pub status: Vec<u64>,
+    pub errors: [u64; ErrorClass::COUNT],
+    /// Failures per scenario check (index = check id); their sum is
+    /// `errors[CheckFailed]`. Grows on first use.
+    pub checks: Vec<u64>,
+    /// TCP connections the generator opened successfully.
+    pub connections_opened: u64,
+}
+
+impl Default for Stats {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Stats {
+    pub fn new() -> Self {
+        Stats {
+            requests: 0,
+            ok: 0,
+            failed: 0,
+            bytes: 0,
+            latency: histogram::new(),
+            latency_ok: histogram::new(),
+            service_time: histogram::new(),
+            send_lag: histogram::new(),
+            status: vec![0; MAX_STATUS + 1],
+            errors: [0; ErrorClass::COUNT],
+            checks: Vec::new(),
+            connections_opened: 0,
+        }
+    }
+
+    pub fn error_count(&self, class: ErrorClass) -> u64 {
+        self.errors[class.index()]
+    }
+
+    /// (code, count) for every status seen, ascending.
+    pub fn status_counts(&self) -> impl Iterator<Item = (u16, u64)> + '_ {
+        self.status
+            .iter()
+            .enumerate()
+            .filter(|(_, &n)| n > 0)
+            .map(|(code, &n)| (code as u16, n))
+    }
+
+    /// (class, count) for every error class seen, in display order.
+    pub fn error_counts(&self) -> impl Iterator<Item = (ErrorClass, u64)> + '_ {
+        ErrorClass::ALL
+            .into_iter()
+            .map(|c| (c, self.errors[c.index()]))
+            .filter(|(_, n)| *n > 0)
+    }
+}
+
+impl AddAssign<&Stats> for Stats {
+    fn add_assign(&mut self, other: &Stats) {
+        self.requests += other.requests;
+        self.ok += other.ok;
+        self.failed += other.failed;
+        self.bytes += other.bytes;
+        histogram::add(&mut self.latency, &other.latency);
+        histogram::add(&mut self.latency_ok, &other.latency_ok);
+        histogram::add(&mut self.service_time, &other.service_time);
+        histogram::add(&mut self.send_lag, &other.send_lag);
+        for (a, b) in self.status.iter_mut().zip(&other.status) {
+            *a += b;
+        }
+        for (a, b) in self.errors.iter_mut().zip(&other.errors) {
+            *a += b;
+        }
+        if self.checks.len() < other.checks.len() {
+            self.checks.resize(other.checks.len(), 0);
+        }
+        for (a, b) in self.checks.iter_mut().zip(&other.checks) {
+            *a += b;
+        }
+        self.connections_opened += other.connections_opened;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_keys_round_trip_and_are_unique() {
+        let mut keys: Vec<_> = ErrorClass::ALL.iter().map(|c| c.key()).collect();
+        for c in ErrorClass::ALL {
+            assert_eq!(ErrorClass::from_key(c.key()), Some(c));
+            assert_eq!(ErrorClass::ALL[c.index()], c);
+        }
+        keys.sort();
+        keys.dedup();
+        assert_eq!(keys.len(), ErrorClass::COUNT);
+    }
+
+    #[test]
+    fn merge_adds_counts_and_histograms() {
+        let mut a = Stats::new();
+        a.requests = 2;
+        a.ok = 1;
+        a.failed = 1;
+        a.status[200] = 1;
+        a.errors[ErrorClass::Http5xx.index()] = 1;
+        a.latency.record(1000).unwrap();
+        a.latency.record(3000).unwrap();
+        let mut b = Stats::new();
+        b.requests = 1;
+        b.ok = 1;
+        b.status[200] = 1;
+        b.latency.record(2_000_000).unwrap();
+        a += &b;
+        assert_eq!((a.requests, a.ok, a.failed), (3, 2, 1));
+        assert_eq!(a.status[200], 2);
+        assert_eq!(a.latency.len(), 3);
+        assert!(a.latency.max() >= 2_000_000);
+    }
+}

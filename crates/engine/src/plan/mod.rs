@@ -1,0 +1,349 @@
+//! The resolved run plan: everything the engine needs, complete and checked.
+//! `scenario` builds a `Plan` from a file or from command-line flags; the
+//! engine never sees flags or files.
+//!
+//! - [`template`]: `{{var}}` parts of URLs, headers and bodies.
+//! - [`feeder`]: rows of test data handed to users.
+//! - [`check`]: checks and extractions on responses.
+//! - [`schedule`]: the open model's arrival times (pure maths).
+
+pub mod check;
+pub mod feeder;
+pub mod schedule;
+pub mod template;
+
+use crate::metrics::ErrorClass;
+use check::{Check, Extract, StatusSet};
+use feeder::Feeder;
+use headroom_http::tls::{TlsClient, TlsError, TlsOptions};
+use headroom_http::{Capture, Endpoint, EndpointError};
+use schedule::Schedule;
+use std::sync::Arc;
+use std::time::Duration;
+use template::{Scope, Template};
+
+/// Default request timeout, as in Gatling.
+pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long in-flight requests may finish after the load ends, before they
+/// are cut off and counted as `aborted`.
+pub const DEFAULT_GRACEFUL_STOP: Duration = Duration::from_secs(10);
+/// After Ctrl-C, in-flight requests get this long before being cut off.
+pub const INTERRUPT_GRACE: Duration = Duration::from_secs(1);
+/// Open model: connections grow on demand up to this many (all workers
+/// together) unless `--connections` says otherwise.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 10_000;
+
+#[derive(Clone, Debug)]
+pub struct Plan {
+    pub endpoint: Endpoint,
+    /// For display: the URL or base URL the user gave.
+    pub label: String,
+    pub requests: Vec<RequestSpec>,
+    /// A weighted mix of requests, or sessions of steps.
+    pub flow: Flow,
+    pub feeders: Vec<Arc<Feeder>>,
+    /// Names of every check and extraction, indexed by their id.
+    pub check_names: Vec<String>,
+    pub load: Load,
+    pub keep_alive: bool,
+    /// A cookie jar per user.
+    pub cookies: bool,
+    pub tls: Option<TlsClient>,
+    pub connect_timeout: Duration,
+    pub request_timeout: Duration,
+    pub graceful_stop: Duration,
+    /// Generator worker threads (one tokio runtime each).
+    pub threads: usize,
+    /// Stop after this many requests in all.
+    pub max_requests: Option<u64>,
+}
+
+/// Generator threads by default: the CPUs this process may use (respects
+/// `taskset` and cgroup limits).
+pub fn default_threads() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// Why [`Plan::get`] could not make a plan.
+#[derive(Debug, thiserror::Error)]
+pub enum PlanError {
+    #[error(transparent)]
+    Endpoint(#[from] EndpointError),
+    #[error(transparent)]
+    Tls(#[from] TlsError),
+}
+
+impl Plan {
+    /// A plan made in code: one `GET` of `url` with `headroom run --url`'s
+    /// defaults — 10 closed-model users for 10 s, keep-alive, any status
+    /// below 400 is OK, certificates checked against the system's roots.
+    /// Change `load` (or any other field but the request) before running.
+    pub fn get(url: &str) -> Result<Plan, PlanError> {
+        let (endpoint, target) = Endpoint::from_url(url)?;
+        let tls = if endpoint.https {
+            Some(TlsClient::new(&endpoint.host, &TlsOptions::default())?)
+        } else {
+            None
+        };
+        let encoded =
+            headroom_http::encode_request("GET", &target, &endpoint.host_header, &[], b"", true);
+        let request = RequestSpec {
+            name: target.clone(),
+            method: "GET".into(),
+            target,
+            weight: 1,
+            expect: Expect::default(),
+            encoded,
+            template: None,
+            timeout: None,
+            checks: Vec::new(),
+            extracts: Vec::new(),
+            capture: Capture::default(),
+        };
+        Ok(Plan {
+            endpoint,
+            label: url.into(),
+            requests: vec![request],
+            flow: Flow::Mix,
+            feeders: Vec::new(),
+            check_names: Vec::new(),
+            load: Load::Closed(ClosedLoad::users(10, Duration::from_secs(10))),
+            keep_alive: true,
+            cookies: false,
+            tls,
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            request_timeout: DEFAULT_REQUEST_TIMEOUT,
+            graceful_stop: DEFAULT_GRACEFUL_STOP,
+            threads: default_threads(),
+            max_requests: None,
+        })
+    }
+
+    /// When the load itself ends (not counting the graceful stop); `None`
+    /// when the run is bounded by requests or iterations only.
+    pub fn load_duration(&self) -> Option<Duration> {
+        match &self.load {
+            Load::Closed(c) => c.duration,
+            Load::Open(o) => Some(o.schedule.duration()),
+        }
+    }
+
+    /// Threads actually worth starting: no more than there are users.
+    pub fn effective_threads(&self) -> usize {
+        let most = match &self.load {
+            Load::Closed(c) => c.vus as usize,
+            Load::Open(_) => usize::MAX,
+        };
+        self.threads.clamp(1, most.max(1))
+    }
+}
+
+#[derive(Clone, Debug)]
+pub enum Load {
+    Closed(ClosedLoad),
+    Open(OpenLoad),
+}
+
+/// N virtual users, each with its own connection, looping request → response.
+#[derive(Clone, Debug)]
+pub struct ClosedLoad {
+    pub vus: u32,
+    /// Users start evenly over this time.
+    pub ramp_up: Duration,
+    pub duration: Option<Duration>,
+    /// Requests per user.
+    pub iterations: Option<u64>,
+    pub think_time: Duration,
+}
+
+impl ClosedLoad {
+    /// `vus` users, all started at once, looping for `duration`.
+    pub fn users(vus: u32, duration: Duration) -> ClosedLoad {
+        ClosedLoad {
+            vus,
+            ramp_up: Duration::ZERO,
+            duration: Some(duration),
+            iterations: None,
+            think_time: Duration::ZERO,
+        }
+    }
+}
+
+/// Requests sent at scheduled times whatever the server does.
+#[derive(Clone, Debug)]
+pub struct OpenLoad {
+    pub schedule: Schedule,
+    /// Most connections (= requests in flight) at once, all workers together.
+    pub max_connections: usize,
+}
+
+/// What users do each iteration.
+#[derive(Clone, Debug, Default)]
+pub enum Flow {
+    /// One request, drawn by weight.
+    #[default]
+    Mix,
+    /// One session, drawn by weight, run step by step.
+    Sessions(Vec<Session>),
+}
+
+#[derive(Clone, Debug)]
+pub struct Session {
+    pub name: String,
+    pub weight: u32,
+    pub steps: Vec<Step>,
+}
+
+#[derive(Clone, Debug)]
+pub enum Step {
+    /// Send request `plan.requests[i]`.
+    Request(usize),
+    /// Pause for a time drawn uniformly from [min, max].
+    Think {
+        min: Duration,
+        max: Duration,
+    },
+    Repeat {
+        times: u32,
+        steps: Vec<Step>,
+    },
+    /// Run one branch, drawn by weight.
+    Choice(Vec<(u32, Vec<Step>)>),
+    /// Take the next row of `plan.feeders[i]`.
+    Feed(usize),
+}
+
+#[derive(Clone, Debug)]
+pub struct RequestSpec {
+    pub name: String,
+    pub method: String,
+    /// Path and query sent on the request line, as written.
+    pub target: String,
+    pub weight: u32,
+    pub expect: Expect,
+    /// The request as sent on the wire, encoded once — when nothing in it
+    /// needs rendering (see `template`).
+    pub encoded: Vec<u8>,
+    /// Parts rendered per request, when the target, a header or the body
+    /// uses `{{…}}`.
+    pub template: Option<RequestTemplate>,
+    /// Overrides the plan's request timeout.
+    pub timeout: Option<Duration>,
+    pub checks: Vec<Check>,
+    pub extracts: Vec<Extract>,
+    /// What of the response the checks and extractions need.
+    pub capture: Capture,
+}
+
+/// The parts of a request that are rendered for each send.
+#[derive(Clone, Debug)]
+pub struct RequestTemplate {
+    pub target: Template,
+    pub headers: Vec<(String, Template)>,
+    pub body: Template,
+}
+
+impl RequestSpec {
+    pub fn is_head(&self) -> bool {
+        self.method.eq_ignore_ascii_case("HEAD")
+    }
+
+    /// Writes the request for this send into `out`: the pre-encoded bytes,
+    /// or the template rendered for this user, with its cookies.
+    pub fn render(
+        &self,
+        scope: &mut Scope,
+        host: &str,
+        keep_alive: bool,
+        cookie: Option<&str>,
+        out: &mut Vec<u8>,
+    ) {
+        out.clear();
+        let Some(t) = &self.template else {
+            match cookie {
+                None => out.extend_from_slice(&self.encoded),
+                Some(cookie) => {
+                    // Insert the Cookie header before the blank line.
+                    let head_end = self
+                        .encoded
+                        .windows(4)
+                        .position(|w| w == b"\r\n\r\n")
+                        .map_or(self.encoded.len(), |p| p + 2);
+                    out.extend_from_slice(&self.encoded[..head_end]);
+                    out.extend_from_slice(b"Cookie: ");
+                    out.extend_from_slice(cookie.as_bytes());
+                    out.extend_from_slice(b"\r\n");
+                    out.extend_from_slice(&self.encoded[head_end..]);
+                }
+            }
+            return;
+        };
+        let target = t.target.render_string(scope);
+        let mut headers: Vec<(String, String)> = t
+            .headers
+            .iter()
+            .map(|(k, v)| (k.clone(), v.render_string(scope)))
+            .collect();
+        if let Some(cookie) = cookie {
+            headers.push(("Cookie".into(), cookie.to_string()));
+        }
+        let mut body = Vec::new();
+        t.body.render(scope, &mut body);
+        headroom_http::write_request(
+            out,
+            &self.method,
+            &target,
+            host,
+            &headers,
+            &body,
+            keep_alive,
+        );
+    }
+}
+
+/// Which statuses count as OK. Without a set, anything below 400 is OK
+/// (redirects are answers, as in JMeter and Gatling).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Expect {
+    pub statuses: Option<StatusSet>,
+}
+
+impl Expect {
+    /// `None` when the status is OK, else why it is a failure.
+    pub fn check(&self, status: u16) -> Option<ErrorClass> {
+        let ok = match &self.statuses {
+            Some(set) => set.contains(status),
+            None => status < 400,
+        };
+        if ok {
+            None
+        } else if (400..500).contains(&status) {
+            Some(ErrorClass::Http4xx)
+        } else if (500..600).contains(&status) {
+            Some(ErrorClass::Http5xx)
+        } else {
+            Some(ErrorClass::UnexpectedStatus)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn expectations() {
+        let default = Expect::default();
+        assert_eq!(default.check(200), None);
+        assert_eq!(default.check(302), None);
+        assert_eq!(default.check(404), Some(ErrorClass::Http4xx));
+        assert_eq!(default.check(503), Some(ErrorClass::Http5xx));
+        let only_404 = Expect {
+            statuses: Some(StatusSet(vec![(404, 404)])),
+        };
+        assert_eq!(only_404.check(404), None);
+        assert_eq!(only_404.check(200), Some(ErrorClass::UnexpectedStatus));
+        assert_eq!(only_404.check(500), Some(ErrorClass::Http5xx));
+    }
+}

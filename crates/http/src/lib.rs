@@ -1,0 +1,486 @@
+//! HTTP/1.1 client: connect, send an encoded request, read one response.
+//!
+//! One request at a time per connection (no pipelining). The response body
+//! is counted and skipped, never copied, and the read buffer is reused, so a
+//! keep-alive exchange allocates nothing. Every failure is one
+//! [`Failure`], which the engine counts as an error class.
+
+pub mod response;
+mod stream;
+pub mod tls;
+
+use response::{append_limited, parse_head, ChunkedDecoder, Framing};
+use std::io;
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::time::Duration;
+use stream::Stream;
+use tls::TlsClient;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// Most body bytes kept for checks and extraction; the rest is counted
+/// but not kept.
+pub const MAX_CAPTURED_BODY: usize = 16 * 1024 * 1024;
+
+/// Read buffer per connection; grows only for heads larger than this.
+const READ_BUFFER: usize = 8 * 1024;
+
+/// Why a connection or an exchange failed. The engine counts each as the
+/// error class of the same name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Failure {
+    /// Nothing listening on the port.
+    ConnectRefused,
+    /// No TCP handshake (and TLS session) within the connect timeout.
+    ConnectTimeout,
+    /// The process ran out of file descriptors (EMFILE/ENFILE).
+    TooManyOpenFiles,
+    /// Any other connect failure (no route, ports exhausted, ...).
+    ConnectError,
+    /// The TLS handshake failed (certificate not trusted, wrong name, ...).
+    TlsHandshake,
+    /// The read or write timed out.
+    RequestTimeout,
+    /// The connection was reset (RST, broken pipe).
+    ConnectionReset,
+    /// The server closed the connection before any response byte.
+    ClosedBeforeResponse,
+    /// The server closed the connection in the middle of a response.
+    ClosedMidResponse,
+    /// Bytes that are not a valid HTTP/1.x response.
+    MalformedResponse,
+}
+
+/// Where requests go: the resolved address and the `Host` header to send.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Endpoint {
+    pub addr: SocketAddr,
+    pub host_header: String,
+    /// The URL's host, for TLS server names.
+    pub host: String,
+    pub https: bool,
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum EndpointError {
+    #[error("`{0}` is not a valid URL (expected e.g. http://127.0.0.1:8080/path)")]
+    InvalidUrl(String),
+    #[error(
+        "unsupported scheme `{0}://` (headroom speaks http://; https:// comes with TLS support)"
+    )]
+    Scheme(String),
+    #[error("URL `{0}` has no host")]
+    NoHost(String),
+    #[error("cannot resolve host `{host}`: {reason}")]
+    Resolve { host: String, reason: String },
+}
+
+impl Endpoint {
+    /// Parses and resolves an `http://` or `https://` URL. Returns the
+    /// endpoint and the path with query (the request target).
+    pub fn from_url(text: &str) -> Result<(Endpoint, String), EndpointError> {
+        let url = url::Url::parse(text).map_err(|_| EndpointError::InvalidUrl(text.into()))?;
+        if url.scheme() != "http" && url.scheme() != "https" {
+            return Err(EndpointError::Scheme(url.scheme().into()));
+        }
+        let host = url
+            .host_str()
+            .ok_or_else(|| EndpointError::NoHost(text.into()))?;
+        let port = url.port_or_known_default().unwrap_or(80);
+        let lookup_host = host.trim_start_matches('[').trim_end_matches(']');
+        let addr = (lookup_host, port)
+            .to_socket_addrs()
+            .map_err(|e| EndpointError::Resolve {
+                host: host.into(),
+                reason: e.to_string(),
+            })?
+            .next()
+            .ok_or_else(|| EndpointError::Resolve {
+                host: host.into(),
+                reason: "no address".into(),
+            })?;
+        let host_header = match url.port() {
+            Some(p) => format!("{host}:{p}"),
+            None => host.to_string(),
+        };
+        let mut target = url.path().to_string();
+        if let Some(q) = url.query() {
+            target.push('?');
+            target.push_str(q);
+        }
+        Ok((
+            Endpoint {
+                addr,
+                host_header,
+                host: host.to_string(),
+                https: url.scheme() == "https",
+            },
+            target,
+        ))
+    }
+}
+
+/// Encodes a request once, ahead of the run; the hot path only writes it.
+pub fn encode_request(
+    method: &str,
+    target: &str,
+    host: &str,
+    headers: &[(String, String)],
+    body: &[u8],
+    keep_alive: bool,
+) -> Vec<u8> {
+    let mut out = Vec::with_capacity(128 + body.len());
+    write_request(&mut out, method, target, host, headers, body, keep_alive);
+    out
+}
+
+/// Appends an HTTP/1.1 request to `out`. `Host`, `User-Agent` and `Accept`
+/// are added unless `headers` sets them; `Content-Length` when there is a
+/// body (or the method usually has one).
+pub fn write_request(
+    out: &mut Vec<u8>,
+    method: &str,
+    target: &str,
+    host: &str,
+    headers: &[(String, String)],
+    body: &[u8],
+    keep_alive: bool,
+) {
+    out.extend_from_slice(format!("{method} {target} HTTP/1.1\r\n").as_bytes());
+    let has = |name: &str| headers.iter().any(|(k, _)| k.eq_ignore_ascii_case(name));
+    if !has("host") {
+        out.extend_from_slice(format!("Host: {host}\r\n").as_bytes());
+    }
+    if !has("user-agent") {
+        out.extend_from_slice(
+            concat!("User-Agent: headroom/", env!("CARGO_PKG_VERSION"), "\r\n").as_bytes(),
+        );
+    }
+    if !has("accept") {
+        out.extend_from_slice(b"Accept: */*\r\n");
+    }
+    for (k, v) in headers {
+        out.extend_from_slice(format!("{k}: {v}\r\n").as_bytes());
+    }
+    if !keep_alive {
+        out.extend_from_slice(b"Connection: close\r\n");
+    }
+    if !body.is_empty() || matches!(method, "POST" | "PUT" | "PATCH") {
+        out.extend_from_slice(format!("Content-Length: {}\r\n", body.len()).as_bytes());
+    }
+    out.extend_from_slice(b"\r\n");
+    out.extend_from_slice(body);
+}
+
+/// What to keep of a response, beyond its status and size.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Capture {
+    pub headers: bool,
+    pub set_cookies: bool,
+    pub body: bool,
+}
+
+/// What was kept (buffers reused from one request to the next).
+#[derive(Clone, Debug, Default)]
+pub struct Captured {
+    pub headers: Vec<(String, String)>,
+    pub set_cookies: Vec<String>,
+    pub body: Vec<u8>,
+}
+
+impl Captured {
+    fn clear(&mut self) {
+        self.headers.clear();
+        self.set_cookies.clear();
+        self.body.clear();
+    }
+
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
+    fn keep_head(&mut self, head: &[u8], want: Capture) {
+        let mut headers = [httparse::EMPTY_HEADER; 100];
+        let mut response = httparse::Response::new(&mut headers);
+        if response.parse(head).is_err() {
+            return;
+        }
+        for h in response.headers.iter() {
+            let value = String::from_utf8_lossy(h.value);
+            if want.set_cookies && h.name.eq_ignore_ascii_case("set-cookie") {
+                self.set_cookies.push(value.to_string());
+            }
+            if want.headers {
+                self.headers.push((h.name.to_string(), value.into_owned()));
+            }
+        }
+    }
+}
+
+/// What was read for one request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Response {
+    pub status: u16,
+    /// Bytes read from the socket for this response (head and body).
+    pub bytes: u64,
+    /// The connection may carry the next request.
+    pub keep_alive: bool,
+}
+
+pub struct Connection {
+    stream: Stream,
+    buf: Vec<u8>,
+}
+
+impl Connection {
+    /// Opens a TCP connection (and the TLS session, when `tls` is given),
+    /// all within `timeout`.
+    pub async fn connect(
+        addr: SocketAddr,
+        timeout: Duration,
+        tls: Option<&TlsClient>,
+    ) -> Result<Connection, Failure> {
+        let open = async {
+            let tcp = TcpStream::connect(addr)
+                .await
+                .map_err(|e| connect_error_class(&e))?;
+            // Requests are written whole; Nagle would only add delay.
+            let _ = tcp.set_nodelay(true);
+            match tls {
+                None => Ok(Stream::Plain(tcp)),
+                Some(tls) => tls
+                    .connector
+                    .connect(tls.server_name.clone(), tcp)
+                    .await
+                    .map(|s| Stream::Tls(Box::new(s)))
+                    .map_err(|_| Failure::TlsHandshake),
+            }
+        };
+        let stream = match tokio::time::timeout(timeout, open).await {
+            Err(_) => return Err(Failure::ConnectTimeout),
+            Ok(result) => result?,
+        };
+        Ok(Connection {
+            stream,
+            buf: Vec::with_capacity(READ_BUFFER),
+        })
+    }
+
+    async fn read_more(&mut self) -> Result<usize, Failure> {
+        if self.buf.capacity() - self.buf.len() < 1024 {
+            self.buf.reserve(READ_BUFFER);
+        }
+        self.stream
+            .read_buf(&mut self.buf)
+            .await
+            .map_err(|e| exchange_error_class(&e))
+    }
+
+    /// Sends `request` and reads one complete response, keeping what
+    /// `want` asks for in `captured`. On error the connection must not be
+    /// reused.
+    pub async fn exchange(
+        &mut self,
+        request: &[u8],
+        head_request: bool,
+        want: Capture,
+        captured: &mut Captured,
+    ) -> Result<Response, Failure> {
+        captured.clear();
+        self.stream
+            .write_all(request)
+            .await
+            .map_err(|e| exchange_error_class(&e))?;
+        // TLS buffers writes; a no-op for plain TCP.
+        self.stream
+            .flush()
+            .await
+            .map_err(|e| exchange_error_class(&e))?;
+        let mut received = 0u64;
+        let head = loop {
+            match parse_head(&self.buf, head_request) {
+                Err(_) => return Err(Failure::MalformedResponse),
+                // Interim responses (100 Continue, 103 Early Hints) precede the real one.
+                Ok(Some(h)) if (100..200).contains(&h.status) && h.status != 101 => {
+                    self.buf.drain(..h.len);
+                    continue;
+                }
+                Ok(Some(h)) => break h,
+                Ok(None) => {}
+            }
+            let n = self.read_more().await?;
+            if n == 0 {
+                return Err(if received == 0 && self.buf.is_empty() {
+                    Failure::ClosedBeforeResponse
+                } else {
+                    Failure::ClosedMidResponse
+                });
+            }
+            received += n as u64;
+        };
+        // A second look at the headers only when something needs them.
+        if want.headers || (want.set_cookies && head.sets_cookie) {
+            captured.keep_head(&self.buf[..head.len], want);
+        }
+        // Body bytes are appended to `body` only when a check needs them.
+        let mut body = want.body.then_some(&mut captured.body);
+        fn keep(body: &mut Option<&mut Vec<u8>>, data: &[u8]) {
+            if let Some(body) = body.as_mut() {
+                append_limited(body, data, MAX_CAPTURED_BODY);
+            }
+        }
+        let mut keep_alive = head.keep_alive;
+        match head.framing {
+            Framing::Empty => {
+                self.buf.drain(..head.len);
+            }
+            Framing::Length(length) => {
+                let have = (self.buf.len() - head.len) as u64;
+                if have >= length {
+                    keep(&mut body, &self.buf[head.len..head.len + length as usize]);
+                    self.buf.drain(..head.len + length as usize);
+                } else {
+                    keep(&mut body, &self.buf[head.len..]);
+                    let mut remaining = length - have;
+                    self.buf.clear();
+                    while remaining > 0 {
+                        let n = self.read_more().await?;
+                        if n == 0 {
+                            return Err(Failure::ClosedMidResponse);
+                        }
+                        received += n as u64;
+                        if n as u64 > remaining {
+                            keep(&mut body, &self.buf[..remaining as usize]);
+                            self.buf.drain(..remaining as usize);
+                            remaining = 0;
+                        } else {
+                            keep(&mut body, &self.buf);
+                            remaining -= n as u64;
+                            self.buf.clear();
+                        }
+                    }
+                }
+            }
+            Framing::Chunked => {
+                let mut decoder = ChunkedDecoder::default();
+                let used = decoder
+                    .feed_into(
+                        &self.buf[head.len..],
+                        body.as_deref_mut().map(|v| (v, MAX_CAPTURED_BODY)),
+                    )
+                    .map_err(|_| Failure::MalformedResponse)?;
+                self.buf.drain(..head.len + used);
+                while !decoder.is_done() {
+                    let n = self.read_more().await?;
+                    if n == 0 {
+                        return Err(Failure::ClosedMidResponse);
+                    }
+                    received += n as u64;
+                    let used = decoder
+                        .feed_into(
+                            &self.buf,
+                            body.as_deref_mut().map(|v| (v, MAX_CAPTURED_BODY)),
+                        )
+                        .map_err(|_| Failure::MalformedResponse)?;
+                    self.buf.drain(..used);
+                }
+            }
+            Framing::UntilClose => {
+                // The close is the end of the body: a complete response,
+                // after which the caller reconnects.
+                keep(&mut body, &self.buf[head.len..]);
+                self.buf.clear();
+                loop {
+                    let n = self.read_more().await?;
+                    if n == 0 {
+                        break;
+                    }
+                    received += n as u64;
+                    keep(&mut body, &self.buf);
+                    self.buf.clear();
+                }
+                keep_alive = false;
+            }
+        }
+        Ok(Response {
+            status: head.status,
+            bytes: received,
+            keep_alive,
+        })
+    }
+}
+
+fn is_fd_exhaustion(e: &io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::EMFILE) | Some(libc::ENFILE))
+}
+
+fn connect_error_class(e: &io::Error) -> Failure {
+    if is_fd_exhaustion(e) {
+        Failure::TooManyOpenFiles
+    } else if e.kind() == io::ErrorKind::ConnectionRefused {
+        Failure::ConnectRefused
+    } else if e.kind() == io::ErrorKind::TimedOut {
+        Failure::ConnectTimeout
+    } else {
+        Failure::ConnectError
+    }
+}
+
+fn exchange_error_class(e: &io::Error) -> Failure {
+    match e.kind() {
+        io::ErrorKind::UnexpectedEof => Failure::ClosedMidResponse,
+        io::ErrorKind::TimedOut => Failure::RequestTimeout,
+        _ => Failure::ConnectionReset,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn endpoint_from_url() {
+        let (e, target) = Endpoint::from_url("http://127.0.0.1:8080/hello?x=1").unwrap();
+        assert_eq!(e.addr, "127.0.0.1:8080".parse().unwrap());
+        assert_eq!(e.host_header, "127.0.0.1:8080");
+        assert_eq!(target, "/hello?x=1");
+        let (e, _) = Endpoint::from_url("https://127.0.0.1/").unwrap();
+        assert!(e.https);
+        assert_eq!(e.addr.port(), 443);
+        let (e, target) = Endpoint::from_url("http://[::1]/").unwrap();
+        assert_eq!(e.addr, "[::1]:80".parse().unwrap());
+        assert_eq!(target, "/");
+        assert!(matches!(
+            Endpoint::from_url("ftp://127.0.0.1/"),
+            Err(EndpointError::Scheme(_))
+        ));
+        assert!(matches!(
+            Endpoint::from_url("127.0.0.1:80"),
+            Err(EndpointError::Scheme(_) | EndpointError::InvalidUrl(_))
+        ));
+        assert!(Endpoint::from_url("not a url").is_err());
+    }
+
+    #[test]
+    fn encoded_request_is_valid_http() {
+        let bytes = encode_request(
+            "POST",
+            "/a",
+            "h:1",
+            &[("X-Test".into(), "1".into())],
+            b"body",
+            false,
+        );
+        let mut headers = [httparse::EMPTY_HEADER; 16];
+        let mut req = httparse::Request::new(&mut headers);
+        let len = req.parse(&bytes).unwrap().unwrap();
+        assert_eq!(req.method, Some("POST"));
+        assert_eq!(&bytes[len..], b"body");
+        let names: Vec<_> = req.headers.iter().map(|h| h.name).collect();
+        assert!(names.contains(&"Connection"));
+        assert!(names.contains(&"Content-Length"));
+    }
+}

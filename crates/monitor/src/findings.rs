@@ -1,0 +1,491 @@
+//! What ran out first: findings from the samples, each from an explicit
+//! threshold, and the verdict on whether the generator (not the server)
+//! was the bottleneck.
+//!
+//! | finding | threshold |
+//! |---|---|
+//! | `server_cpu` | tree CPU ≥ 90 % of the machine's cores for 2 samples in a row |
+//! | `machine_cpu` | machine idle ≤ 5 % for 2 samples in a row |
+//! | `memory` | available memory < 5 % of total (and whether swap grew) |
+//! | `fds` | a process's open files ≥ 90 % of its soft limit |
+//! | `listen_queue` | the kernel's ListenOverflows/ListenDrops grew during the run |
+//! | `server_exited` | the watched root process disappeared |
+//! | `generator_cpu` | generator CPU ≥ 90 % of the cores it may use for 2 samples in a row |
+//! | `late_sends` | sends ran late (as below) while the generator was idle with connections to spare |
+//!
+//! Generator-bound when: `generator_cpu` fired; or (open model) the sends
+//! fell behind — achieved rate < 99 % of the target; or they ran late —
+//! more than 1 % of sends (and at least 10 of them) left over 10 ms after
+//! their intended time — *and* the generator was the cause: it was busy
+//! (CPU peak ≥ 50 % of a core) or arrivals waited for a connection because
+//! the pool was at its cap; or connections ran out — requests `not_sent`,
+//! `too_many_open_files`.
+//!
+//! The "at least 10" matters in short runs: at 45 req/s for 2 s, p99 is one
+//! send, and one scheduling hiccup of the machine would otherwise call the
+//! whole step generator-bound. The "generator was the cause" matters on
+//! virtual machines: a vCPU paused for 100 ms makes ten sends late while
+//! the generator idles at 3 % CPU. That is the machine, not headroom's
+//! limit; it is reported as `late_sends` (latency still counts from the
+//! intended times, so the pause is in the figures).
+
+use super::sample::Sample;
+use serde::{Deserialize, Serialize};
+
+pub const CPU_SATURATED: f64 = 0.90;
+pub const SUSTAINED_SAMPLES: usize = 2;
+pub const IDLE_SATURATED_PCT: f64 = 5.0;
+pub const MEMORY_LOW: f64 = 0.05;
+pub const FDS_NEAR_LIMIT: f64 = 0.90;
+pub const SEND_LAG_LATE_MS: f64 = 10.0;
+/// Late sends must be more than this share of all sends…
+pub const LATE_SENDS_MAX_SHARE: f64 = 0.01;
+/// …and at least this many, so one hiccup is not a verdict.
+pub const LATE_SENDS_MIN: u64 = 10;
+pub const ACHIEVED_RATE_MIN: f64 = 0.99;
+/// Generator CPU (% of one core, peak over the run) from which late sends
+/// are put down to the generator's own work. An idle generator sending
+/// 100 req/s uses 2–8 %; one saturated worker thread, ~100 %.
+pub const GENERATOR_BUSY_PCT: f64 = 50.0;
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Finding {
+    /// Stable name: server_cpu, machine_cpu, memory, fds, listen_queue,
+    /// server_exited, generator_cpu, late_sends.
+    pub kind: String,
+    /// When it began, seconds since the start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub at_s: Option<f64>,
+    pub message: String,
+}
+
+pub fn clock(t_s: f64) -> String {
+    let s = t_s.max(0.0).round() as u64;
+    format!("{:02}:{:02}", s / 60, s % 60)
+}
+
+/// The first sample of the first run of `SUSTAINED_SAMPLES` (or all the
+/// samples there are, if fewer) for which `hot` holds; and the peak value.
+fn sustained(
+    samples: &[&Sample],
+    hot: impl Fn(&Sample) -> Option<f64>,
+    limit: f64,
+) -> Option<(f64, f64)> {
+    let need = SUSTAINED_SAMPLES.min(samples.len()).max(1);
+    let mut run = 0;
+    let mut found = None;
+    let mut peak: f64 = 0.0;
+    for s in samples {
+        let Some(v) = hot(s) else { continue };
+        if v >= limit {
+            run += 1;
+            peak = peak.max(v);
+            if run >= need && found.is_none() {
+                let first = samples
+                    .iter()
+                    .position(|x| std::ptr::eq(*x, *s))
+                    .unwrap_or(0)
+                    + 1
+                    - run;
+                found = Some(samples[first].t_s);
+            }
+        } else {
+            run = 0;
+        }
+    }
+    found.map(|at| (at, peak))
+}
+
+/// Findings from a run's samples. `generator_cores` is how many CPUs the
+/// generator may use.
+pub fn findings(samples: &[Sample], generator_cores: usize) -> Vec<Finding> {
+    // The first sample covers the time before the load began: skip it for
+    // rates (CPU) but keep it for levels.
+    let timed: Vec<&Sample> = samples.iter().filter(|s| s.t_s > 0.0).collect();
+    let mut out = Vec::new();
+    let cores = samples
+        .iter()
+        .find_map(|s| s.machine.as_ref().map(|m| m.cores))
+        .unwrap_or_else(|| crate::machine::Machine::current().cores as u32)
+        .max(1) as f64;
+
+    if let Some((at, peak)) = sustained(
+        &timed,
+        |s| s.server.as_ref().filter(|t| t.alive).map(|t| t.cpu_pct),
+        CPU_SATURATED * cores * 100.0,
+    ) {
+        out.push(Finding {
+            kind: "server_cpu".into(),
+            at_s: Some(at),
+            message: format!(
+                "server CPU at {peak:.0} % of {cores:.0} cores from {}",
+                clock(at)
+            ),
+        });
+    }
+    if let Some((at, _)) = sustained(
+        &timed,
+        |s| s.machine.as_ref().map(|m| 100.0 - m.cpu_idle_pct),
+        100.0 - IDLE_SATURATED_PCT,
+    ) {
+        out.push(Finding {
+            kind: "machine_cpu".into(),
+            at_s: Some(at),
+            message: format!(
+                "machine CPU saturated (idle ≤ {IDLE_SATURATED_PCT:.0} %) from {}",
+                clock(at)
+            ),
+        });
+    }
+    let low_memory = samples.iter().find(|s| {
+        s.machine.as_ref().is_some_and(|m| {
+            m.mem_total_bytes > 0
+                && (m.mem_available_bytes as f64) < MEMORY_LOW * m.mem_total_bytes as f64
+        })
+    });
+    if let Some(s) = low_memory {
+        let swap = |s: &Sample| s.machine.as_ref().map_or(0, |m| m.swap_used_bytes);
+        let grew = samples
+            .last()
+            .is_some_and(|last| swap(last) > swap(&samples[0]));
+        out.push(Finding {
+            kind: "memory".into(),
+            at_s: Some(s.t_s),
+            message: format!(
+                "memory available under {:.0} %{} from {}",
+                MEMORY_LOW * 100.0,
+                if grew { " and swap growing" } else { "" },
+                clock(s.t_s)
+            ),
+        });
+    }
+    let fds = samples.iter().find_map(|s| {
+        let f = s.server.as_ref()?.fd_fullest.as_ref()?;
+        (f.limit > 0 && f.fds as f64 >= FDS_NEAR_LIMIT * f.limit as f64).then(|| (s.t_s, f.clone()))
+    });
+    if let Some((at, f)) = fds {
+        let peak = samples
+            .iter()
+            .filter_map(|s| s.server.as_ref()?.fd_fullest.as_ref())
+            .filter(|x| x.pid == f.pid)
+            .map(|x| x.fds)
+            .max()
+            .unwrap_or(f.fds);
+        out.push(Finding {
+            kind: "fds".into(),
+            at_s: Some(at),
+            message: format!(
+                "fds at {peak} of {} (pid {}) from {}",
+                f.limit,
+                f.pid,
+                clock(at)
+            ),
+        });
+    }
+    let overflows: u64 = samples
+        .iter()
+        .filter_map(|s| s.machine.as_ref())
+        .map(|m| m.listen_overflows)
+        .sum();
+    let drops: u64 = samples
+        .iter()
+        .filter_map(|s| s.machine.as_ref())
+        .map(|m| m.listen_drops)
+        .sum();
+    if overflows > 0 || drops > 0 {
+        let at = samples
+            .iter()
+            .find(|s| {
+                s.machine
+                    .as_ref()
+                    .is_some_and(|m| m.listen_overflows + m.listen_drops > 0)
+            })
+            .map(|s| s.t_s);
+        out.push(Finding {
+            kind: "listen_queue".into(),
+            at_s: at,
+            message: format!(
+                "listen queue overflowed {overflows} times ({drops} SYNs dropped) from {}",
+                clock(at.unwrap_or(0.0))
+            ),
+        });
+    }
+    if let Some(s) = samples
+        .iter()
+        .find(|s| s.server.as_ref().is_some_and(|t| !t.alive))
+    {
+        let pid = s.server.as_ref().map_or(0, |t| t.root_pid);
+        out.push(Finding {
+            kind: "server_exited".into(),
+            at_s: Some(s.t_s),
+            message: format!("server process {pid} exited before {}", clock(s.t_s)),
+        });
+    }
+    let gen_limit = CPU_SATURATED * generator_cores.max(1) as f64 * 100.0;
+    if let Some((at, peak)) = sustained(
+        &timed,
+        |s| s.generator.as_ref().map(|g| g.cpu_pct),
+        gen_limit,
+    ) {
+        out.push(Finding {
+            kind: "generator_cpu".into(),
+            at_s: Some(at),
+            message: format!(
+                "generator CPU saturated ({peak:.0} % of {generator_cores} cores) from {}: results limited by the load generator",
+                clock(at)
+            ),
+        });
+    }
+    out
+}
+
+/// Client-side facts that say the generator could not keep up.
+#[derive(Clone, Debug, Default)]
+pub struct ClientFacts {
+    pub open: bool,
+    pub target_rate_rps: Option<f64>,
+    pub achieved_rate_rps: Option<f64>,
+    pub send_lag_p99_ms: Option<f64>,
+    /// Sends that left more than `SEND_LAG_LATE_MS` after their intended time.
+    pub late_sends: u64,
+    /// All sends with a send lag (open model).
+    pub sends: u64,
+    /// Arrivals that waited because every connection was busy and the
+    /// pool was at its cap.
+    pub waited_for_connection: u64,
+    pub not_sent: u64,
+    pub too_many_open_files: u64,
+}
+
+/// Why the run's figures describe the generator's limit, not the
+/// server's (empty when they describe the server). `generator_cpu_peak`
+/// is the generator's peak CPU (% of one core), `None` when not sampled.
+/// Late sends the generator did not cause are added to `findings` as
+/// `late_sends`.
+pub fn generator_bound(
+    findings: &mut Vec<Finding>,
+    client: &ClientFacts,
+    generator_cpu_peak: Option<f64>,
+) -> Vec<String> {
+    let mut reasons = Vec::new();
+    if let Some(f) = findings.iter().find(|f| f.kind == "generator_cpu") {
+        reasons.push(f.message.clone());
+    }
+    if client.open {
+        if let (Some(target), Some(achieved)) = (client.target_rate_rps, client.achieved_rate_rps) {
+            if achieved < ACHIEVED_RATE_MIN * target {
+                reasons.push(format!(
+                    "sends fell behind: {achieved:.1} req/s sent of {target:.1} requested"
+                ));
+            }
+        }
+        let late = client.late_sends;
+        if late >= LATE_SENDS_MIN && late as f64 > LATE_SENDS_MAX_SHARE * client.sends as f64 {
+            let share = 100.0 * late as f64 / client.sends as f64;
+            let p99 = client
+                .send_lag_p99_ms
+                .map_or(String::new(), |p| format!("; send lag p99 {p:.1} ms"));
+            let lateness = format!(
+                "{late} of {} sends ({share:.1} %) over {SEND_LAG_LATE_MS:.0} ms after their intended time{p99}",
+                client.sends
+            );
+            let waited = client.waited_for_connection;
+            let cpu = generator_cpu_peak.map_or(String::new(), |c| format!("{c:.0} %"));
+            if waited > 0 {
+                reasons.push(format!(
+                    "sends ran late: {lateness}; {waited} arrivals waited for a connection (the pool was at its cap: raise --connections / max_connections)"
+                ));
+            } else if generator_cpu_peak.is_none_or(|c| c >= GENERATOR_BUSY_PCT) {
+                let busy = generator_cpu_peak.map_or(String::new(), |_| {
+                    format!(" (generator CPU peak {cpu} of a core)")
+                });
+                reasons.push(format!("sends ran late: {lateness}{busy}"));
+            } else {
+                findings.push(Finding {
+                    kind: "late_sends".into(),
+                    at_s: None,
+                    message: format!(
+                        "sends ran late while the generator was idle (CPU peak {cpu} of a core) with connections to spare: {lateness}. The machine did not run it on time (a paused virtual CPU or another busy process); latency counts from the intended times, so the delay is in the figures"
+                    ),
+                });
+            }
+        }
+    }
+    if client.not_sent > 0 {
+        reasons.push(format!(
+            "connections exhausted: {} requests were due but never sent",
+            client.not_sent
+        ));
+    }
+    if client.too_many_open_files > 0 {
+        reasons.push("the generator ran out of file descriptors".into());
+    }
+    reasons
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sample::{FdUse, MachineSample, ProcessSample, TreeSample};
+
+    fn sample(t: f64, server_cpu: f64, gen_cpu: f64) -> Sample {
+        Sample {
+            t_s: t,
+            server: Some(TreeSample {
+                alive: true,
+                root_pid: 10,
+                cpu_pct: server_cpu,
+                ..TreeSample::default()
+            }),
+            machine: Some(MachineSample {
+                cores: 2,
+                cpu_idle_pct: 50.0,
+                mem_total_bytes: 1000,
+                mem_available_bytes: 500,
+                ..MachineSample::default()
+            }),
+            generator: Some(ProcessSample {
+                cpu_pct: gen_cpu,
+                ..ProcessSample::default()
+            }),
+            ..Sample::default()
+        }
+    }
+
+    #[test]
+    fn thresholds() {
+        // Server at 185 % of 2 cores from 00:02 (one hot sample alone is not enough).
+        let s = vec![
+            sample(0.0, 0.0, 0.0),
+            sample(1.0, 190.0, 10.0),
+            sample(2.0, 100.0, 10.0),
+            sample(3.0, 185.0, 10.0),
+            sample(4.0, 198.0, 10.0),
+        ];
+        let f = findings(&s, 1);
+        assert_eq!(f.len(), 1, "{f:?}");
+        assert_eq!(f[0].kind, "server_cpu");
+        assert_eq!(f[0].at_s, Some(3.0));
+        assert_eq!(f[0].message, "server CPU at 198 % of 2 cores from 00:03");
+        // Just under 90 %: nothing.
+        let s = vec![sample(1.0, 179.0, 0.0), sample(2.0, 179.0, 0.0)];
+        assert!(findings(&s, 1).is_empty());
+        // Generator on one core at 95 %: saturated.
+        let s = vec![sample(1.0, 10.0, 95.0), sample(2.0, 10.0, 97.0)];
+        let mut f = findings(&s, 1);
+        assert_eq!(f[0].kind, "generator_cpu");
+        let reasons = generator_bound(&mut f, &ClientFacts::default(), Some(97.0));
+        assert_eq!(reasons.len(), 1);
+    }
+
+    #[test]
+    fn fds_memory_listen_and_exit() {
+        let mut a = sample(1.0, 0.0, 0.0);
+        a.server.as_mut().unwrap().fd_fullest = Some(FdUse {
+            pid: 7,
+            fds: 1019,
+            limit: 1024,
+        });
+        let mut b = sample(2.0, 0.0, 0.0);
+        let m = b.machine.as_mut().unwrap();
+        m.mem_available_bytes = 40;
+        m.listen_overflows = 312;
+        m.listen_drops = 312;
+        let mut c = sample(3.0, 0.0, 0.0);
+        c.server.as_mut().unwrap().alive = false;
+        let f = findings(&[a, b, c], 1);
+        let kinds: Vec<&str> = f.iter().map(|f| f.kind.as_str()).collect();
+        assert_eq!(kinds, ["memory", "fds", "listen_queue", "server_exited"]);
+        assert_eq!(f[1].message, "fds at 1019 of 1024 (pid 7) from 00:01");
+        assert!(f[2]
+            .message
+            .starts_with("listen queue overflowed 312 times"));
+    }
+
+    /// The reasons for `facts` with a busy generator, and the findings
+    /// that were added.
+    fn verdict(facts: &ClientFacts, cpu_peak: Option<f64>) -> (Vec<String>, Vec<Finding>) {
+        let mut found = vec![];
+        let reasons = generator_bound(&mut found, facts, cpu_peak);
+        (reasons, found)
+    }
+
+    #[test]
+    fn open_model_lateness_is_generator_bound() {
+        let facts = ClientFacts {
+            open: true,
+            target_rate_rps: Some(1000.0),
+            achieved_rate_rps: Some(950.0),
+            send_lag_p99_ms: Some(35.0),
+            late_sends: 40,
+            sends: 1000,
+            not_sent: 3,
+            ..ClientFacts::default()
+        };
+        assert_eq!(verdict(&facts, Some(95.0)).0.len(), 3);
+        // Not sampled: late sends are put down to the generator.
+        assert_eq!(verdict(&facts, None).0.len(), 3);
+        let fine = ClientFacts {
+            open: true,
+            target_rate_rps: Some(1000.0),
+            achieved_rate_rps: Some(999.5),
+            send_lag_p99_ms: Some(0.4),
+            ..ClientFacts::default()
+        };
+        assert_eq!(verdict(&fine, Some(95.0)), (vec![], vec![]));
+    }
+
+    fn late(late_sends: u64, sends: u64) -> ClientFacts {
+        ClientFacts {
+            open: true,
+            send_lag_p99_ms: Some(29.5),
+            late_sends,
+            sends,
+            ..ClientFacts::default()
+        }
+    }
+
+    #[test]
+    fn one_late_send_in_a_short_run_is_a_hiccup_not_a_verdict() {
+        let busy = Some(GENERATOR_BUSY_PCT);
+        // 45 req/s for 2 s: p99 is a single send.
+        assert!(verdict(&late(2, 90), busy).0.is_empty());
+        // Ten late sends of ninety, from a busy generator, is it falling behind.
+        let (reasons, _) = verdict(&late(10, 90), busy);
+        assert_eq!(
+            reasons,
+            ["sends ran late: 10 of 90 sends (11.1 %) over 10 ms after their intended time; send lag p99 29.5 ms (generator CPU peak 50 % of a core)"]
+        );
+        // With many sends, the 1 % share decides (as a p99 over 10 ms would).
+        assert!(verdict(&late(100, 10_000), busy).0.is_empty());
+        assert_eq!(verdict(&late(101, 10_000), busy).0.len(), 1);
+    }
+
+    #[test]
+    fn late_sends_from_an_idle_generator_are_the_machine_not_a_verdict() {
+        // A paused virtual CPU: 27 of 200 sends late, the generator at 4 %.
+        let (reasons, found) = verdict(&late(27, 200), Some(4.0));
+        assert!(reasons.is_empty(), "{reasons:?}");
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].kind, "late_sends");
+        assert!(
+            found[0].message.starts_with(
+                "sends ran late while the generator was idle (CPU peak 4 % of a core) with connections to spare: 27 of 200 sends (13.5 %)"
+            ),
+            "{}",
+            found[0].message
+        );
+        // The same lateness from a pool at its cap is the generator's limit.
+        let capped = ClientFacts {
+            waited_for_connection: 150,
+            ..late(27, 200)
+        };
+        let (reasons, found) = verdict(&capped, Some(4.0));
+        assert!(found.is_empty());
+        assert_eq!(reasons.len(), 1);
+        assert!(
+            reasons[0].contains("150 arrivals waited for a connection (the pool was at its cap"),
+            "{reasons:?}"
+        );
+    }
+}

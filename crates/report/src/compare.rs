@@ -1,0 +1,269 @@
+//! `headroom compare before.json after.json …`: runs (or a study's
+//! configurations) side by side, with each figure's change against the
+//! first and a verdict — better, worse, or within noise.
+//!
+//! Noise: for a run, each figure's spread is the 95 % confidence interval
+//! of its per-second values (full seconds only); for a study's
+//! configuration, the interval over its repeats. A change is noise when
+//! the intervals overlap, or when it is under 3 % (too small to matter on
+//! a shared machine even when the seconds agree tightly).
+
+use crate::table::Table;
+use headroom_results::record::Results;
+use headroom_study::rank::Spread;
+use headroom_study::StudyReport;
+use std::path::Path;
+
+/// Changes smaller than this are noise whatever the intervals say.
+pub const NOISE_FLOOR: f64 = 0.03;
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Figure {
+    /// The run's figure (its overall value, not a mean of seconds).
+    pub value: f64,
+    /// The spread used to judge noise; `None` when there is none.
+    pub spread: Option<Spread>,
+}
+
+/// One compared metric.
+pub struct Metric {
+    pub key: &'static str,
+    pub label: &'static str,
+    pub higher_is_better: bool,
+}
+
+pub const METRICS: [Metric; 6] = [
+    Metric {
+        key: "throughput_rps",
+        label: "Throughput req/s",
+        higher_is_better: true,
+    },
+    Metric {
+        key: "mean_ms",
+        label: "Mean ms",
+        higher_is_better: false,
+    },
+    Metric {
+        key: "p50_ms",
+        label: "p50 ms",
+        higher_is_better: false,
+    },
+    Metric {
+        key: "p90_ms",
+        label: "p90 ms",
+        higher_is_better: false,
+    },
+    Metric {
+        key: "p99_ms",
+        label: "p99 ms",
+        higher_is_better: false,
+    },
+    Metric {
+        key: "error_pct",
+        label: "Errors %",
+        higher_is_better: false,
+    },
+];
+
+/// Everything compared: one column per run or configuration.
+pub struct Comparison {
+    pub names: Vec<String>,
+    /// figures[column][metric], in `METRICS` order.
+    pub figures: Vec<Vec<Figure>>,
+}
+
+#[derive(Debug, PartialEq, Eq)]
+pub enum Verdict {
+    Better,
+    Worse,
+    Noise,
+}
+
+/// The 95 % interval of the mean of per-second values, centred on `value`.
+fn seconds_spread(values: &[f64], value: f64) -> Option<Spread> {
+    let s = Spread::of(values)?;
+    if s.runs < 2 {
+        return None;
+    }
+    Some(Spread { median: value, ..s })
+}
+
+/// A run's figures with per-second spreads.
+pub fn run_figures(r: &Results) -> Vec<Figure> {
+    // The first and last seconds are partial: leave them out of spreads.
+    let full: Vec<&headroom_engine::metrics::aggregate::TimelinePoint> = if r.timeline.len() > 2 {
+        r.timeline[1..r.timeline.len() - 1].iter().collect()
+    } else {
+        r.timeline.iter().collect()
+    };
+    let busy: Vec<&&headroom_engine::metrics::aggregate::TimelinePoint> =
+        full.iter().filter(|p| p.requests > 0).collect();
+    let per = |f: &dyn Fn(&headroom_engine::metrics::aggregate::TimelinePoint) -> f64| -> Vec<f64> {
+        busy.iter().map(|p| f(p)).collect()
+    };
+    let l = &r.summary.latency_ms;
+    let fig = |value: f64, seconds: Vec<f64>| Figure {
+        value,
+        spread: seconds_spread(&seconds, value),
+    };
+    vec![
+        fig(
+            r.summary.throughput_rps,
+            full.iter().map(|p| p.requests as f64).collect(),
+        ),
+        fig(l.mean, per(&|p| p.mean_ms)),
+        fig(l.p50, per(&|p| p.p50_ms)),
+        fig(l.p90, per(&|p| p.p90_ms)),
+        fig(l.p99, per(&|p| p.p99_ms)),
+        fig(
+            r.summary.requests.error_rate * 100.0,
+            per(&|p| p.failed as f64 * 100.0 / p.requests.max(1) as f64),
+        ),
+    ]
+}
+
+/// A study's configuration: its representative run, with the spreads over
+/// repeats where the study has them.
+fn config_figures(c: &headroom_study::ConfigReport) -> Option<Vec<Figure>> {
+    let r = c.results.as_ref()?;
+    let mut f = run_figures(r);
+    if let Some(st) = &c.stats {
+        if st.throughput_rps.runs >= 2 {
+            f[0] = Figure {
+                value: st.throughput_rps.median,
+                spread: Some(st.throughput_rps),
+            };
+        }
+    }
+    Some(f)
+}
+
+impl Comparison {
+    /// Reads run results and study results; a study adds a column per
+    /// configuration.
+    pub fn load(paths: &[impl AsRef<Path>]) -> Result<Comparison, String> {
+        let mut names = Vec::new();
+        let mut figures = Vec::new();
+        for p in paths {
+            let p = p.as_ref();
+            let text = std::fs::read_to_string(p)
+                .map_err(|e| format!("cannot read {}: {e}", p.display()))?;
+            let value: serde_json::Value = serde_json::from_str(&text)
+                .map_err(|e| format!("{}: not JSON: {e}", p.display()))?;
+            let name = p
+                .file_stem()
+                .and_then(|s| s.to_str())
+                .unwrap_or("run")
+                .to_string();
+            if value.get("configs").is_some() {
+                let study: StudyReport = serde_json::from_value(value)
+                    .map_err(|e| format!("{}: not a study.json: {e}", p.display()))?;
+                for c in &study.configs {
+                    if let Some(f) = config_figures(c) {
+                        names.push(format!("{name}: {}", c.label));
+                        figures.push(f);
+                    }
+                }
+            } else {
+                let r: Results = serde_json::from_value(value).map_err(|e| {
+                    format!(
+                        "{}: not a results file of `headroom run` or a study.json: {e}",
+                        p.display()
+                    )
+                })?;
+                names.push(name);
+                figures.push(run_figures(&r));
+            }
+        }
+        if names.len() < 2 {
+            return Err(
+                "compare needs at least two runs (or a study with two configurations)".into(),
+            );
+        }
+        Ok(Comparison { names, figures })
+    }
+
+    /// How column `col` compares to the first on metric `m`.
+    pub fn verdict(&self, col: usize, m: usize) -> Verdict {
+        let (a, b) = (&self.figures[0][m], &self.figures[col][m]);
+        let base = a.value.abs().max(b.value.abs());
+        if base == 0.0 || (b.value - a.value).abs() / base < NOISE_FLOOR {
+            return Verdict::Noise;
+        }
+        if let (Some(sa), Some(sb)) = (a.spread, b.spread) {
+            if sa.low <= sb.high && sb.low <= sa.high {
+                return Verdict::Noise;
+            }
+        }
+        let up = b.value > a.value;
+        if up == METRICS[m].higher_is_better {
+            Verdict::Better
+        } else {
+            Verdict::Worse
+        }
+    }
+
+    /// Every figure of a later column that is worse than the first's
+    /// beyond noise, as "p90 ms of after.json (+42.0 %)".
+    pub fn regressions(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for col in 1..self.names.len() {
+            for (m, metric) in METRICS.iter().enumerate() {
+                if self.verdict(col, m) == Verdict::Worse {
+                    let (a, b) = (self.figures[0][m].value, self.figures[col][m].value);
+                    out.push(format!(
+                        "{} of {}: {a:.2} → {b:.2}",
+                        metric.label, self.names[col]
+                    ));
+                }
+            }
+        }
+        out
+    }
+
+    pub fn values(&self, key: &str) -> Vec<f64> {
+        let m = METRICS.iter().position(|x| x.key == key).unwrap_or(0);
+        self.figures.iter().map(|f| f[m].value).collect()
+    }
+
+    /// Metric rows; for every column after the first, its value and the
+    /// change against the first with the verdict.
+    pub fn table(&self) -> Table {
+        let mut headers = vec!["Metric".to_string(), self.names[0].clone()];
+        for n in &self.names[1..] {
+            headers.push(n.clone());
+            headers.push(format!("Δ {n}"));
+        }
+        let mut left = vec![0];
+        left.extend((1..self.names.len()).map(|i| 2 * i + 1));
+        let mut t = Table {
+            headers,
+            rows: Vec::new(),
+            left,
+        };
+        for (m, metric) in METRICS.iter().enumerate() {
+            let show = |f: &Figure| match f.spread {
+                Some(s) if s.runs >= 2 => format!("{:.2} ±{:.2}", f.value, (s.high - s.low) / 2.0),
+                _ => format!("{:.2}", f.value),
+            };
+            let mut row = vec![metric.label.to_string(), show(&self.figures[0][m])];
+            for col in 1..self.names.len() {
+                let (a, b) = (self.figures[0][m].value, self.figures[col][m].value);
+                row.push(show(&self.figures[col][m]));
+                let change = if a != 0.0 {
+                    format!("{:+.1} %", (b - a) / a.abs() * 100.0)
+                } else {
+                    format!("{:+.2}", b - a)
+                };
+                let verdict = match self.verdict(col, m) {
+                    Verdict::Noise => "noise",
+                    Verdict::Better => "better",
+                    Verdict::Worse => "WORSE",
+                };
+                row.push(format!("{change} {verdict}"));
+            }
+            t.push(row);
+        }
+        t
+    }
+}

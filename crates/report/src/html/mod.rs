@@ -1,0 +1,687 @@
+//! The HTML report: one self-contained file (inline CSS and SVG, no
+//! script, no font or image fetched), for a run, a study, a capacity
+//! search or a comparison. Light and dark mode follow the reader's system;
+//! printing drops the colours of the page, not of the charts.
+//!
+//! - [`svg`]: the charts.
+
+pub mod svg;
+
+use crate::table::Table;
+use headroom_capacity::CapacityReport;
+use headroom_engine::metrics::histogram;
+use headroom_results::record::Results;
+use headroom_study::StudyReport;
+use std::fmt::Write;
+use svg::{BarChart, Heatmap, LineChart, Marker, Series};
+
+pub fn esc(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+const CSS: &str = r#"
+:root { color-scheme: light dark; --bg: #ffffff; --fg: #1d232a; --muted: #5b6570; --grid: #e3e7eb;
+  --card: #f6f8fa; --ok: #1a7f37; --bad: #cf222e; --best: #fff3bf;
+  --s1: #2f6fdf; --s2: #e8590c; --s3: #2b8a3e; --s4: #ae3ec9; --s5: #c92a2a; --s6: #0c8599; --s7: #5c940d; --s8: #862e9c; }
+@media (prefers-color-scheme: dark) { :root { --bg: #0f1419; --fg: #e6e9ec; --muted: #9aa5b1; --grid: #2a323c;
+  --card: #171d24; --ok: #57d97a; --bad: #ff7b72; --best: #3b3413;
+  --s1: #6ea8fe; --s2: #ff922b; --s3: #69db7c; --s4: #da77f2; --s5: #ff8787; --s6: #3bc9db; --s7: #a9e34b; --s8: #e599f7; } }
+body { background: var(--bg); color: var(--fg); font: 15px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; margin: 0 auto; max-width: 1100px; padding: 24px; }
+h1 { font-size: 1.6em; margin: 0 0 4px; } h2 { font-size: 1.2em; margin: 28px 0 8px; border-bottom: 1px solid var(--grid); padding-bottom: 4px; }
+.meta { color: var(--muted); margin: 0 0 12px; }
+.scroll { overflow-x: auto; } @media print { .scroll { overflow: visible; } }
+table { border-collapse: collapse; margin: 8px 0; font-variant-numeric: tabular-nums; font-size: 0.9em; }
+th, td { padding: 4px 10px; border-bottom: 1px solid var(--grid); text-align: right; white-space: nowrap; }
+th { background: var(--card); } td.text, th.text { text-align: left; }
+tr.best td { background: var(--best); font-weight: 600; }
+.pass { color: var(--ok); font-weight: 600; } .fail { color: var(--bad); font-weight: 600; }
+.verdict { background: var(--card); border-left: 4px solid var(--s1); padding: 8px 12px; margin: 12px 0; }
+.verdict.warn { border-left-color: var(--bad); }
+.charts { display: grid; grid-template-columns: 1fr; gap: 12px; }
+svg.chart { width: 100%; height: auto; background: var(--card); border-radius: 6px; }
+svg .title { font-weight: 600; font-size: 14px; fill: var(--fg); }
+svg .tick, svg .legend, svg .cell-label { font-size: 11px; fill: var(--muted); } svg .cell-label { fill: var(--fg); }
+svg .label { font-size: 12px; fill: var(--fg); }
+svg .grid { stroke: var(--grid); stroke-width: 1; } svg .axis { stroke: var(--muted); stroke-width: 1; }
+svg .line { fill: none; stroke-width: 2; }
+svg .diag { stroke: var(--muted); stroke-dasharray: 4 4; }
+svg .marker { stroke: var(--bad); stroke-width: 1.5; stroke-dasharray: 5 3; } svg .marker-label { font-size: 11px; fill: var(--bad); }
+svg .cell { fill: var(--s1); } svg .cell-empty { fill: none; stroke: var(--grid); }
+svg .bar.best { stroke: var(--fg); stroke-width: 2; }
+.s1 { stroke: var(--s1); fill: var(--s1); } .s2 { stroke: var(--s2); fill: var(--s2); } .s3 { stroke: var(--s3); fill: var(--s3); }
+.s4 { stroke: var(--s4); fill: var(--s4); } .s5 { stroke: var(--s5); fill: var(--s5); } .s6 { stroke: var(--s6); fill: var(--s6); }
+.s7 { stroke: var(--s7); fill: var(--s7); } .s8 { stroke: var(--s8); fill: var(--s8); }
+polyline.line { fill: none; }
+@media print { body { max-width: none; padding: 0; font-size: 11pt; } h2 { break-after: avoid; } svg.chart { break-inside: avoid; } }
+"#;
+
+/// The page around `body`.
+fn page(title: &str, body: &str) -> String {
+    format!(
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>{}</title>\n<style>{CSS}</style>\n</head>\n<body>\n{body}\n<p class=\"meta\">Made by headroom {} — a self-contained file: nothing is loaded from the network.</p>\n</body>\n</html>\n",
+        esc(title),
+        env!("CARGO_PKG_VERSION")
+    )
+}
+
+/// A table as HTML; rows whose first cell is in `best` are highlighted.
+fn table_html(t: &Table, best: &[String]) -> String {
+    // Wide tables scroll inside their box instead of widening the page.
+    let mut s = String::from("<div class=\"scroll\"><table><thead><tr>");
+    for (i, h) in t.headers.iter().enumerate() {
+        let class = if t.left.contains(&i) {
+            " class=\"text\""
+        } else {
+            ""
+        };
+        let _ = write!(s, "<th{class}>{}</th>", esc(h));
+    }
+    s.push_str("</tr></thead><tbody>");
+    for row in &t.rows {
+        let hl = row.iter().any(|c| best.contains(c));
+        s.push_str(if hl { "<tr class=\"best\">" } else { "<tr>" });
+        for (i, c) in row.iter().enumerate() {
+            let mut class = if t.left.contains(&i) { "text" } else { "" }.to_string();
+            if c == "pass" || c.starts_with("pass ") {
+                class.push_str(" pass");
+            } else if c.starts_with("FAIL") {
+                class.push_str(" fail");
+            }
+            let attr = if class.trim().is_empty() {
+                String::new()
+            } else {
+                format!(" class=\"{}\"", class.trim())
+            };
+            let _ = write!(s, "<td{attr}>{}</td>", esc(c));
+        }
+        s.push_str("</tr>");
+    }
+    s.push_str("</tbody></table></div>");
+    s
+}
+
+fn thresholds_html(r: &Results) -> String {
+    if r.thresholds.is_empty() {
+        return String::new();
+    }
+    format!(
+        "<h2>Thresholds</h2>{}",
+        table_html(&crate::thresholds::table(&r.thresholds), &[])
+    )
+}
+
+fn timeline_charts(r: &Results) -> Vec<String> {
+    let tl = &r.timeline;
+    let t = |f: &dyn Fn(&headroom_engine::metrics::aggregate::TimelinePoint) -> f64| -> Vec<(f64, f64)> {
+        tl.iter().map(|p| (p.t_s as f64, f(p))).collect()
+    };
+    let mut charts = Vec::new();
+    let mut lat = LineChart::new(
+        "Latency over time (from the intended send time)",
+        "time since start (s)",
+        "latency (ms)",
+    );
+    lat.series.push(Series::new("p50", t(&|p| p.p50_ms)));
+    lat.series.push(Series::new("p90", t(&|p| p.p90_ms)));
+    lat.series.push(Series::new("p99", t(&|p| p.p99_ms)));
+    lat.series.push(Series::new("max", t(&|p| p.max_ms)));
+    charts.push(lat.render());
+
+    let mut thr = LineChart::new(
+        "Throughput and concurrency",
+        "time since start (s)",
+        "responses per second (req/s)",
+    );
+    thr.series
+        .push(Series::new("throughput (req/s)", t(&|p| p.requests as f64)));
+    thr.series
+        .push(Series::new("in flight", t(&|p| p.in_flight as f64)).right());
+    if r.config.model == "closed" {
+        thr.series
+            .push(Series::new("active users", t(&|p| p.active_users as f64)).right());
+    }
+    thr.y2_label = Some("requests in flight / users".into());
+    charts.push(thr.render());
+
+    let mut err = LineChart::new(
+        "Errors by class",
+        "time since start (s)",
+        "failed requests per second",
+    );
+    err.series
+        .push(Series::new("all failed", t(&|p| p.failed as f64)));
+    let classes: std::collections::BTreeSet<&String> =
+        tl.iter().flat_map(|p| p.errors.keys()).collect();
+    for c in classes {
+        err.series.push(Series::new(
+            c,
+            t(&|p| p.errors.get(c).copied().unwrap_or(0) as f64),
+        ));
+    }
+    charts.push(err.render());
+    charts
+}
+
+fn server_charts(r: &Results) -> Vec<String> {
+    let Some(server) = &r.server else {
+        return Vec::new();
+    };
+    let samples = &server.samples;
+    let pts = |f: &dyn Fn(&headroom_monitor::sample::Sample) -> Option<f64>| -> Vec<(f64, f64)> {
+        samples
+            .iter()
+            .filter_map(|s| f(s).map(|v| (s.t_s, v)))
+            .collect()
+    };
+    let alive = |s: &headroom_monitor::sample::Sample| s.server.clone().filter(|t| t.alive);
+    let mut charts = Vec::new();
+    let mut cpu = LineChart::new(
+        "CPU",
+        "time since start (s)",
+        "CPU (% of one core; machine: % of all cores)",
+    );
+    let watched = samples.iter().any(|s| s.server.is_some());
+    if watched {
+        cpu.series
+            .push(Series::new("server", pts(&|s| alive(s).map(|t| t.cpu_pct))));
+    }
+    cpu.series.push(Series::new(
+        "machine busy",
+        pts(&|s| s.machine.as_ref().map(|m| 100.0 - m.cpu_idle_pct)),
+    ));
+    cpu.series.push(Series::new(
+        "generator",
+        pts(&|s| s.generator.as_ref().map(|g| g.cpu_pct)),
+    ));
+    charts.push(cpu.render());
+    let mut mem = LineChart::new("Memory", "time since start (s)", "MiB");
+    if watched {
+        mem.series.push(Series::new(
+            "server RSS",
+            pts(&|s| alive(s).map(|t| t.rss_bytes as f64 / 1048576.0)),
+        ));
+    }
+    mem.series.push(Series::new(
+        "generator RSS",
+        pts(&|s| s.generator.as_ref().map(|g| g.rss_bytes as f64 / 1048576.0)),
+    ));
+    charts.push(mem.render());
+    let mut fds = LineChart::new(
+        "Open files and load",
+        "time since start (s)",
+        "open file descriptors",
+    );
+    if watched {
+        fds.series.push(Series::new(
+            "server fds",
+            pts(&|s| alive(s).map(|t| t.fds as f64)),
+        ));
+    }
+    fds.series.push(Series::new(
+        "generator fds",
+        pts(&|s| s.generator.as_ref().map(|g| g.fds as f64)),
+    ));
+    fds.series.push(
+        Series::new(
+            "load average (1 min)",
+            pts(&|s| s.machine.as_ref().map(|m| m.load1)),
+        )
+        .right(),
+    );
+    fds.y2_label = Some("load average".into());
+    charts.push(fds.render());
+    charts
+}
+
+/// Response-time histogram from the run's HDR histogram: 40 equal bins
+/// from the minimum to p99.9, the rest in a last bin.
+fn distribution_chart(r: &Results) -> Option<String> {
+    let h = histogram::from_base64(&r.histograms.latency).ok()?;
+    if h.is_empty() {
+        return None;
+    }
+    let lo = h.min() as f64 / 1000.0;
+    let hi = (h.value_at_quantile(0.999) as f64 / 1000.0).max(lo + 0.001);
+    const BINS: usize = 40;
+    let width = (hi - lo) / BINS as f64;
+    let mut counts = vec![0u64; BINS + 1];
+    for v in h.iter_recorded() {
+        let ms = v.value_iterated_to() as f64 / 1000.0;
+        let i = (((ms - lo) / width).floor().max(0.0) as usize).min(BINS);
+        counts[i] += v.count_at_value();
+    }
+    let mut categories: Vec<String> = (0..BINS)
+        .map(|i| svg::short(lo + width * (i as f64 + 0.5)))
+        .collect();
+    categories.push(format!(">{}", svg::short(hi)));
+    // Every 5th label only, so they stay readable.
+    for (i, c) in categories.iter_mut().enumerate() {
+        if i % 5 != 0 && i != BINS {
+            c.clear();
+        }
+    }
+    Some(
+        BarChart {
+            title: "Response-time distribution (all requests)".into(),
+            y_label: "requests".into(),
+            x_label: "latency (ms, bin centre)".into(),
+            categories,
+            series: vec![(
+                "requests".into(),
+                counts.iter().map(|&c| c as f64).collect(),
+            )],
+            highlight: None,
+        }
+        .render(),
+    )
+}
+
+fn findings_html(r: &Results) -> String {
+    let mut items: Vec<String> = Vec::new();
+    if r.generator_bound {
+        items.push(format!(
+            "<li class=\"fail\">GENERATOR-BOUND: {}</li>",
+            esc(&r.generator_bound_reasons.join("; "))
+        ));
+    }
+    for f in r.server.iter().flat_map(|s| &s.findings) {
+        items.push(format!(
+            "<li><b>{}</b>: {}</li>",
+            esc(&f.kind),
+            esc(&f.message)
+        ));
+    }
+    for w in &r.warnings {
+        items.push(format!("<li>{}</li>", esc(w)));
+    }
+    if items.is_empty() {
+        items.push("<li>Nothing ran out: no finding fired.</li>".into());
+    }
+    format!("<h2>Findings</h2><ul>{}</ul>", items.join(""))
+}
+
+/// The report of one run.
+pub fn run_report(r: &Results) -> String {
+    let mut b = String::new();
+    let _ = write!(
+        b,
+        "<h1>{}</h1><p class=\"meta\">headroom run — started {} — {} model — {:.1} s — {} requests</p>",
+        esc(&r.config.url),
+        esc(&r.meta.started_at),
+        esc(&r.config.model),
+        r.duration_s,
+        r.summary.requests.total
+    );
+    b.push_str(&thresholds_html(r));
+    let _ = write!(
+        b,
+        "<h2>Summary</h2>{}<h2>Response-time ranges</h2>{}",
+        table_html(&crate::terminal::aggregate_table(r), &[]),
+        table_html(&crate::terminal::distribution_table(r), &[])
+    );
+    if r.per_request.len() > 1 {
+        let mut t = Table::new(
+            &[
+                "Request", "Samples", "p50 ms", "p90 ms", "p99 ms", "Error %", "req/s",
+            ],
+            &[0],
+        );
+        for (name, s) in &r.per_request {
+            let l = &s.latency_ms;
+            t.push(vec![
+                name.clone(),
+                s.requests.total.to_string(),
+                format!("{:.2}", l.p50),
+                format!("{:.2}", l.p90),
+                format!("{:.2}", l.p99),
+                format!("{:.2}", s.requests.error_rate * 100.0),
+                format!("{:.1}", s.throughput_rps),
+            ]);
+        }
+        let _ = write!(b, "<h2>Per request</h2>{}", table_html(&t, &[]));
+    }
+    b.push_str("<h2>Over time</h2><div class=\"charts\">");
+    for c in timeline_charts(r) {
+        b.push_str(&c);
+    }
+    b.push_str("</div>");
+    if let Some(c) = distribution_chart(r) {
+        let _ = write!(b, "<h2>Distribution</h2><div class=\"charts\">{c}</div>");
+    }
+    let server = server_charts(r);
+    if !server.is_empty() {
+        let source = r
+            .server
+            .as_ref()
+            .map_or(String::new(), |s| s.source.clone());
+        let _ = write!(
+            b,
+            "<h2>Server and machine</h2><p class=\"meta\">watched: {}</p><div class=\"charts\">{}</div>",
+            esc(&source),
+            server.join("")
+        );
+    }
+    b.push_str(&findings_html(r));
+    page(&format!("headroom — {}", r.config.url), &b)
+}
+
+/// The report of a study: the comparison, charts across configurations
+/// and, for a two-parameter grid, a heat-map.
+pub fn study_report(report: &StudyReport) -> String {
+    let mut b = String::new();
+    let _ = write!(
+        b,
+        "<h1>Study: {}</h1><p class=\"meta\">ranked by {} — {} configurations × {} run(s)</p>",
+        esc(&report.study),
+        esc(report.objective.describe()),
+        report.configs.len(),
+        report.repeat
+    );
+    let winner = report.winner.as_ref().map(|w| w.label.clone());
+    match &report.winner {
+        Some(w) => {
+            let _ = write!(
+                b,
+                "<p class=\"verdict\">Winner: <b>{}</b> — {}</p>",
+                esc(&w.label),
+                esc(&w.reason)
+            );
+        }
+        None => b.push_str(
+            "<p class=\"verdict warn\">No winner: no configuration met the objective.</p>",
+        ),
+    }
+    let table = crate::study_table::table(report, false);
+    let _ = write!(
+        b,
+        "<h2>Comparison</h2>{}",
+        table_html(&table, winner.as_slice())
+    );
+    let configs: Vec<&headroom_study::ConfigReport> = report.configs.iter().collect();
+    let highlight = winner
+        .as_ref()
+        .and_then(|w| configs.iter().position(|c| &c.label == w));
+    // One server: its name on every bar says nothing; show the parameters.
+    let one_server = configs.windows(2).all(|w| w[0].server == w[1].server);
+    let labels: Vec<String> = configs
+        .iter()
+        .map(|c| {
+            let short = c.label.strip_prefix(&c.server).map(str::trim);
+            match short {
+                Some(p) if one_server && !p.is_empty() => p.to_string(),
+                _ => c.label.clone(),
+            }
+        })
+        .collect();
+    let figure = |f: &dyn Fn(&Results) -> f64| -> Vec<f64> {
+        configs
+            .iter()
+            .map(|c| c.results.as_ref().map_or(f64::NAN, f))
+            .collect()
+    };
+    let peak = |f: &dyn Fn(&headroom_monitor::Summary) -> Option<f64>| -> Vec<f64> {
+        configs
+            .iter()
+            .map(|c| {
+                c.results
+                    .as_ref()
+                    .and_then(|r| r.server.as_ref())
+                    .and_then(|s| f(&s.summary))
+                    .unwrap_or(f64::NAN)
+            })
+            .collect()
+    };
+    let bar = |title: &str, y: &str, series: Vec<(String, Vec<f64>)>| {
+        BarChart {
+            title: title.into(),
+            y_label: y.into(),
+            x_label: "configuration".into(),
+            categories: labels.clone(),
+            series,
+            highlight,
+        }
+        .render()
+    };
+    let mut charts = Vec::new();
+    if report.objective == headroom_study::file::Objective::Capacity {
+        let caps: Vec<f64> = configs
+            .iter()
+            .map(|c| {
+                c.stats
+                    .as_ref()
+                    .and_then(|s| s.capacity)
+                    .map_or(f64::NAN, |s| s.median)
+            })
+            .collect();
+        charts.push(bar(
+            "Capacity within the objective",
+            "capacity (axis unit)",
+            vec![("capacity".into(), caps)],
+        ));
+    }
+    charts.push(bar(
+        "Throughput",
+        "req/s",
+        vec![("throughput".into(), figure(&|r| r.summary.throughput_rps))],
+    ));
+    charts.push(bar(
+        "Latency",
+        "ms",
+        vec![
+            ("p90".into(), figure(&|r| r.summary.latency_ms.p90)),
+            ("p99".into(), figure(&|r| r.summary.latency_ms.p99)),
+        ],
+    ));
+    charts.push(bar(
+        "Peak server CPU",
+        "% of one core",
+        vec![(
+            "peak CPU".into(),
+            peak(&|s| s.server_cpu_pct.map(|m| m.peak)),
+        )],
+    ));
+    charts.push(bar(
+        "Peak server memory",
+        "MiB",
+        vec![(
+            "peak RSS".into(),
+            peak(&|s| s.server_rss_bytes.map(|m| m.peak / 1048576.0)),
+        )],
+    ));
+    if let Some(h) = heatmap(report) {
+        charts.push(h);
+    }
+    let _ = write!(
+        b,
+        "<h2>Charts</h2><div class=\"charts\">{}</div>",
+        charts.join("")
+    );
+    page(&format!("headroom study — {}", report.study), &b)
+}
+
+/// Workers × threads (any two grid parameters of one server): throughput,
+/// or capacity when that is the objective.
+fn heatmap(report: &StudyReport) -> Option<String> {
+    let first = report.configs.first()?;
+    let keys: Vec<&String> = first.params.keys().collect();
+    if keys.len() != 2 || report.configs.iter().any(|c| c.server != first.server) {
+        return None;
+    }
+    let distinct = |k: &String| {
+        let mut v: Vec<serde_json::Value> = Vec::new();
+        for c in &report.configs {
+            if let Some(x) = c.params.get(k) {
+                if !v.contains(x) {
+                    v.push(x.clone());
+                }
+            }
+        }
+        v
+    };
+    let (rk, ck) = (keys[0], keys[1]);
+    let (rows, cols) = (distinct(rk), distinct(ck));
+    let capacity = report.objective == headroom_study::file::Objective::Capacity;
+    let values = rows
+        .iter()
+        .map(|r| {
+            cols.iter()
+                .map(|c| {
+                    let cfg = report
+                        .configs
+                        .iter()
+                        .find(|x| x.params.get(rk) == Some(r) && x.params.get(ck) == Some(c))?;
+                    if capacity {
+                        cfg.stats.as_ref()?.capacity.map(|s| s.median)
+                    } else {
+                        cfg.results.as_ref().map(|r| r.summary.throughput_rps)
+                    }
+                })
+                .collect()
+        })
+        .collect();
+    let text = |v: &serde_json::Value| headroom_study::file::param_text(v);
+    Some(
+        Heatmap {
+            title: format!(
+                "{} by {rk} × {ck}",
+                if capacity { "Capacity" } else { "Throughput" }
+            ),
+            row_label: rk.clone(),
+            col_label: ck.clone(),
+            rows: rows.iter().map(text).collect(),
+            cols: cols.iter().map(text).collect(),
+            values,
+            unit: "req/s".into(),
+        }
+        .render(),
+    )
+}
+
+/// The report of a capacity search: latency and achieved load against the
+/// offered load, with the knee and the capacity marked.
+pub fn capacity_report(c: &CapacityReport) -> String {
+    let mut b = String::new();
+    let _ = write!(
+        b,
+        "<h1>Capacity: {}</h1><p class=\"meta\">objective {} — {} axis — {} steps in {:.0} s</p><p class=\"verdict{}\">{}</p>",
+        esc(&c.target),
+        esc(&c.slo),
+        esc(&c.unit),
+        c.steps.len(),
+        c.elapsed_s,
+        if c.generator_bound { " warn" } else { "" },
+        esc(&c.verdict)
+    );
+    if let (Some(kind), Some(detail)) = (&c.limited_by, &c.limited_by_detail) {
+        let _ = write!(
+            b,
+            "<p><b>Limited by</b>: {} — {}</p>",
+            esc(kind),
+            esc(detail)
+        );
+    }
+    let _ = write!(
+        b,
+        "<h2>Steps</h2>{}",
+        table_html(&crate::capacity_table::steps(c), &[])
+    );
+    let mut sorted: Vec<&headroom_capacity::Step> = c
+        .steps
+        .iter()
+        .filter(|s| s.results.is_some() && !s.discarded)
+        .collect();
+    sorted.sort_by(|a, b| a.offered.total_cmp(&b.offered));
+    let pts = |f: &dyn Fn(&Results) -> f64| -> Vec<(f64, f64)> {
+        sorted
+            .iter()
+            .filter_map(|s| s.results.as_ref().map(|r| (s.offered, f(r))))
+            .collect()
+    };
+    let mut markers = Vec::new();
+    if let Some(k) = c.knee {
+        markers.push(Marker {
+            x: k,
+            label: format!("knee {}", svg::short(k)),
+        });
+    }
+    if let Some(cap) = c.capacity {
+        markers.push(Marker {
+            x: cap,
+            label: format!("capacity {}", svg::short(cap)),
+        });
+    }
+    let x_label = format!("offered load ({})", c.unit);
+    let mut lat = LineChart::new("Latency against offered load", &x_label, "latency (ms)");
+    lat.series
+        .push(Series::new("p50", pts(&|r| r.summary.latency_ms.p50)));
+    lat.series
+        .push(Series::new("p90", pts(&|r| r.summary.latency_ms.p90)));
+    lat.series
+        .push(Series::new("p99", pts(&|r| r.summary.latency_ms.p99)));
+    lat.markers = markers;
+    let mut ach = LineChart::new(
+        "Achieved against offered load",
+        &x_label,
+        "achieved (OK req/s)",
+    );
+    ach.series.push(Series::new(
+        "achieved",
+        sorted.iter().map(|s| (s.offered, s.achieved)).collect(),
+    ));
+    ach.diagonal = c.unit == "req/s";
+    for m in &lat.markers {
+        ach.markers.push(Marker {
+            x: m.x,
+            label: m.label.clone(),
+        });
+    }
+    let mut err = LineChart::new("Errors against offered load", &x_label, "errors (%)");
+    err.series.push(Series::new(
+        "errors",
+        pts(&|r| r.summary.requests.error_rate * 100.0),
+    ));
+    let _ = write!(
+        b,
+        "<h2>Charts</h2><div class=\"charts\">{}{}{}</div>",
+        lat.render(),
+        ach.render(),
+        err.render()
+    );
+    page(&format!("headroom capacity — {}", c.target), &b)
+}
+
+/// The report of `headroom compare`.
+pub fn compare_report(cmp: &crate::compare::Comparison) -> String {
+    let mut b = String::new();
+    let _ = write!(
+        b,
+        "<h1>Comparison</h1><p class=\"meta\">baseline: {} — differences marked noise when the spreads overlap</p>{}",
+        esc(&cmp.names[0]),
+        table_html(&cmp.table(), &[])
+    );
+    let categories = cmp.names.clone();
+    let mut charts = Vec::new();
+    for (metric, title, unit) in [
+        ("throughput_rps", "Throughput", "req/s"),
+        ("p90_ms", "p90 latency", "ms"),
+        ("p99_ms", "p99 latency", "ms"),
+    ] {
+        let values: Vec<f64> = cmp.values(metric);
+        charts.push(
+            BarChart {
+                title: title.into(),
+                y_label: unit.into(),
+                x_label: "run".into(),
+                categories: categories.clone(),
+                series: vec![(metric.into(), values)],
+                highlight: None,
+            }
+            .render(),
+        );
+    }
+    let _ = write!(b, "<div class=\"charts\">{}</div>", charts.join(""));
+    page("headroom compare", &b)
+}

@@ -1,0 +1,310 @@
+//! The end-of-run summary for people: the JMeter aggregate table (one row
+//! per request name and a TOTAL), the Gatling response-time distribution,
+//! status codes, error classes and warnings. Plain text with units on
+//! every figure, stable for logs and diffs.
+
+use crate::table::Table;
+use headroom_engine::metrics::ErrorClass;
+use headroom_results::record::{LatencySummary, Results, Summary};
+use std::io::{self, Write};
+
+fn ms(v: f64) -> String {
+    if v >= 100.0 {
+        format!("{v:.0}")
+    } else if v >= 10.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.2}")
+    }
+}
+
+pub fn thousands(n: u64) -> String {
+    let s = n.to_string();
+    let mut out = String::with_capacity(s.len() + s.len() / 3);
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+fn aggregate_row(label: &str, s: &Summary) -> Vec<String> {
+    let l: &LatencySummary = &s.latency_ms;
+    vec![
+        label.to_string(),
+        thousands(s.requests.total),
+        ms(l.mean),
+        ms(l.p50),
+        ms(l.p90),
+        ms(l.p95),
+        ms(l.p99),
+        ms(l.min),
+        ms(l.max),
+        format!("{:.1}", s.throughput_rps),
+        format!("{:.1}", s.received_kib_per_s),
+        format!("{:.2} %", s.requests.error_rate * 100.0),
+    ]
+}
+
+/// The JMeter aggregate table: a row per request name (when there are
+/// several) and the TOTAL. The terminal, HTML and Markdown all show this.
+pub fn aggregate_table(r: &Results) -> Table {
+    let mut t = Table::new(
+        &[
+            "Label",
+            "Samples",
+            "Mean ms",
+            "Median ms",
+            "90% ms",
+            "95% ms",
+            "99% ms",
+            "Min ms",
+            "Max ms",
+            "Throughput/s",
+            "Received KiB/s",
+            "Error %",
+        ],
+        &[0],
+    );
+    if r.per_request.len() > 1 {
+        for (name, summary) in &r.per_request {
+            t.push(aggregate_row(name, summary));
+        }
+    }
+    t.push(aggregate_row("TOTAL", &r.summary));
+    t
+}
+
+/// Gatling's response-time ranges.
+pub fn distribution_table(r: &Results) -> Table {
+    let mut t = Table::new(&["Response time", "Requests", "%"], &[0]);
+    for b in &r.summary.distribution {
+        t.push(vec![
+            b.label.clone(),
+            thousands(b.count),
+            format!("{:.2} %", b.percent),
+        ]);
+    }
+    t
+}
+
+/// Left-aligns the first column and right-aligns the rest.
+fn write_table(out: &mut dyn Write, rows: &[Vec<String>]) -> io::Result<()> {
+    let cols = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let widths: Vec<usize> = (0..cols)
+        .map(|c| {
+            rows.iter()
+                .filter_map(|r| r.get(c))
+                .map(|s| s.chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    for row in rows {
+        let mut line = String::new();
+        for (c, cell) in row.iter().enumerate() {
+            let pad = widths[c].saturating_sub(cell.chars().count());
+            if c == 0 {
+                line.push_str(cell);
+                line.push_str(&" ".repeat(pad));
+            } else {
+                line.push_str("  ");
+                line.push_str(&" ".repeat(pad));
+                line.push_str(cell);
+            }
+        }
+        writeln!(out, "  {}", line.trim_end())?;
+    }
+    Ok(())
+}
+
+pub fn write_summary(out: &mut dyn Write, r: &Results) -> io::Result<()> {
+    let c = &r.config;
+    let s = &r.summary;
+    let load = match c.model.as_str() {
+        "open" => format!(
+            "open model, {:.1} req/s requested",
+            r.target_rate_rps.unwrap_or(0.0)
+        ),
+        _ => format!("closed model, {} users", c.vus.unwrap_or(0)),
+    };
+    writeln!(out)?;
+    writeln!(
+        out,
+        "headroom run — {} — {load}{}",
+        c.url,
+        if r.interrupted {
+            " — INTERRUPTED"
+        } else {
+            ""
+        }
+    )?;
+    writeln!(
+        out,
+        "  {} requests in {:.2} s: {} ok, {} failed ({:.2} %); {:.1} req/s; {:.1} KiB/s received; {} connections opened",
+        thousands(s.requests.total),
+        r.duration_s,
+        thousands(s.requests.ok),
+        thousands(s.requests.failed),
+        s.requests.error_rate * 100.0,
+        s.throughput_rps,
+        s.received_kib_per_s,
+        thousands(r.connections_opened),
+    )?;
+    if let (Some(target), Some(achieved), Some(lag)) =
+        (r.target_rate_rps, r.achieved_rate_rps, &r.send_lag_ms)
+    {
+        writeln!(
+            out,
+            "  rate: {target:.1} req/s requested, {achieved:.1} req/s sent ({:+.2} %); send lag p50 {} ms, p99 {} ms, max {} ms",
+            if target > 0.0 { (achieved / target - 1.0) * 100.0 } else { 0.0 },
+            ms(lag.p50),
+            ms(lag.p99),
+            ms(lag.max),
+        )?;
+    }
+
+    writeln!(out)?;
+    writeln!(
+        out,
+        "Aggregate report (latency in ms, all requests, from the intended send time)"
+    )?;
+    write_table(out, &aggregate_table(r).with_headers())?;
+    if c.model == "open" {
+        let st = &r.service_time_ms;
+        writeln!(
+            out,
+            "  (from the actual send, as coordinated-omission-prone tools report: median {} ms, 99% {} ms)",
+            ms(st.p50),
+            ms(st.p99)
+        )?;
+    }
+
+    writeln!(out)?;
+    writeln!(out, "Response time distribution")?;
+    write_table(out, &distribution_table(r).rows)?;
+
+    writeln!(out)?;
+    let codes: Vec<String> = s
+        .status_codes
+        .iter()
+        .map(|(code, n)| format!("{code} × {}", thousands(*n)))
+        .collect();
+    writeln!(
+        out,
+        "Status codes: {}",
+        if codes.is_empty() {
+            "none".to_string()
+        } else {
+            codes.join(", ")
+        }
+    )?;
+    if !s.errors.is_empty() {
+        writeln!(out, "Errors:")?;
+        let rows: Vec<Vec<String>> = s
+            .errors
+            .iter()
+            .map(|(key, n)| {
+                let what = ErrorClass::from_key(key).map_or(
+                    if key.starts_with("check: ") {
+                        "a check failed"
+                    } else {
+                        ""
+                    },
+                    |c| c.describe(),
+                );
+                vec![key.clone(), thousands(*n), what.to_string()]
+            })
+            .collect();
+        write_table(out, &rows)?;
+    }
+    if let Some(server) = &r.server {
+        write_server(out, server)?;
+    }
+    if r.generator_bound {
+        writeln!(out)?;
+        writeln!(
+            out,
+            "GENERATOR-BOUND: these figures describe the load generator's limit, not the server's:"
+        )?;
+        for reason in &r.generator_bound_reasons {
+            writeln!(out, "  - {reason}")?;
+        }
+    }
+    if let Some(reason) = &r.stop_reason {
+        writeln!(out, "stopped early: {reason}")?;
+    }
+    for w in &r.warnings {
+        writeln!(out, "warning: {w}")?;
+    }
+    Ok(())
+}
+
+fn mib(bytes: f64) -> String {
+    format!("{:.1}", bytes / (1024.0 * 1024.0))
+}
+
+/// The server table (mean and peak of each figure) and the findings.
+fn write_server(out: &mut dyn Write, server: &headroom_monitor::ServerReport) -> io::Result<()> {
+    use headroom_monitor::MeanPeak;
+    let s = &server.summary;
+    writeln!(out)?;
+    writeln!(
+        out,
+        "Server and machine ({}, every {:.1} s)",
+        server.source, server.interval_s
+    )?;
+    let mut rows = vec![vec!["".to_string(), "mean".into(), "peak".into()]];
+    let mut row = |label: &str, v: Option<MeanPeak>, f: &dyn Fn(f64) -> String| {
+        if let Some(v) = v {
+            rows.push(vec![label.to_string(), f(v.mean), f(v.peak)]);
+        }
+    };
+    let pct = |v: f64| format!("{v:.0} %");
+    let num = |v: f64| format!("{v:.0}");
+    let dec = |v: f64| format!("{v:.2}");
+    row("server CPU (100 % = 1 core)", s.server_cpu_pct, &pct);
+    row("server resident memory (MiB)", s.server_rss_bytes, &|v| {
+        mib(v)
+    });
+    row("server processes", s.server_processes, &num);
+    row("server threads", s.server_threads, &num);
+    row("server open files", s.server_fds, &num);
+    row(
+        "machine CPU busy (100 % = all cores)",
+        s.machine_cpu_busy_pct,
+        &pct,
+    );
+    row("machine CPU iowait", s.machine_iowait_pct, &pct);
+    row("load average (1 min)", s.load1, &dec);
+    row("memory available (MiB)", s.mem_available_bytes, &|v| mib(v));
+    row("swap used (MiB)", s.swap_used_bytes, &|v| mib(v));
+    row("TCP established", s.tcp_established, &num);
+    row("TCP time-wait", s.tcp_time_wait, &num);
+    row("generator CPU (100 % = 1 core)", s.generator_cpu_pct, &pct);
+    row(
+        "generator resident memory (MiB)",
+        s.generator_rss_bytes,
+        &|v| mib(v),
+    );
+    write_table(out, &rows)?;
+    writeln!(
+        out,
+        "  listen queue overflows: {}, SYNs dropped: {}",
+        s.listen_overflows, s.listen_drops
+    )?;
+    if server.findings.is_empty() {
+        writeln!(out, "Findings: nothing saturated")?;
+    } else {
+        writeln!(out, "Findings:")?;
+        for f in &server.findings {
+            writeln!(out, "  - {}", f.message)?;
+        }
+    }
+    for e in &server.errors {
+        writeln!(out, "monitor: {e}")?;
+    }
+    Ok(())
+}

@@ -1,0 +1,526 @@
+//! `results.json`: the run's record and the contract other tools read
+//! (`report`, `compare`, shard merge, studies). Field names carry units.
+//! Stable fields (do not rename): `requests.{total,ok,failed}`,
+//! `throughput_rps`, `duration_s`, `bytes_received`, `latency_ms.*`,
+//! `latency_ms_ok.*`, `status_codes`, `errors`, `timeline`,
+//! `target_rate_rps`, `send_lag_ms.*`, `meta`, `histograms`.
+
+use hdrhistogram::Histogram;
+use headroom_engine::metrics::aggregate::TimelinePoint;
+use headroom_engine::metrics::{histogram, ErrorClass, Stats};
+use headroom_engine::plan::{Load, Plan};
+use headroom_engine::RunOutcome;
+use headroom_monitor::findings::{ClientFacts, SEND_LAG_LATE_MS};
+use headroom_monitor::machine::Machine;
+use headroom_monitor::ServerReport;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// Default response-time distribution bounds, as in Gatling's report.
+pub const DEFAULT_BUCKETS_MS: [u64; 2] = [800, 1200];
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Results {
+    pub meta: Meta,
+    pub config: RunConfig,
+    /// Totals over all requests.
+    #[serde(flatten)]
+    pub summary: Summary,
+    pub duration_s: f64,
+    /// Latency from the actual send (what coordinated-omission-prone tools
+    /// report); equals `latency_ms` in a closed run.
+    pub service_time_ms: LatencySummary,
+    /// Open model: the requested rate (mean over the schedule).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_rate_rps: Option<f64>,
+    /// Open model: requests sent per second of the schedule (late sends
+    /// past its end lower it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub achieved_rate_rps: Option<f64>,
+    /// Open model: how late sends were after their intended time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub send_lag_ms: Option<LatencySummary>,
+    /// Open model: arrivals that found every connection busy and the pool
+    /// at its cap (`--connections`, `max_connections`), so they waited in
+    /// the generator before being sent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waited_for_connection: Option<u64>,
+    /// Per request name, the same shape as the totals.
+    pub per_request: BTreeMap<String, Summary>,
+    pub timeline: Vec<TimelinePoint>,
+    pub connections_opened: u64,
+    /// Stopped by Ctrl-C / SIGTERM before its planned end.
+    pub interrupted: bool,
+    /// Why the run ended early, when it did (e.g. a feeder ran dry).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop_reason: Option<String>,
+    pub warnings: Vec<String>,
+    /// The figures describe the generator's limit rather than the
+    /// server's (see `generator_bound_reasons` and `server.findings`).
+    #[serde(default)]
+    pub generator_bound: bool,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub generator_bound_reasons: Vec<String>,
+    /// `--threshold`s and the scenario's `[thresholds]`, each checked.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub thresholds: Vec<crate::slo::BoundCheck>,
+    /// The server (process tree), the machine and the generator, sampled
+    /// on the run's clock; with findings.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<ServerReport>,
+    pub histograms: Histograms,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Meta {
+    pub headroom_version: String,
+    pub command: Vec<String>,
+    /// RFC 3339, UTC.
+    pub started_at: String,
+    pub machine: Machine,
+    pub generator_threads: usize,
+    /// Open-files limit of the generator (soft, hard).
+    pub fd_limit: [u64; 2],
+}
+
+/// The load as it was run, so results are a reproducible record.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct RunConfig {
+    pub url: String,
+    /// "closed" or "open".
+    pub model: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vus: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ramp_up_s: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub iterations: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub think_time_s: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_connections: Option<usize>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub planned_duration_s: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_requests: Option<u64>,
+    pub keep_alive: bool,
+    pub connect_timeout_s: f64,
+    pub request_timeout_s: f64,
+    pub requests: Vec<RequestConfig>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct RequestConfig {
+    pub name: String,
+    pub method: String,
+    pub target: String,
+    pub weight: u32,
+    /// Statuses that count as OK, e.g. "200" or "200-299,404".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expect_status: Option<String>,
+}
+
+/// The figures of a set of requests: the JMeter aggregate row, the Gatling
+/// distribution, statuses and errors.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Summary {
+    pub requests: Requests,
+    pub throughput_rps: f64,
+    pub bytes_received: u64,
+    /// Received KiB per second (JMeter's "Received KB/sec", 1 KB = 1024 B).
+    pub received_kib_per_s: f64,
+    /// All requests, OK and failed (as JMeter), from the intended send time.
+    pub latency_ms: LatencySummary,
+    pub latency_ms_ok: LatencySummary,
+    pub distribution: Vec<Bucket>,
+    pub status_codes: BTreeMap<String, u64>,
+    pub errors: BTreeMap<String, u64>,
+}
+
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Requests {
+    pub total: u64,
+    pub ok: u64,
+    pub failed: u64,
+    /// Of the failed: never reached the server (connect failures, not sent).
+    /// `total - not_delivered` is what the server received.
+    pub not_delivered: u64,
+    pub error_rate: f64,
+}
+
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct LatencySummary {
+    pub count: u64,
+    pub min: f64,
+    pub mean: f64,
+    pub stddev: f64,
+    pub p50: f64,
+    pub p75: f64,
+    pub p90: f64,
+    pub p95: f64,
+    pub p99: f64,
+    pub p999: f64,
+    pub max: f64,
+}
+
+impl LatencySummary {
+    pub fn from_histogram(h: &Histogram<u64>) -> Self {
+        if h.is_empty() {
+            return LatencySummary::default();
+        }
+        let q = |q: f64| histogram::ms(h.value_at_quantile(q));
+        LatencySummary {
+            count: h.len(),
+            min: histogram::ms(h.min()),
+            mean: h.mean() / 1000.0,
+            stddev: h.stdev() / 1000.0,
+            p50: q(0.5),
+            p75: q(0.75),
+            p90: q(0.9),
+            p95: q(0.95),
+            p99: q(0.99),
+            p999: q(0.999),
+            max: histogram::ms(h.max()),
+        }
+    }
+}
+
+/// One bar of the response-time distribution (OK requests by latency, and
+/// the failed ones), as in Gatling's report.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Bucket {
+    pub label: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from_ms: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub to_ms: Option<u64>,
+    pub count: u64,
+    pub percent: f64,
+}
+
+/// HdrHistogram V2 + DEFLATE, base64, microseconds: merge these, not
+/// percentiles.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Histograms {
+    pub unit: String,
+    pub latency: String,
+    pub latency_ok: String,
+    pub service_time: String,
+    pub send_lag: String,
+}
+
+fn percent(part: u64, whole: u64) -> f64 {
+    if whole == 0 {
+        0.0
+    } else {
+        part as f64 * 100.0 / whole as f64
+    }
+}
+
+pub fn distribution(stats: &Stats, bounds_ms: &[u64]) -> Vec<Bucket> {
+    let mut counts = vec![0u64; bounds_ms.len() + 1];
+    for v in stats.latency_ok.iter_recorded() {
+        let ms = v.value_iterated_to() as f64 / 1000.0;
+        let slot = bounds_ms.partition_point(|&b| (b as f64) <= ms);
+        counts[slot] += v.count_at_value();
+    }
+    let mut buckets = Vec::new();
+    for (i, count) in counts.into_iter().enumerate() {
+        let from = i.checked_sub(1).map(|j| bounds_ms[j]);
+        let to = bounds_ms.get(i).copied();
+        let label = match (from, to) {
+            (None, Some(t)) => format!("t < {t} ms"),
+            (Some(f), Some(t)) => format!("{f} ms ≤ t < {t} ms"),
+            (Some(f), None) => format!("t ≥ {f} ms"),
+            (None, None) => "all".to_string(),
+        };
+        buckets.push(Bucket {
+            label,
+            from_ms: from,
+            to_ms: to,
+            count,
+            percent: percent(count, stats.requests),
+        });
+    }
+    buckets.push(Bucket {
+        label: "failed".into(),
+        from_ms: None,
+        to_ms: None,
+        count: stats.failed,
+        percent: percent(stats.failed, stats.requests),
+    });
+    buckets
+}
+
+/// Error classes for results: a failed check is named (`check: <request>:
+/// <check>`) rather than lumped together, so the counts still add up to
+/// `requests.failed`.
+pub fn error_map(stats: &Stats, check_names: &[String]) -> BTreeMap<String, u64> {
+    let mut map = BTreeMap::new();
+    for (class, n) in stats.error_counts() {
+        if class != ErrorClass::CheckFailed {
+            map.insert(class.key().to_string(), n);
+        }
+    }
+    let mut named = 0;
+    for (id, &n) in stats.checks.iter().enumerate().filter(|(_, &n)| n > 0) {
+        let name = check_names.get(id).map_or("unnamed", String::as_str);
+        map.insert(format!("check: {name}"), n);
+        named += n;
+    }
+    let unnamed = stats
+        .error_count(ErrorClass::CheckFailed)
+        .saturating_sub(named);
+    if unnamed > 0 {
+        map.insert(ErrorClass::CheckFailed.key().to_string(), unnamed);
+    }
+    map
+}
+
+impl Summary {
+    pub fn new(
+        stats: &Stats,
+        duration: Duration,
+        bounds_ms: &[u64],
+        check_names: &[String],
+    ) -> Summary {
+        let secs = duration.as_secs_f64();
+        let per_s = |x: f64| if secs > 0.0 { x / secs } else { 0.0 };
+        let not_delivered = stats
+            .error_counts()
+            .filter(|(c, _)| c.never_reached_server())
+            .map(|(_, n)| n)
+            .sum();
+        Summary {
+            requests: Requests {
+                total: stats.requests,
+                ok: stats.ok,
+                failed: stats.failed,
+                not_delivered,
+                error_rate: percent(stats.failed, stats.requests) / 100.0,
+            },
+            throughput_rps: per_s(stats.requests as f64),
+            bytes_received: stats.bytes,
+            received_kib_per_s: per_s(stats.bytes as f64 / 1024.0),
+            latency_ms: LatencySummary::from_histogram(&stats.latency),
+            latency_ms_ok: LatencySummary::from_histogram(&stats.latency_ok),
+            distribution: distribution(stats, bounds_ms),
+            status_codes: stats
+                .status_counts()
+                .map(|(code, n)| (code.to_string(), n))
+                .collect(),
+            errors: error_map(stats, check_names),
+        }
+    }
+}
+
+impl RunConfig {
+    pub fn from_plan(plan: &Plan) -> RunConfig {
+        let mut c = RunConfig {
+            url: plan.label.clone(),
+            model: String::new(),
+            vus: None,
+            ramp_up_s: None,
+            iterations: None,
+            think_time_s: None,
+            max_connections: None,
+            planned_duration_s: plan.load_duration().map(|d| d.as_secs_f64()),
+            max_requests: plan.max_requests,
+            keep_alive: plan.keep_alive,
+            connect_timeout_s: plan.connect_timeout.as_secs_f64(),
+            request_timeout_s: plan.request_timeout.as_secs_f64(),
+            requests: plan
+                .requests
+                .iter()
+                .map(|r| RequestConfig {
+                    name: r.name.clone(),
+                    method: r.method.clone(),
+                    target: r.target.clone(),
+                    weight: r.weight,
+                    expect_status: r.expect.statuses.as_ref().map(|s| s.describe()),
+                })
+                .collect(),
+        };
+        match &plan.load {
+            Load::Closed(l) => {
+                c.model = "closed".into();
+                c.vus = Some(l.vus);
+                c.ramp_up_s = Some(l.ramp_up.as_secs_f64());
+                c.iterations = l.iterations;
+                c.think_time_s = Some(l.think_time.as_secs_f64());
+            }
+            Load::Open(l) => {
+                c.model = "open".into();
+                c.max_connections = Some(l.max_connections);
+            }
+        }
+        c
+    }
+}
+
+/// Advice for a run whose figures need reading with care.
+pub fn warnings(outcome: &RunOutcome, fd_limit: (u64, u64)) -> Vec<String> {
+    let t = &outcome.total;
+    let mut w = Vec::new();
+    if t.error_count(ErrorClass::TooManyOpenFiles) > 0 {
+        w.push(format!(
+            "the generator hit its open-files limit ({} soft, {} hard): raise it with \
+             `ulimit -n {}` (up to the hard limit) or in /etc/security/limits.conf, \
+             or use fewer connections",
+            fd_limit.0,
+            fd_limit.1,
+            (fd_limit.1).max(65_536)
+        ));
+    }
+    if t.requests > 0 && t.connections_opened == 0 {
+        w.push("no connection to the server succeeded".into());
+    }
+    let not_sent = t.error_count(ErrorClass::NotSent);
+    if not_sent > 0 {
+        w.push(format!(
+            "{not_sent} requests were due but never sent: every allowed connection was busy \
+             (raise --connections, or the server is saturated)"
+        ));
+    }
+    if outcome.interrupted {
+        w.push("the run was interrupted: figures cover the part that ran".into());
+    }
+    w
+}
+
+pub struct ResultsInput<'a> {
+    pub plan: &'a Plan,
+    pub outcome: &'a RunOutcome,
+    pub command: Vec<String>,
+    pub buckets_ms: &'a [u64],
+    pub fd_limit: (u64, u64),
+}
+
+impl Results {
+    pub fn new(input: ResultsInput) -> Results {
+        let ResultsInput {
+            plan,
+            outcome,
+            command,
+            buckets_ms,
+            fd_limit,
+        } = input;
+        let t = &outcome.total;
+        let open = matches!(plan.load, Load::Open(_));
+        let (target_rate_rps, achieved_rate_rps) = match &plan.load {
+            Load::Open(l) => {
+                let sent = t.requests - t.error_count(ErrorClass::NotSent);
+                let window = outcome.send_window.max(l.schedule.duration()).as_secs_f64();
+                (Some(l.schedule.mean_rate()), Some(sent as f64 / window))
+            }
+            Load::Closed(_) => (None, None),
+        };
+        Results {
+            meta: Meta {
+                headroom_version: env!("CARGO_PKG_VERSION").into(),
+                command,
+                started_at: humantime::format_rfc3339_seconds(outcome.started_at).to_string(),
+                machine: Machine::current(),
+                generator_threads: outcome.threads,
+                fd_limit: [fd_limit.0, fd_limit.1],
+            },
+            config: RunConfig::from_plan(plan),
+            summary: Summary::new(t, outcome.duration, buckets_ms, &plan.check_names),
+            duration_s: outcome.duration.as_secs_f64(),
+            service_time_ms: LatencySummary::from_histogram(&t.service_time),
+            target_rate_rps,
+            achieved_rate_rps,
+            send_lag_ms: open.then(|| LatencySummary::from_histogram(&t.send_lag)),
+            waited_for_connection: open.then_some(outcome.waited_for_connection),
+            per_request: plan
+                .requests
+                .iter()
+                .zip(&outcome.per_request)
+                .map(|(r, s)| {
+                    (
+                        r.name.clone(),
+                        Summary::new(s, outcome.duration, buckets_ms, &plan.check_names),
+                    )
+                })
+                .collect(),
+            timeline: outcome.timeline.clone(),
+            connections_opened: t.connections_opened,
+            interrupted: outcome.interrupted,
+            stop_reason: outcome.stop_reason.clone(),
+            warnings: warnings(outcome, fd_limit),
+            generator_bound: false,
+            generator_bound_reasons: Vec::new(),
+            thresholds: Vec::new(),
+            server: None,
+            histograms: Histograms {
+                unit: "us".into(),
+                latency: histogram::to_base64(&t.latency),
+                latency_ok: histogram::to_base64(&t.latency_ok),
+                service_time: histogram::to_base64(&t.service_time),
+                send_lag: histogram::to_base64(&t.send_lag),
+            },
+        }
+    }
+}
+
+impl Results {
+    /// What the client saw that bears on whether the generator kept up.
+    pub fn client_facts(&self) -> ClientFacts {
+        let errors = &self.summary.errors;
+        // The whole-run send-lag histogram counts the late sends exactly.
+        let lag = histogram::from_base64(&self.histograms.send_lag).ok();
+        let late_us = (SEND_LAG_LATE_MS * 1000.0) as u64;
+        let (late_sends, sends) = lag.map_or((0, 0), |h| {
+            let sends = h.len();
+            let on_time = h.count_between(0, late_us);
+            (sends - on_time, sends)
+        });
+        ClientFacts {
+            open: self.config.model == "open",
+            target_rate_rps: self.target_rate_rps,
+            achieved_rate_rps: self.achieved_rate_rps,
+            send_lag_p99_ms: self.send_lag_ms.map(|l| l.p99),
+            late_sends,
+            sends,
+            waited_for_connection: self.waited_for_connection.unwrap_or(0),
+            not_sent: errors.get(ErrorClass::NotSent.key()).copied().unwrap_or(0),
+            too_many_open_files: errors
+                .get(ErrorClass::TooManyOpenFiles.key())
+                .copied()
+                .unwrap_or(0),
+        }
+    }
+
+    pub fn attach_server(&mut self, report: ServerReport) {
+        self.generator_bound = report.generator_bound;
+        self.generator_bound_reasons = report.generator_bound_reasons.clone();
+        self.server = Some(report);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn distribution_buckets_follow_gatling() {
+        let mut s = Stats::new();
+        for ms in [10u64, 799, 800, 1199, 1200, 5000] {
+            s.requests += 1;
+            s.ok += 1;
+            s.latency_ok.record(ms * 1000).unwrap();
+        }
+        s.requests += 1;
+        s.failed += 1;
+        let b = distribution(&s, &DEFAULT_BUCKETS_MS);
+        let counts: Vec<u64> = b.iter().map(|b| b.count).collect();
+        assert_eq!(counts, vec![2, 2, 2, 1]);
+        assert_eq!(b[0].label, "t < 800 ms");
+        assert_eq!(b[1].label, "800 ms ≤ t < 1200 ms");
+        assert_eq!(b[2].label, "t ≥ 1200 ms");
+        assert_eq!(b[3].label, "failed");
+        let total: f64 = b.iter().map(|b| b.percent).sum();
+        assert!((total - 100.0).abs() < 1e-9);
+    }
+}

@@ -1,0 +1,517 @@
+//! Objectives on a run's figures — `p90<500ms, errors<5%, achieved>95%` —
+//! parsed once and checked against [`Results`]. Capacity search uses them
+//! as the service-level objective a step must meet; `run --threshold` uses
+//! the same language for pass/fail in CI.
+//!
+//! | metric | unit | figure |
+//! |---|---|---|
+//! | `p50` `p75` `p90` `p95` `p99` `p999` `mean` `max` | ms, s, us | `latency_ms` (all requests, from the intended send time) |
+//! | `errors` | % | `requests.error_rate` |
+//! | `achieved` | % | OK responses per second of the planned load ÷ the offered rate (open model) |
+//! | `throughput` (`rps`) | req/s | `throughput_rps` |
+//!
+//! A bound may name one request of the scenario, as k6 thresholds name a
+//! tag: `p95{login}<500ms` holds that request's figures (its row of
+//! `per_request`) to the bound. `achieved` is for the whole run only.
+
+use crate::record::{Results, Summary};
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Metric {
+    P50,
+    P75,
+    P90,
+    P95,
+    P99,
+    P999,
+    Mean,
+    Max,
+    Errors,
+    Achieved,
+    Throughput,
+}
+
+impl Metric {
+    fn parse(s: &str) -> Option<Metric> {
+        Some(match s {
+            "p50" | "median" => Metric::P50,
+            "p75" => Metric::P75,
+            "p90" => Metric::P90,
+            "p95" => Metric::P95,
+            "p99" => Metric::P99,
+            "p999" | "p99.9" => Metric::P999,
+            "mean" | "avg" => Metric::Mean,
+            "max" => Metric::Max,
+            "errors" | "error_rate" => Metric::Errors,
+            "achieved" => Metric::Achieved,
+            "throughput" | "rps" => Metric::Throughput,
+            _ => return None,
+        })
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Metric::P50 => "p50",
+            Metric::P75 => "p75",
+            Metric::P90 => "p90",
+            Metric::P95 => "p95",
+            Metric::P99 => "p99",
+            Metric::P999 => "p999",
+            Metric::Mean => "mean",
+            Metric::Max => "max",
+            Metric::Errors => "errors",
+            Metric::Achieved => "achieved",
+            Metric::Throughput => "throughput",
+        }
+    }
+
+    pub fn is_latency(self) -> bool {
+        !matches!(self, Metric::Errors | Metric::Achieved | Metric::Throughput)
+    }
+
+    /// The unit bounds and figures of this metric are held in.
+    pub fn unit(self) -> &'static str {
+        match self {
+            Metric::Errors | Metric::Achieved => "%",
+            Metric::Throughput => "req/s",
+            _ => "ms",
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Op {
+    #[serde(rename = "<")]
+    Less,
+    #[serde(rename = "<=")]
+    AtMost,
+    #[serde(rename = ">")]
+    Greater,
+    #[serde(rename = ">=")]
+    AtLeast,
+}
+
+impl Op {
+    fn symbol(self) -> &'static str {
+        match self {
+            Op::Less => "<",
+            Op::AtMost => "<=",
+            Op::Greater => ">",
+            Op::AtLeast => ">=",
+        }
+    }
+
+    fn holds(self, actual: f64, limit: f64) -> bool {
+        match self {
+            Op::Less => actual < limit,
+            Op::AtMost => actual <= limit,
+            Op::Greater => actual > limit,
+            Op::AtLeast => actual >= limit,
+        }
+    }
+}
+
+/// One bound, e.g. `p90<500ms`; `limit` is in the metric's unit.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Bound {
+    pub metric: Metric,
+    pub op: Op,
+    pub limit: f64,
+    /// The one request whose figures are bounded (`p95{login}<500ms`);
+    /// the whole run when `None`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request: Option<String>,
+}
+
+impl fmt::Display for Bound {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let unit = self.metric.unit();
+        let space = if unit == "req/s" { " " } else { "" };
+        let scope = self
+            .request
+            .as_ref()
+            .map_or(String::new(), |r| format!("{{{r}}}"));
+        write!(
+            f,
+            "{}{scope}{}{}{space}{unit}",
+            self.metric.name(),
+            self.op.symbol(),
+            trim(self.limit)
+        )
+    }
+}
+
+fn trim(x: f64) -> String {
+    let s = format!("{x:.3}");
+    s.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
+/// A bound checked against a run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct BoundCheck {
+    /// The bound as written back, e.g. "p90<500ms" or "p95{login}<500ms".
+    pub bound: String,
+    pub metric: Metric,
+    /// The request the bound is about; the whole run when `None`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request: Option<String>,
+    /// The run's figure in the metric's unit; `None` when the run has no
+    /// such figure (e.g. `achieved` in a closed run), which passes.
+    pub actual: Option<f64>,
+    pub limit: f64,
+    pub unit: String,
+    pub passed: bool,
+}
+
+impl BoundCheck {
+    /// "p90 512.3 ms ≥ 500 ms"-style text for the terminal.
+    pub fn describe(&self) -> String {
+        match self.actual {
+            Some(a) => format!(
+                "{}{} {} {} (bound {})",
+                self.metric.name(),
+                self.request
+                    .as_ref()
+                    .map_or(String::new(), |r| format!(" of {r}")),
+                trim(a),
+                self.unit,
+                self.bound
+            ),
+            None => format!("{}: not measured in this run", self.bound),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error, PartialEq)]
+#[error("objective `{text}`: {message}")]
+pub struct SloError {
+    /// The part of the expression that is wrong.
+    pub text: String,
+    pub message: String,
+}
+
+/// A set of bounds that must all hold.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Slo {
+    pub bounds: Vec<Bound>,
+}
+
+impl fmt::Display for Slo {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let parts: Vec<String> = self.bounds.iter().map(Bound::to_string).collect();
+        write!(f, "{}", parts.join(", "))
+    }
+}
+
+const METRICS: &str = "p50, p75, p90, p95, p99, p999, mean, max, errors, achieved, throughput";
+
+fn parse_bound(part: &str) -> Result<Bound, SloError> {
+    let err = |message: String| SloError {
+        text: part.to_string(),
+        message,
+    };
+    // `{request}` is cut out first: a request's name may hold spaces.
+    let (request, rest) = match (part.find('{'), part.find('}')) {
+        (None, None) => (None, part.to_string()),
+        (Some(open), Some(close)) if open < close => {
+            let name = part[open + 1..close].trim();
+            if name.is_empty() {
+                return Err(err(
+                    "`{}` names no request: write e.g. p95{login}<500ms".into()
+                ));
+            }
+            let rest = format!("{}{}", &part[..open], &part[close + 1..]);
+            (Some(name.to_string()), rest)
+        }
+        _ => {
+            return Err(err(
+                "unbalanced braces: name a request as p95{login}<500ms".into()
+            ))
+        }
+    };
+    let compact: String = rest.chars().filter(|c| !c.is_whitespace()).collect();
+    let at = compact
+        .find(['<', '>'])
+        .ok_or_else(|| err("expected METRIC<VALUE or METRIC>VALUE, e.g. p90<500ms".into()))?;
+    let (name, rest) = compact.split_at(at);
+    let (op, value) = match rest.as_bytes() {
+        [b'<', b'=', ..] => (Op::AtMost, &rest[2..]),
+        [b'>', b'=', ..] => (Op::AtLeast, &rest[2..]),
+        [b'<', ..] => (Op::Less, &rest[1..]),
+        _ => (Op::Greater, &rest[1..]),
+    };
+    let lower = name.to_ascii_lowercase();
+    let metric = Metric::parse(&lower)
+        .ok_or_else(|| err(format!("unknown metric `{name}`; use one of {METRICS}")))?;
+    if metric == Metric::Achieved && request.is_some() {
+        return Err(err(
+            "`achieved` is for the whole run (the offered rate is not split by request)".into(),
+        ));
+    }
+    let limit = if metric.is_latency() {
+        latency_ms(value).ok_or_else(|| {
+            err(format!(
+                "`{value}` is not a time: give a unit, e.g. 500ms, 1.5s, 800us"
+            ))
+        })?
+    } else if metric == Metric::Throughput {
+        value
+            .trim_end_matches("req/s")
+            .trim_end_matches("rps")
+            .parse::<f64>()
+            .ok()
+            .filter(|v| v.is_finite() && *v >= 0.0)
+            .ok_or_else(|| err(format!("`{value}` is not a rate, e.g. 100 or 100req/s")))?
+    } else {
+        value
+            .strip_suffix('%')
+            .and_then(|v| v.parse::<f64>().ok())
+            .filter(|v| (0.0..=100.0).contains(v))
+            .ok_or_else(|| {
+                err(format!(
+                    "`{value}` is not a percentage: write it with %, e.g. 5% or 0.1%"
+                ))
+            })?
+    };
+    Ok(Bound {
+        metric,
+        op,
+        limit,
+        request,
+    })
+}
+
+/// A time with its unit, in milliseconds.
+fn latency_ms(value: &str) -> Option<f64> {
+    let split = value.find(|c: char| c.is_ascii_alphabetic() || c == 'µ')?;
+    let (number, unit) = value.split_at(split);
+    let n: f64 = number
+        .parse()
+        .ok()
+        .filter(|n: &f64| n.is_finite() && *n >= 0.0)?;
+    let scale = match unit {
+        "us" | "µs" => 0.001,
+        "ms" => 1.0,
+        "s" => 1000.0,
+        "m" | "min" => 60_000.0,
+        _ => return None,
+    };
+    Some(n * scale)
+}
+
+impl Slo {
+    /// Parses `p90<500ms, errors<5%` (commas or `and` between bounds).
+    pub fn parse(text: &str) -> Result<Slo, SloError> {
+        let normalised = text.replace(" and ", ",");
+        let bounds = normalised
+            .split([',', ';'])
+            .map(str::trim)
+            .filter(|p| !p.is_empty())
+            .map(parse_bound)
+            .collect::<Result<Vec<_>, _>>()?;
+        if bounds.is_empty() {
+            return Err(SloError {
+                text: text.to_string(),
+                message: "no bound given, e.g. p90<500ms,errors<5%".into(),
+            });
+        }
+        Ok(Slo { bounds })
+    }
+
+    pub fn has(&self, metric: Metric) -> bool {
+        self.bounds
+            .iter()
+            .any(|b| b.metric == metric && b.request.is_none())
+    }
+
+    /// Every bound that names a request names one of `names` (the
+    /// scenario's requests) — checked before any load is sent.
+    pub fn check_requests<'a>(
+        &self,
+        names: impl Iterator<Item = &'a str> + Clone,
+    ) -> Result<(), SloError> {
+        for b in &self.bounds {
+            let Some(request) = &b.request else { continue };
+            if !names.clone().any(|n| n == request) {
+                let known: Vec<&str> = names.clone().collect();
+                return Err(SloError {
+                    text: b.to_string(),
+                    message: format!(
+                        "no request named `{request}` in the scenario (its requests: {})",
+                        known.join(", ")
+                    ),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks every bound against `r`. `offered_rps` is the rate `achieved`
+    /// is measured against (the open model's target when `None`).
+    pub fn check(&self, r: &Results, offered_rps: Option<f64>) -> Vec<BoundCheck> {
+        self.bounds
+            .iter()
+            .map(|b| {
+                let actual = match &b.request {
+                    None => figure(r, b.metric, offered_rps),
+                    Some(name) => r
+                        .per_request
+                        .get(name)
+                        .and_then(|s| summary_figure(s, b.metric)),
+                };
+                BoundCheck {
+                    bound: b.to_string(),
+                    metric: b.metric,
+                    request: b.request.clone(),
+                    actual,
+                    limit: b.limit,
+                    unit: b.metric.unit().to_string(),
+                    passed: actual.is_none_or(|a| b.op.holds(a, b.limit)),
+                }
+            })
+            .collect()
+    }
+}
+
+/// OK responses per second of the planned load (the schedule's length, or
+/// the run's when it has none): what the server delivered of the offer.
+pub fn ok_rate(r: &Results) -> f64 {
+    let secs = r
+        .config
+        .planned_duration_s
+        .filter(|s| *s > 0.0)
+        .unwrap_or(r.duration_s);
+    if secs > 0.0 {
+        r.summary.requests.ok as f64 / secs
+    } else {
+        0.0
+    }
+}
+
+/// The run's figure for `metric`, in the metric's unit.
+pub fn figure(r: &Results, metric: Metric, offered_rps: Option<f64>) -> Option<f64> {
+    match metric {
+        Metric::Achieved => {
+            let offered = offered_rps.or(r.target_rate_rps).filter(|o| *o > 0.0)?;
+            Some(ok_rate(r) / offered * 100.0)
+        }
+        _ => summary_figure(&r.summary, metric),
+    }
+}
+
+/// A figure of one summary (the run's or one request's); `achieved` has
+/// none.
+fn summary_figure(s: &Summary, metric: Metric) -> Option<f64> {
+    let l = &s.latency_ms;
+    Some(match metric {
+        Metric::P50 => l.p50,
+        Metric::P75 => l.p75,
+        Metric::P90 => l.p90,
+        Metric::P95 => l.p95,
+        Metric::P99 => l.p99,
+        Metric::P999 => l.p999,
+        Metric::Mean => l.mean,
+        Metric::Max => l.max,
+        Metric::Errors => s.requests.error_rate * 100.0,
+        Metric::Throughput => s.throughput_rps,
+        Metric::Achieved => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_bounds_with_units() {
+        let slo = Slo::parse("p90<500ms, errors<5%,achieved>=95%, p99 < 1.5s, rps>100").unwrap();
+        assert_eq!(
+            slo.bounds,
+            vec![
+                Bound {
+                    metric: Metric::P90,
+                    op: Op::Less,
+                    limit: 500.0,
+                    request: None,
+                },
+                Bound {
+                    metric: Metric::Errors,
+                    op: Op::Less,
+                    limit: 5.0,
+                    request: None,
+                },
+                Bound {
+                    metric: Metric::Achieved,
+                    op: Op::AtLeast,
+                    limit: 95.0,
+                    request: None,
+                },
+                Bound {
+                    metric: Metric::P99,
+                    op: Op::Less,
+                    limit: 1500.0,
+                    request: None,
+                },
+                Bound {
+                    metric: Metric::Throughput,
+                    op: Op::Greater,
+                    limit: 100.0,
+                    request: None,
+                },
+            ]
+        );
+        assert_eq!(
+            slo.to_string(),
+            "p90<500ms, errors<5%, achieved>=95%, p99<1500ms, throughput>100 req/s"
+        );
+        assert_eq!(Slo::parse("p95<800us").unwrap().bounds[0].limit, 0.8);
+        assert_eq!(Slo::parse("p90<1s and errors<1%").unwrap().bounds.len(), 2);
+    }
+
+    #[test]
+    fn a_bound_may_name_one_request() {
+        let slo = Slo::parse("p95{log in}<500ms, errors{home}<1%, p99<2s").unwrap();
+        assert_eq!(slo.bounds[0].request.as_deref(), Some("log in"));
+        assert_eq!(slo.bounds[0].limit, 500.0);
+        assert_eq!(slo.bounds[1].request.as_deref(), Some("home"));
+        assert_eq!(slo.bounds[2].request, None);
+        assert_eq!(
+            slo.to_string(),
+            "p95{log in}<500ms, errors{home}<1%, p99<2000ms"
+        );
+        assert_eq!(Slo::parse(&slo.to_string()).unwrap(), slo);
+        let names = ["home", "log in"];
+        assert!(slo.check_requests(names.iter().copied()).is_ok());
+        let e = slo.check_requests(["home"].iter().copied()).unwrap_err();
+        assert_eq!(e.text, "p95{log in}<500ms");
+        assert!(e.message.contains("no request named `log in`"), "{e}");
+        assert!(e.message.contains("its requests: home"), "{e}");
+        assert!(Slo::parse("p95{}<5ms")
+            .unwrap_err()
+            .message
+            .contains("names no request"));
+        assert!(Slo::parse("p95{login<5ms")
+            .unwrap_err()
+            .message
+            .contains("unbalanced"));
+        assert!(Slo::parse("achieved{login}>90%").is_err());
+    }
+
+    #[test]
+    fn errors_say_what_is_wrong() {
+        let e = Slo::parse("p90<500").unwrap_err();
+        assert_eq!(e.text, "p90<500");
+        assert!(e.message.contains("give a unit"), "{e}");
+        let e = Slo::parse("p91<5ms").unwrap_err();
+        assert!(e.message.contains("unknown metric `p91`"), "{e}");
+        let e = Slo::parse("errors<5").unwrap_err();
+        assert!(e.message.contains("percentage"), "{e}");
+        let e = Slo::parse("p90=5ms").unwrap_err();
+        assert!(e.message.contains("METRIC<VALUE"), "{e}");
+        assert!(Slo::parse(" , ").is_err());
+        assert!(Slo::parse("errors<101%").is_err());
+    }
+}

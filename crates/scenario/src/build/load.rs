@@ -1,0 +1,234 @@
+//! `[load]` → the load model: closed (users, ramp-up, iterations, think
+//! time) or open (a rate, stages, users arriving), with its bounds.
+
+use super::{Builder, DEFAULT_DURATION, DEFAULT_VUS};
+use crate::raw::*;
+use headroom_engine::plan::schedule::{Schedule, Stage};
+use headroom_engine::plan::{ClosedLoad, Load, OpenLoad, DEFAULT_MAX_CONNECTIONS};
+use std::time::Duration;
+
+impl Builder<'_> {
+    pub(super) fn load(
+        &mut self,
+        raw: Option<&RawLoad>,
+    ) -> (Option<Load>, Option<u64>, Option<Duration>) {
+        let l = raw.cloned().unwrap_or_default();
+        let a = Some("[load]").filter(|_| raw.is_some());
+        let d = |b: &mut Self, field: &str, v: &Option<String>| {
+            v.as_deref().and_then(|t| b.duration(a, field, t))
+        };
+        let duration = d(self, "duration", &l.duration);
+        let graceful_stop = d(self, "graceful_stop", &l.graceful_stop);
+        if l.max_requests == Some(0) {
+            self.problem(
+                a,
+                "max_requests",
+                "max_requests",
+                "load.max_requests: must be at least 1".into(),
+            );
+        }
+        let open_fields = l.rate.is_some()
+            || l.stages.is_some()
+            || l.users.is_some()
+            || l.users_per_second.is_some();
+        let model = l.model.unwrap_or(if open_fields {
+            Model::Open
+        } else {
+            Model::Closed
+        });
+        let load = match model {
+            Model::Closed => {
+                for (set, field) in [
+                    (l.rate.is_some(), "rate"),
+                    (l.stages.is_some(), "stages"),
+                    (l.users.is_some(), "users"),
+                    (l.users_per_second.is_some(), "users_per_second"),
+                    (l.over.is_some(), "over"),
+                    (l.max_connections.is_some(), "max_connections"),
+                ] {
+                    if set {
+                        self.problem(a, field, field, format!(
+                            "load.{field} is for the open model, but model is \"closed\" (use vus, ramp_up, duration, iterations, think_time)"
+                        ));
+                    }
+                }
+                let vus = l.vus.unwrap_or(DEFAULT_VUS);
+                if vus == 0 {
+                    self.problem(a, "vus", "vus", "load.vus: must be at least 1".into());
+                }
+                let bounded =
+                    duration.is_some() || l.iterations.is_some() || l.max_requests.is_some();
+                Some(Load::Closed(ClosedLoad {
+                    vus,
+                    ramp_up: d(self, "ramp_up", &l.ramp_up).unwrap_or_default(),
+                    duration: if bounded {
+                        duration
+                    } else {
+                        Some(DEFAULT_DURATION)
+                    },
+                    iterations: l.iterations,
+                    think_time: d(self, "think_time", &l.think_time).unwrap_or_default(),
+                }))
+            }
+            Model::Open => {
+                for (set, field) in [
+                    (l.vus.is_some(), "vus"),
+                    (l.ramp_up.is_some(), "ramp_up"),
+                    (l.iterations.is_some(), "iterations"),
+                    (l.think_time.is_some(), "think_time"),
+                ] {
+                    if set {
+                        self.problem(a, field, field, format!(
+                            "load.{field} is for the closed model, but model is \"open\" (use rate, stages, users + over, or users_per_second; cap concurrency with max_connections)"
+                        ));
+                    }
+                }
+                let forms = [
+                    l.rate.is_some(),
+                    l.stages.is_some(),
+                    l.users.is_some() || l.over.is_some(),
+                    l.users_per_second.is_some(),
+                ];
+                let stages = match forms.iter().filter(|&&f| f).count() {
+                    0 => {
+                        self.problem(a, "model", "open", "the open model needs one of: rate (+ duration), stages, users + over, users_per_second (+ duration)".into());
+                        None
+                    }
+                    1 => self.open_stages(&l, duration, a),
+                    _ => {
+                        self.problem(
+                            a,
+                            "rate",
+                            "rate",
+                            "give only one of: rate, stages, users + over, users_per_second".into(),
+                        );
+                        None
+                    }
+                };
+                if l.max_connections == Some(0) {
+                    self.problem(
+                        a,
+                        "max_connections",
+                        "max_connections",
+                        "load.max_connections: must be at least 1".into(),
+                    );
+                }
+                stages.and_then(|stages| match Schedule::new(stages) {
+                    Ok(schedule) => Some(Load::Open(OpenLoad {
+                        schedule,
+                        max_connections: l
+                            .max_connections
+                            .map_or(DEFAULT_MAX_CONNECTIONS, |c| c as usize),
+                    })),
+                    Err(e) => {
+                        self.problem(a, "stages", "stages", format!("load: {e}"));
+                        None
+                    }
+                })
+            }
+        };
+        (load, l.max_requests, graceful_stop)
+    }
+
+    fn open_stages(
+        &mut self,
+        l: &RawLoad,
+        duration: Option<Duration>,
+        a: Option<&str>,
+    ) -> Option<Vec<Stage>> {
+        let rate_ok = |b: &mut Self, field: &str, r: f64, zero_ok: bool| {
+            let ok = r.is_finite() && (r > 0.0 || (zero_ok && r == 0.0));
+            if !ok {
+                b.problem(
+                    a,
+                    field,
+                    field,
+                    format!("load.{field}: `{r}` must be a positive number"),
+                );
+            }
+            ok
+        };
+        if let Some(rate) = l.rate.or(l.users_per_second) {
+            let field = if l.rate.is_some() {
+                "rate"
+            } else {
+                "users_per_second"
+            };
+            if !rate_ok(self, field, rate, false) {
+                return None;
+            }
+            return Some(vec![Stage::Hold {
+                rate,
+                duration: duration.unwrap_or(DEFAULT_DURATION),
+            }]);
+        }
+        if l.users.is_some() || l.over.is_some() {
+            let (Some(users), Some(over)) = (l.users, l.over.as_deref()) else {
+                self.problem(a, "users", "users", "load: `users` and `over` go together (N users arriving evenly over a duration)".into());
+                return None;
+            };
+            let over = self.duration(a, "over", over)?;
+            if users == 0 || over.is_zero() {
+                self.problem(
+                    a,
+                    "users",
+                    "users",
+                    "load: users and over must be greater than zero".into(),
+                );
+                return None;
+            }
+            return Some(vec![Stage::Hold {
+                rate: users as f64 / over.as_secs_f64(),
+                duration: over,
+            }]);
+        }
+        let raw_stages = l.stages.as_ref()?;
+        if raw_stages.is_empty() {
+            self.problem(
+                a,
+                "stages",
+                "stages",
+                "load.stages: give at least one stage".into(),
+            );
+            return None;
+        }
+        if duration.is_some() {
+            self.problem(
+                a,
+                "duration",
+                "duration",
+                "load: `duration` and `stages` both set the length of the run: give one".into(),
+            );
+        }
+        let mut stages = Vec::new();
+        for (i, s) in raw_stages.iter().enumerate() {
+            let n = i + 1;
+            let d = self.duration(a, "duration", &s.duration)?;
+            let stage = match (s.rate, s.from, s.to) {
+                (Some(rate), None, None) => {
+                    rate_ok(self, "stages", rate, true).then_some(Stage::Hold { rate, duration: d })
+                }
+                (None, Some(from), Some(to)) => (rate_ok(self, "stages", from, true)
+                    && rate_ok(self, "stages", to, true))
+                .then_some(Stage::Ramp {
+                    from,
+                    to,
+                    duration: d,
+                }),
+                _ => {
+                    self.problem(
+                        a,
+                        "stages",
+                        &s.duration,
+                        format!(
+                            "load.stages[{n}]: give `rate` (hold) or `from` and `to` (linear ramp)"
+                        ),
+                    );
+                    None
+                }
+            };
+            stages.push(stage?);
+        }
+        Some(stages)
+    }
+}

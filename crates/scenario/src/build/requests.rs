@@ -1,0 +1,421 @@
+//! `[[request]]`s → request specs (target, method, headers, body, checks,
+//! encoded once when nothing in them is templated), and the data they
+//! draw on: feeders and the template variables they must set.
+
+use super::{origin, origin_of, Builder, BUILTINS};
+use crate::errors::Problem;
+use crate::raw::*;
+use headroom_engine::plan::check::{Check, Extract};
+use headroom_engine::plan::feeder::Feeder;
+use headroom_engine::plan::template::Template;
+use headroom_engine::plan::{Expect, RequestSpec, RequestTemplate};
+use headroom_http::{encode_request, Capture, Endpoint};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+/// Where a scenario's requests go, for resolving their targets.
+struct RequestOrigin<'e> {
+    /// The base URL's path, prefixed to every `path`.
+    base_path: String,
+    /// "scheme://host:port" of the base URL.
+    base_origin: Option<String>,
+    endpoint: &'e Endpoint,
+}
+
+/// What of the response the checks and extractions need kept.
+fn capture_for(checks: &[Check], extracts: &[Extract]) -> Capture {
+    let mut capture = Capture::default();
+    for need in checks
+        .iter()
+        .map(Check::needs)
+        .chain(extracts.iter().map(Extract::needs))
+    {
+        capture.body |= need.body;
+        capture.headers |= need.headers;
+        capture.set_cookies |= need.set_cookies;
+    }
+    capture
+}
+
+impl Builder<'_> {
+    pub(super) fn feeders(&mut self, raw: &[RawFeeder]) -> Vec<Arc<Feeder>> {
+        let mut out = Vec::new();
+        let mut names = BTreeSet::new();
+        for f in raw {
+            if !names.insert(f.name.clone()) {
+                self.problem(
+                    Some(&f.name),
+                    "name",
+                    &f.name,
+                    format!("feeder `{}` is defined twice", f.name),
+                );
+            }
+            let path = self.path(&f.file);
+            match Feeder::load(
+                &f.name,
+                &path,
+                f.order.unwrap_or_default(),
+                f.scope.unwrap_or_default(),
+            ) {
+                Ok(feeder) => out.push(Arc::new(feeder)),
+                Err(e) => self.problem(
+                    Some(&f.name),
+                    "file",
+                    &f.file,
+                    format!("feeder `{}`: {e}", f.name),
+                ),
+            }
+        }
+        out
+    }
+
+    /// The one origin all requests go to.
+    pub(super) fn endpoint(&mut self, raw: &RawScenario) -> Option<Endpoint> {
+        if raw.requests.is_empty() {
+            self.problems.push(Problem {
+                line: 0,
+                column: 0,
+                message: "the scenario has no requests: add at least one [[request]] with a name and a path".into(),
+            });
+            return None;
+        }
+        let base = raw.base_url.clone().or_else(|| {
+            raw.requests
+                .iter()
+                .find_map(|r| r.url.as_deref().and_then(origin))
+        });
+        let Some(base) = base else {
+            self.problem(
+                None,
+                "path",
+                "path",
+                "no base_url: set base_url (or --base-url), or give requests a full url".into(),
+            );
+            return None;
+        };
+        match Endpoint::from_url(&base) {
+            Ok((e, _)) => Some(e),
+            Err(e) => {
+                self.problem(None, "base_url", &base, format!("base_url: {e}"));
+                None
+            }
+        }
+    }
+
+    /// Every `[[request]]`, each checked whole; a request with a problem
+    /// is left out (the problem is reported, so no plan is built).
+    pub(super) fn requests(
+        &mut self,
+        raw: &RawScenario,
+        http: &RawHttp,
+        endpoint: &Endpoint,
+        keep_alive: bool,
+        check_names: &mut Vec<String>,
+    ) -> Vec<RequestSpec> {
+        let origin = RequestOrigin {
+            base_path: raw
+                .base_url
+                .as_deref()
+                .and_then(|b| url::Url::parse(b).ok())
+                .map(|u| u.path().trim_end_matches('/').to_string())
+                .unwrap_or_default(),
+            base_origin: raw.base_url.as_deref().and_then(origin),
+            endpoint,
+        };
+        let mut names = BTreeSet::new();
+        let mut out = Vec::new();
+        for r in &raw.requests {
+            if !names.insert(r.name.clone()) {
+                self.problem(Some(&r.name), "name", &r.name, format!("request `{}` is defined twice (names must be unique: they label the results)", r.name));
+            }
+            if let Some(spec) = self.request(r, http, &origin, keep_alive, check_names) {
+                out.push(spec);
+            }
+        }
+        out
+    }
+
+    /// One request: target, method, headers, body, expectations, checks;
+    /// encoded now when nothing in it is templated.
+    fn request(
+        &mut self,
+        r: &RawRequest,
+        http: &RawHttp,
+        origin: &RequestOrigin,
+        keep_alive: bool,
+        check_names: &mut Vec<String>,
+    ) -> Option<RequestSpec> {
+        let a = Some(r.name.as_str());
+        let target = self.request_target(r, origin)?;
+        let method = self.request_method(r);
+        let mut headers = self.request_headers(r, http);
+        let body = self.request_body(r, &mut headers);
+        let timeout = r
+            .timeout
+            .as_deref()
+            .and_then(|t| self.duration(a, "timeout", t));
+        let expect = Expect {
+            statuses: r
+                .expect
+                .as_ref()
+                .and_then(|e| e.status.as_ref())
+                .and_then(|s| self.status_set(a, s)),
+        };
+        let checks = self.checks(r, check_names);
+        let extracts = self.extracts(r, check_names);
+
+        let target_t = self.template(a, "path", &target);
+        let header_ts: Vec<(String, Option<Template>)> = headers
+            .iter()
+            .map(|(k, v)| (k.clone(), self.template(a, k, v)))
+            .collect();
+        let body_t = self.template(a, "body", &body);
+        let (Some(target_t), Some(body_t)) = (target_t, body_t) else {
+            return None;
+        };
+        let header_ts: Vec<(String, Template)> = header_ts
+            .into_iter()
+            .filter_map(|(k, t)| t.map(|t| (k, t)))
+            .collect();
+        let is_static = target_t.is_static()
+            && body_t.is_static()
+            && header_ts.iter().all(|(_, t)| t.is_static());
+        let header_pairs: Vec<(String, String)> = headers.into_iter().collect();
+        let encoded = if is_static {
+            encode_request(
+                &method,
+                &target,
+                &origin.endpoint.host_header,
+                &header_pairs,
+                body.as_bytes(),
+                keep_alive,
+            )
+        } else {
+            Vec::new()
+        };
+        let capture = capture_for(&checks, &extracts);
+        Some(RequestSpec {
+            name: r.name.clone(),
+            method,
+            target,
+            weight: r.weight.unwrap_or(1),
+            expect,
+            encoded,
+            template: (!is_static).then_some(RequestTemplate {
+                target: target_t,
+                headers: header_ts,
+                body: body_t,
+            }),
+            timeout,
+            checks,
+            extracts,
+            capture,
+        })
+    }
+
+    /// The request target (path and query): `path` joined to the base URL's
+    /// path, or a full `url` on the scenario's one origin.
+    fn request_target(&mut self, r: &RawRequest, at: &RequestOrigin) -> Option<String> {
+        let a = Some(r.name.as_str());
+        match (&r.url, &r.path) {
+            (Some(_), Some(_)) => {
+                self.problem(
+                    a,
+                    "url",
+                    "url",
+                    format!("request `{}`: give `url` or `path`, not both", r.name),
+                );
+                None
+            }
+            (None, None) => {
+                self.problem(
+                    a,
+                    "name",
+                    &r.name,
+                    format!(
+                        "request `{}`: needs a `path` (joined to base_url) or a full `url`",
+                        r.name
+                    ),
+                );
+                None
+            }
+            (None, Some(path)) => {
+                if !path.starts_with('/') && !path.starts_with("{{") {
+                    self.problem(a, "path", path, format!("request `{}`: path `{path}` must start with / (or be a template such as {{{{path}}}})", r.name));
+                    return None;
+                }
+                Some(format!("{}{path}", at.base_path))
+            }
+            (Some(url), None) => {
+                let o = origin(url);
+                let same = o.is_some()
+                    && (o == at.base_origin
+                        || at.base_origin.is_none()
+                            && o.as_deref() == origin_of(at.endpoint).as_deref());
+                if !same {
+                    self.problem(a, "url", url, format!(
+                        "request `{}`: url `{url}` is not on the scenario's origin; one scenario loads one server (give a path, or a url on base_url's host and port)",
+                        r.name
+                    ));
+                    return None;
+                }
+                let rest = &url[o.map_or(0, |o| o.len())..];
+                Some(if rest.is_empty() {
+                    "/".to_string()
+                } else {
+                    rest.to_string()
+                })
+            }
+        }
+    }
+
+    /// The method, upper-cased (GET by default).
+    fn request_method(&mut self, r: &RawRequest) -> String {
+        let method = r
+            .method
+            .clone()
+            .unwrap_or_else(|| "GET".into())
+            .to_ascii_uppercase();
+        if method.is_empty() || !method.bytes().all(|b| b.is_ascii_alphabetic()) {
+            self.problem(
+                Some(&r.name),
+                "method",
+                r.method.as_deref().unwrap_or(""),
+                format!("request `{}`: `{method}` is not an HTTP method", r.name),
+            );
+        }
+        method
+    }
+
+    /// Headers: the defaults from `[http]`, then the request's own (which
+    /// replace a default of the same name, whatever its case).
+    fn request_headers(&mut self, r: &RawRequest, http: &RawHttp) -> BTreeMap<String, String> {
+        let a = Some(r.name.as_str());
+        let mut headers: BTreeMap<String, String> = http.headers.clone().unwrap_or_default();
+        for (k, v) in r.headers.clone().unwrap_or_default() {
+            headers.retain(|old, _| !old.eq_ignore_ascii_case(&k));
+            headers.insert(k, v);
+        }
+        for (k, v) in &headers {
+            if k.is_empty() || !k.bytes().all(|b| b.is_ascii_graphic() && b != b':') {
+                self.problem(
+                    a,
+                    k,
+                    k,
+                    format!("request `{}`: `{k}` is not a valid header name", r.name),
+                );
+            }
+            if v.contains(['\r', '\n']) {
+                self.problem(
+                    a,
+                    k,
+                    k,
+                    format!("request `{}`: header {k} contains a line break", r.name),
+                );
+            }
+        }
+        headers
+    }
+
+    /// The body: `body`, `body_file` or `json` (which also sets
+    /// `Content-Type: application/json` unless a header already does).
+    fn request_body(&mut self, r: &RawRequest, headers: &mut BTreeMap<String, String>) -> String {
+        let a = Some(r.name.as_str());
+        let bodies = [r.body.is_some(), r.body_file.is_some(), r.json.is_some()];
+        if bodies.iter().filter(|&&b| b).count() > 1 {
+            self.problem(
+                a,
+                "body",
+                "body",
+                format!(
+                    "request `{}`: give only one of body, body_file, json",
+                    r.name
+                ),
+            );
+        }
+        if let Some(b) = &r.body {
+            b.clone()
+        } else if let Some(file) = &r.body_file {
+            match std::fs::read_to_string(self.path(file)) {
+                Ok(b) => b,
+                Err(e) => {
+                    self.problem(
+                        a,
+                        "body_file",
+                        file,
+                        format!(
+                            "request `{}`: cannot read body_file {}: {e}",
+                            r.name,
+                            self.path(file).display()
+                        ),
+                    );
+                    String::new()
+                }
+            }
+        } else if let Some(json) = &r.json {
+            if !headers
+                .keys()
+                .any(|k| k.eq_ignore_ascii_case("content-type"))
+            {
+                headers.insert("Content-Type".into(), "application/json".into());
+            }
+            json.to_string()
+        } else {
+            String::new()
+        }
+    }
+
+    /// Every `{{var}}` must be something a feeder or an extraction sets.
+    pub(super) fn variables(&mut self, raw: &RawScenario, feeders: &[Arc<Feeder>]) {
+        let mut known: BTreeSet<String> = BUILTINS.iter().map(|s| s.to_string()).collect();
+        for f in feeders {
+            known.extend(f.columns.iter().cloned());
+        }
+        for r in &raw.requests {
+            known.extend(r.extracts.iter().map(|x| x.name.clone()));
+        }
+        let mut seen = BTreeSet::new();
+        for r in &raw.requests {
+            let mut texts: Vec<&str> = Vec::new();
+            texts.extend(r.path.as_deref());
+            texts.extend(r.url.as_deref());
+            texts.extend(r.body.as_deref());
+            texts.extend(
+                r.headers
+                    .iter()
+                    .flat_map(|h| h.values().map(String::as_str)),
+            );
+            let json = r.json.as_ref().map(|j| j.to_string());
+            texts.extend(json.as_deref());
+            for text in texts {
+                let Ok(t) = Template::parse(text) else {
+                    continue;
+                };
+                for var in t.vars() {
+                    if known.contains(var) || !seen.insert((r.name.clone(), var.to_string())) {
+                        continue;
+                    }
+                    let near = known
+                        .iter()
+                        .map(|k| (strsim::jaro_winkler(var, k), k))
+                        .filter(|(s, _)| *s > 0.8)
+                        .max_by(|a, b| a.0.total_cmp(&b.0))
+                        .map(|(_, k)| format!(" — did you mean `{k}`?"))
+                        .unwrap_or_default();
+                    let provided = if known.len() > BUILTINS.len() {
+                        format!(
+                            "known: {}",
+                            known.iter().cloned().collect::<Vec<_>>().join(", ")
+                        )
+                    } else {
+                        "no feeder or extraction provides any".into()
+                    };
+                    self.problem(Some(&r.name), "", &format!("{{{{{var}"), format!(
+                        "request `{}`: template variable `{var}` is not set by any feeder column or extraction ({provided}){near}",
+                        r.name
+                    ));
+                }
+            }
+        }
+    }
+}

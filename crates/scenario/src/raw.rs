@@ -1,0 +1,347 @@
+//! The scenario file as written (TOML or YAML, one schema): every field
+//! optional where a default exists, unknown keys rejected. `headroom
+//! schema` prints the JSON Schema generated from these same types.
+//! Durations are strings ("500ms", "30s", "2m") checked during validation,
+//! so an error can point at the value.
+
+use headroom_engine::plan::feeder::{FeederOrder, FeederScope};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// A headroom scenario: what to request, how, and under which load.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawScenario {
+    /// Base URL that request paths are joined to, e.g. "http://127.0.0.1:8080".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_url: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load: Option<RawLoad>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http: Option<RawHttp>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<RawTls>,
+    /// Test data files (CSV with a header row, or JSON arrays of objects).
+    #[serde(default, rename = "feeder", skip_serializing_if = "Vec::is_empty")]
+    pub feeders: Vec<RawFeeder>,
+    /// The requests. Without sessions, each iteration picks one by weight.
+    #[serde(default, rename = "request", skip_serializing_if = "Vec::is_empty")]
+    pub requests: Vec<RawRequest>,
+    /// Sequences of steps; each iteration runs one session, picked by weight.
+    #[serde(default, rename = "session", skip_serializing_if = "Vec::is_empty")]
+    pub sessions: Vec<RawSession>,
+    /// Settings for `headroom capacity` (flags override them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity: Option<RawCapacity>,
+    /// Pass/fail bounds for CI: metric = bound, e.g. p95 = "<500ms",
+    /// errors = "<1%" (`<` is implied for latency and errors, `>` for
+    /// achieved and throughput). A breach makes the exit code 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thresholds: Option<BTreeMap<String, String>>,
+}
+
+/// `[capacity]`: the objective and how to search for the highest load
+/// that meets it.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawCapacity {
+    /// The objective, e.g. "p90<500ms, errors<5%" (achieved>=95% is added
+    /// on the rate axis unless given).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slo: Option<String>,
+    /// "rate" (arrivals per second, open model; default) or "users".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub axis: Option<String>,
+    /// First load tried (default 10 req/s or 1 user).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min: Option<f64>,
+    /// Highest load tried (default 100000 req/s or 10000 users).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max: Option<f64>,
+    /// Factor between loads while growing (default 2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub growth: Option<f64>,
+    /// Width of the final interval, e.g. "5%" (default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub precision: Option<String>,
+    /// Length of each measured step (default 30s).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step_duration: Option<String>,
+    /// Load before each step, not counted (default 5s).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warmup: Option<String>,
+    /// Pause between steps for the server to drain (default 5s).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pause: Option<String>,
+    /// Bound on the whole search (default 30m).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_time: Option<String>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Model {
+    /// N users looping request → response.
+    Closed,
+    /// Arrivals at a rate, whatever the server does.
+    Open,
+}
+
+/// The load. Closed: `vus` (+ `ramp_up`, `duration` or `iterations`,
+/// `think_time`). Open: `rate` + `duration`, or `stages`, or `users` +
+/// `over` (N users arriving evenly over D), or `users_per_second` +
+/// `duration`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawLoad {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<Model>,
+    /// Closed: number of virtual users.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vus: Option<u32>,
+    /// Closed: start users evenly over this time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ramp_up: Option<String>,
+    /// How long to apply load.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration: Option<String>,
+    /// Closed: iterations per user.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub iterations: Option<u64>,
+    /// Closed: pause after each iteration.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub think_time: Option<String>,
+    /// Open: arrivals (requests or session starts) per second.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate: Option<f64>,
+    /// Open: stages of held or ramped rates.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stages: Option<Vec<RawStage>>,
+    /// Open: this many users arrive evenly over `over` (Gatling rampUsers).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub users: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub over: Option<String>,
+    /// Open: users arriving per second for `duration` (Gatling constantUsersPerSec).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub users_per_second: Option<f64>,
+    /// Open: most connections (sessions in progress) at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_connections: Option<u32>,
+    /// Stop after this many requests in all.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_requests: Option<u64>,
+    /// After the load ends, how long in-flight requests may finish.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub graceful_stop: Option<String>,
+}
+
+/// One stage: `{ duration, rate }` holds a rate; `{ duration, from, to }`
+/// ramps linearly.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawStage {
+    pub duration: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub to: Option<f64>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawHttp {
+    /// Reuse connections (default true).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keep_alive: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connect_timeout: Option<String>,
+    /// Default request timeout (60s).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<String>,
+    /// A cookie jar per user (default true).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cookies: Option<bool>,
+    /// Headers sent with every request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub headers: Option<BTreeMap<String, String>>,
+    /// Generator threads (default: the CPUs available).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub threads: Option<usize>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawTls {
+    /// PEM file of extra trusted CA certificates (relative to the scenario).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca_file: Option<String>,
+    /// Name for SNI and certificate checks (default: the URL's host).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_name: Option<String>,
+    /// Skip certificate verification (default false).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub insecure: Option<bool>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawFeeder {
+    /// Name used by `feed` steps; its columns become `{{variables}}`.
+    pub name: String,
+    /// .csv (header row = column names) or .json (array of objects),
+    /// relative to the scenario file.
+    pub file: String,
+    /// sequential, circular (default), random or unique.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub order: Option<FeederOrder>,
+    /// shared (default) or per_user.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scope: Option<FeederScope>,
+}
+
+/// Statuses: a code, a list of codes, or a range ("200-299", "2xx").
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum RawStatus {
+    One(u16),
+    List(Vec<u16>),
+    Range(String),
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawExpect {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<RawStatus>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawRequest {
+    pub name: String,
+    /// GET unless given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub method: Option<String>,
+    /// A full URL (same origin as base_url), or use `path`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// Path and query joined to base_url.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub headers: Option<BTreeMap<String, String>>,
+    /// Inline body text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub body: Option<String>,
+    /// Body read from a file (relative to the scenario).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub body_file: Option<String>,
+    /// Body as JSON (sets Content-Type: application/json).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub json: Option<serde_json::Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<String>,
+    /// Share of the mix (default 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub weight: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expect: Option<RawExpect>,
+    #[serde(default, rename = "check", skip_serializing_if = "Vec::is_empty")]
+    pub checks: Vec<RawCheck>,
+    #[serde(default, rename = "extract", skip_serializing_if = "Vec::is_empty")]
+    pub extracts: Vec<RawExtract>,
+}
+
+/// Exactly one of: `status`, `body_contains`, `body_regex`, `json_path`
+/// (with `equals` or `exists`), `header` (with `equals` or `present`),
+/// `response_time_under`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawCheck {
+    /// A name for the results (default: a description of the check).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<RawStatus>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub body_contains: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub body_regex: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub json_path: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub header: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub equals: Option<serde_json::Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exists: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub present: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response_time_under: Option<String>,
+}
+
+/// Sets variable `name` from exactly one of `json_path`, `regex` (capture
+/// `group`, default 1), `header`, `cookie`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawExtract {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub json_path: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub regex: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<usize>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub header: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cookie: Option<String>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawSession {
+    pub name: String,
+    /// Share of iterations (default 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub weight: Option<u32>,
+    pub steps: Vec<RawStep>,
+}
+
+/// Exactly one of: `request` (a request's name), `think` ("1s" or a range
+/// "1s..3s"), `repeat` (with `steps`), `choice` (weighted branches),
+/// `feed` (a feeder's name: take its next row).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawStep {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub think: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repeat: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub steps: Option<Vec<RawStep>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub choice: Option<Vec<RawBranch>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub feed: Option<String>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawBranch {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub weight: Option<u32>,
+    pub steps: Vec<RawStep>,
+}
+
+/// The JSON Schema of the scenario format.
+pub fn json_schema() -> serde_json::Value {
+    serde_json::to_value(schemars::schema_for!(RawScenario)).expect("schema is JSON")
+}

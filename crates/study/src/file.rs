@@ -1,0 +1,662 @@
+//! The study file: a scenario, the servers to start (command templates
+//! with `{param}` and `{port}` placeholders), their parameter grids and
+//! explicit configurations, and how to measure each.
+//!
+//! ```toml
+//! scenario = "mix.toml"
+//! [[server]]
+//! name = "target"
+//! command = "headroom target --listen 127.0.0.1:{port} --workers {workers} --threads {threads}"
+//! base_url = "http://127.0.0.1:{port}"
+//! ready = "/health"
+//! [server.grid]
+//! workers = [1, 2]
+//! threads = [1, 4]
+//! [measure]
+//! warmup = "2s"
+//! duration = "5s"
+//! ```
+
+use headroom_capacity::Settings;
+use headroom_monitor::launch::signal_by_name;
+use headroom_scenario::errors::{Locator, Problem, ScenarioError};
+use headroom_scenario::raw::{RawCapacity, RawScenario};
+use headroom_scenario::Format;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct RawStudy {
+    /// A scenario file (relative to the study file), or an inline scenario.
+    pub scenario: RawScenarioRef,
+    #[serde(rename = "server")]
+    pub servers: Vec<RawServer>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub measure: Option<RawMeasure>,
+    /// With `objective = "capacity"`: the objective and the search, as a
+    /// scenario's `[capacity]` (and over it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity: Option<RawCapacity>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(untagged)]
+pub enum RawScenarioRef {
+    File(String),
+    Inline(Box<RawScenario>),
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct RawServer {
+    pub name: String,
+    /// Shell command; `{param}` and `{port}` are filled in.
+    pub command: String,
+    /// Where the scenario's requests go (default "http://127.0.0.1:{port}").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_url: Option<String>,
+    /// Readiness: an HTTP path that must answer 2xx, or "tcp" for an open
+    /// port (default "tcp").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ready: Option<String>,
+    /// How long the server may take to become ready (default 30s).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ready_timeout: Option<String>,
+    /// Working directory, relative to the study file (default: the study
+    /// file's folder).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dir: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub env: Option<BTreeMap<String, String>>,
+    /// Signal sent to the server's process group to stop it (default TERM).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop_signal: Option<String>,
+    /// Then SIGKILL after this long (default 10s).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop_grace: Option<String>,
+    /// Every combination of these parameter values is a configuration.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grid: Option<BTreeMap<String, Vec<Value>>>,
+    /// Explicit configurations (parameter tables), besides the grid.
+    #[serde(default, rename = "config", skip_serializing_if = "Vec::is_empty")]
+    pub configs: Vec<BTreeMap<String, Value>>,
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct RawMeasure {
+    /// Load before measuring, not counted (default 0s).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warmup: Option<String>,
+    /// Replaces the scenario's duration for each measured run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration: Option<String>,
+    /// Runs per configuration, interleaved across configurations (default 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repeat: Option<u32>,
+    /// "throughput" (default), "p50", "p90", "p95", "p99" or "mean" (lowest).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub objective: Option<String>,
+    /// Highest error rate for a configuration to win, e.g. "1%" (default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_budget: Option<String>,
+    /// Pause between configurations (default 1s).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pause: Option<String>,
+}
+
+/// What a study ranks configurations by.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Objective {
+    /// Highest throughput with the error rate within budget.
+    Throughput,
+    /// Lowest latency at that percentile (or mean), within budget.
+    P50,
+    P90,
+    P95,
+    P99,
+    Mean,
+    /// Highest load meeting the `[capacity]` objective (a capacity search
+    /// per configuration).
+    Capacity,
+}
+
+impl Objective {
+    pub fn parse(s: &str) -> Option<Objective> {
+        Some(match s.trim().to_ascii_lowercase().as_str() {
+            "throughput" => Objective::Throughput,
+            "p50" | "median" => Objective::P50,
+            "p90" => Objective::P90,
+            "p95" => Objective::P95,
+            "p99" => Objective::P99,
+            "mean" => Objective::Mean,
+            "capacity" => Objective::Capacity,
+            _ => return None,
+        })
+    }
+
+    pub fn describe(self) -> &'static str {
+        match self {
+            Objective::Throughput => "highest throughput",
+            Objective::P50 => "lowest median latency",
+            Objective::P90 => "lowest p90 latency",
+            Objective::P95 => "lowest p95 latency",
+            Objective::P99 => "lowest p99 latency",
+            Objective::Mean => "lowest mean latency",
+            Objective::Capacity => "highest capacity within the objective",
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub enum Ready {
+    Tcp,
+    Http(String),
+}
+
+/// A server with its configurations expanded.
+#[derive(Clone, Debug)]
+pub struct Server {
+    pub name: String,
+    pub command: String,
+    pub base_url: String,
+    pub ready: Ready,
+    pub ready_timeout: Duration,
+    pub dir: Option<PathBuf>,
+    pub env: Vec<(String, String)>,
+    pub stop_signal: i32,
+    pub stop_grace: Duration,
+}
+
+/// One configuration: a server and its parameter values.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Config {
+    pub server: usize,
+    pub params: BTreeMap<String, Value>,
+}
+
+#[derive(Clone, Debug)]
+pub struct Study {
+    pub path: PathBuf,
+    pub scenario: RawScenario,
+    /// Folder the scenario's relative paths resolve against.
+    pub scenario_dir: PathBuf,
+    pub servers: Vec<Server>,
+    pub configs: Vec<Config>,
+    pub warmup: Duration,
+    pub duration: Option<Duration>,
+    pub repeat: u32,
+    pub objective: Objective,
+    pub error_budget: f64,
+    pub pause: Duration,
+    /// The study's `[capacity]`, laid over the scenario's for a search.
+    pub capacity: Settings,
+}
+
+/// The text a parameter value stands for in a command.
+pub fn param_text(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// A configuration's label: "server workers=2 threads=4".
+pub fn label(server: &str, params: &BTreeMap<String, Value>) -> String {
+    let mut s = server.to_string();
+    for (k, v) in params {
+        s.push_str(&format!(" {k}={}", param_text(v)));
+    }
+    s
+}
+
+/// Every combination of the grid's values (in key order), then the
+/// explicit configurations.
+pub fn expand(
+    grid: &BTreeMap<String, Vec<Value>>,
+    explicit: &[BTreeMap<String, Value>],
+) -> Vec<BTreeMap<String, Value>> {
+    let mut out: Vec<BTreeMap<String, Value>> = vec![BTreeMap::new()];
+    if grid.is_empty() || grid.values().any(Vec::is_empty) {
+        out.clear();
+    } else {
+        for (key, values) in grid {
+            out = out
+                .into_iter()
+                .flat_map(|partial| {
+                    values.iter().map(move |v| {
+                        let mut p = partial.clone();
+                        p.insert(key.clone(), v.clone());
+                        p
+                    })
+                })
+                .collect();
+        }
+    }
+    for c in explicit {
+        if !out.contains(c) {
+            out.push(c.clone());
+        }
+    }
+    out
+}
+
+/// `{name}` placeholders in a template (not `${name}`, a shell variable).
+pub fn placeholders(template: &str) -> Vec<String> {
+    let mut names = Vec::new();
+    let bytes = template.as_bytes();
+    let mut i = 0;
+    while let Some(open) = template[i..].find('{') {
+        let at = i + open;
+        let close = template[at..].find('}').map(|c| at + c);
+        let Some(close) = close else { break };
+        let name = &template[at + 1..close];
+        let shell = at > 0 && bytes[at - 1] == b'$';
+        if !shell && !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+        {
+            names.push(name.to_string());
+        }
+        i = at + 1;
+    }
+    names
+}
+
+/// Fills `{param}` and `{port}` in.
+pub fn fill(template: &str, params: &BTreeMap<String, Value>, port: u16) -> String {
+    let mut out = template.replace("{port}", &port.to_string());
+    for (k, v) in params {
+        out = out.replace(&format!("{{{k}}}"), &param_text(v));
+    }
+    out
+}
+
+/// Collects a study file's problems, each located in its text.
+struct Checker<'a> {
+    loc: Locator<'a>,
+    problems: Vec<Problem>,
+}
+
+impl Checker<'_> {
+    /// Records a problem where `needle` appears (after `anchor`, on a line
+    /// with `key` if possible).
+    fn problem(&mut self, anchor: Option<&str>, key: &str, needle: &str, message: String) {
+        let (line, column) = self.loc.find(anchor, key, needle);
+        self.problems.push(Problem {
+            line,
+            column,
+            message,
+        });
+    }
+
+    fn duration(&mut self, anchor: Option<&str>, field: &str, text: &str) -> Option<Duration> {
+        match humantime::parse_duration(text.trim()) {
+            Ok(d) => Some(d),
+            Err(e) => {
+                self.problem(
+                    anchor,
+                    field,
+                    text,
+                    format!("{field}: `{text}` is not a duration ({e})"),
+                );
+                None
+            }
+        }
+    }
+
+    fn duration_or(
+        &mut self,
+        anchor: Option<&str>,
+        field: &str,
+        text: &Option<String>,
+        default: Duration,
+    ) -> Duration {
+        text.as_deref()
+            .and_then(|t| self.duration(anchor, field, t))
+            .unwrap_or(default)
+    }
+}
+
+/// Reads and checks a study file; every problem at once, located.
+pub fn load(path: &Path) -> Result<Study, ScenarioError> {
+    let fail = |problems: Vec<Problem>| ScenarioError {
+        source: path.to_path_buf(),
+        problems,
+    };
+    let text = headroom_scenario::read_expanded(path, "study")?;
+    let raw: RawStudy =
+        headroom_scenario::parse_as(&text, Format::Toml).map_err(|p| fail(vec![p]))?;
+    let dir = path.parent().unwrap_or(Path::new(".")).to_path_buf();
+    let (scenario, scenario_dir) = scenario_of(&raw, &dir)?;
+    let mut check = Checker {
+        loc: Locator { text: &text },
+        problems: Vec::new(),
+    };
+    let measure = check.measure(raw.measure.clone().unwrap_or_default());
+    let capacity = check.capacity(&raw, &scenario, measure.objective, &text);
+    let (servers, configs) = check.servers(&raw.servers, &dir);
+    if !check.problems.is_empty() {
+        return Err(fail(check.problems));
+    }
+    Ok(Study {
+        path: path.to_path_buf(),
+        scenario,
+        scenario_dir,
+        servers,
+        configs,
+        warmup: measure.warmup,
+        duration: measure.duration,
+        repeat: measure.repeat,
+        objective: measure.objective,
+        error_budget: measure.error_budget,
+        pause: measure.pause,
+        capacity,
+    })
+}
+
+/// The study's scenario (inline, or read from its file) and the folder its
+/// relative paths resolve against.
+fn scenario_of(raw: &RawStudy, dir: &Path) -> Result<(RawScenario, PathBuf), ScenarioError> {
+    Ok(match &raw.scenario {
+        RawScenarioRef::Inline(s) => ((**s).clone(), dir.to_path_buf()),
+        RawScenarioRef::File(f) => {
+            let p = dir.join(f);
+            let file = headroom_scenario::read(&p)?;
+            (file.raw, p.parent().unwrap_or(Path::new(".")).to_path_buf())
+        }
+    })
+}
+
+/// `[measure]`, resolved.
+struct Measure {
+    warmup: Duration,
+    duration: Option<Duration>,
+    pause: Duration,
+    repeat: u32,
+    objective: Objective,
+    error_budget: f64,
+}
+
+impl Checker<'_> {
+    fn measure(&mut self, m: RawMeasure) -> Measure {
+        let warmup = self.duration_or(None, "warmup", &m.warmup, Duration::ZERO);
+        let duration = m
+            .duration
+            .as_deref()
+            .and_then(|t| self.duration(None, "duration", t));
+        let pause = self.duration_or(None, "pause", &m.pause, Duration::from_secs(1));
+        let objective = match m.objective.as_deref() {
+            None => Objective::Throughput,
+            Some(o) => Objective::parse(o).unwrap_or_else(|| {
+                self.problem(
+                    None,
+                    "objective",
+                    o,
+                    format!(
+                        "objective `{o}`: use throughput, p50, p90, p95, p99, mean or capacity"
+                    ),
+                );
+                Objective::Throughput
+            }),
+        };
+        let error_budget = match m.error_budget.as_deref() {
+            None => 0.01,
+            Some(b) => match b.trim().trim_end_matches('%').trim().parse::<f64>() {
+                Ok(v) if (0.0..=100.0).contains(&v) => v / 100.0,
+                _ => {
+                    self.problem(
+                        None,
+                        "error_budget",
+                        b,
+                        format!("error_budget `{b}`: write a percentage, e.g. \"1%\""),
+                    );
+                    0.01
+                }
+            },
+        };
+        if m.repeat == Some(0) {
+            self.problem(
+                None,
+                "repeat",
+                "repeat",
+                "repeat: must be at least 1".into(),
+            );
+        }
+        Measure {
+            warmup,
+            duration,
+            pause,
+            repeat: m.repeat.unwrap_or(1).max(1),
+            objective,
+            error_budget,
+        }
+    }
+
+    /// The study's `[capacity]`, checked as a scenario's is; it lies over
+    /// the scenario's own `[capacity]` when a search runs.
+    fn capacity(
+        &mut self,
+        raw: &RawStudy,
+        scenario: &RawScenario,
+        objective: Objective,
+        text: &str,
+    ) -> Settings {
+        let settings = match &raw.capacity {
+            None => Settings::default(),
+            Some(c) => headroom_scenario::capacity_settings(c, text).unwrap_or_else(|problems| {
+                self.problems.extend(problems);
+                Settings::default()
+            }),
+        };
+        let slo_given = |c: Option<&RawCapacity>| c.is_some_and(|c| c.slo.is_some());
+        if objective == Objective::Capacity
+            && !slo_given(raw.capacity.as_ref())
+            && !slo_given(scenario.capacity.as_ref())
+        {
+            self.problem(
+                None,
+                "objective",
+                "capacity",
+                "objective = \"capacity\" needs an objective to meet: add [capacity] with \
+                 slo = \"p90<500ms, errors<5%\" (and step_duration, min, max as needed)"
+                    .into(),
+            );
+        }
+        settings
+    }
+
+    /// Every `[[server]]` and its configurations (grid, then explicit).
+    fn servers(&mut self, raw: &[RawServer], dir: &Path) -> (Vec<Server>, Vec<Config>) {
+        if raw.is_empty() {
+            self.problem(
+                None,
+                "server",
+                "server",
+                "the study has no [[server]]".into(),
+            );
+        }
+        let mut servers = Vec::new();
+        let mut configs = Vec::new();
+        let mut names = std::collections::BTreeSet::new();
+        for (i, s) in raw.iter().enumerate() {
+            if !names.insert(s.name.clone()) {
+                self.problem(
+                    Some(&s.name),
+                    "name",
+                    &s.name,
+                    format!("server `{}` is defined twice", s.name),
+                );
+            }
+            let grid = s.grid.clone().unwrap_or_default();
+            let params = expand(&grid, &s.configs);
+            let params = if params.is_empty() {
+                vec![BTreeMap::new()]
+            } else {
+                params
+            };
+            let server = self.server(s, dir, &params);
+            servers.push(server);
+            configs.extend(
+                params
+                    .into_iter()
+                    .map(|params| Config { server: i, params }),
+            );
+        }
+        (servers, configs)
+    }
+
+    /// One server, its placeholders checked against every configuration's
+    /// parameters.
+    fn server(&mut self, s: &RawServer, dir: &Path, params: &[BTreeMap<String, Value>]) -> Server {
+        let anchor = Some(s.name.as_str());
+        let base_url = s
+            .base_url
+            .clone()
+            .unwrap_or_else(|| "http://127.0.0.1:{port}".into());
+        self.placeholders(s, &base_url, params);
+        let ready = match s.ready.as_deref() {
+            None | Some("tcp") => Ready::Tcp,
+            Some(p) if p.starts_with('/') => Ready::Http(p.to_string()),
+            Some(p) => {
+                self.problem(
+                    anchor,
+                    "ready",
+                    p,
+                    format!(
+                        "server `{}`: ready `{p}`: give an HTTP path starting with / or \"tcp\"",
+                        s.name
+                    ),
+                );
+                Ready::Tcp
+            }
+        };
+        let stop_signal = match s.stop_signal.as_deref() {
+            None => libc::SIGTERM,
+            Some(name) => signal_by_name(name).unwrap_or_else(|| {
+                self.problem(anchor, "stop_signal", name, format!("server `{}`: `{name}` is not a signal (TERM, INT, QUIT, HUP, USR1, USR2, WINCH, KILL)", s.name));
+                libc::SIGTERM
+            }),
+        };
+        Server {
+            name: s.name.clone(),
+            command: s.command.clone(),
+            base_url,
+            ready,
+            ready_timeout: self.duration_or(
+                anchor,
+                "ready_timeout",
+                &s.ready_timeout,
+                Duration::from_secs(30),
+            ),
+            dir: Some(
+                s.dir
+                    .as_ref()
+                    .map_or_else(|| dir.to_path_buf(), |d| dir.join(d)),
+            ),
+            env: s.env.clone().unwrap_or_default().into_iter().collect(),
+            stop_signal,
+            stop_grace: self.duration_or(
+                anchor,
+                "stop_grace",
+                &s.stop_grace,
+                Duration::from_secs(10),
+            ),
+        }
+    }
+
+    /// Every placeholder in the command, base URL, dir and env must be a
+    /// parameter of every configuration, or `{port}`.
+    fn placeholders(&mut self, s: &RawServer, base_url: &str, params: &[BTreeMap<String, Value>]) {
+        let mut templates = vec![("command", s.command.as_str()), ("base_url", base_url)];
+        if let Some(d) = &s.dir {
+            templates.push(("dir", d));
+        }
+        for v in s.env.iter().flat_map(|e| e.values()) {
+            templates.push(("env", v));
+        }
+        for (field, t) in templates {
+            for name in placeholders(t) {
+                if name == "port" {
+                    continue;
+                }
+                if let Some(missing) = params.iter().find(|p| !p.contains_key(&name)) {
+                    let known: Vec<&String> = missing.keys().collect();
+                    self.problem(
+                        Some(&s.name),
+                        field,
+                        &format!("{{{name}}}"),
+                        format!(
+                            "server `{}`: placeholder {{{name}}} in {field} is not a parameter of configuration {} (parameters: {known:?}, and {{port}})",
+                            s.name,
+                            label(&s.name, missing)
+                        ),
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn map(pairs: &[(&str, Value)]) -> BTreeMap<String, Value> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.clone()))
+            .collect()
+    }
+
+    #[test]
+    fn grid_expands_to_every_combination_then_explicit_configs() {
+        let grid: BTreeMap<String, Vec<Value>> = [
+            ("workers".to_string(), vec![json!(1), json!(2)]),
+            ("threads".to_string(), vec![json!(1), json!(8), json!(32)]),
+        ]
+        .into();
+        let explicit = vec![
+            map(&[("workers", json!(16)), ("threads", json!(64))]),
+            map(&[("workers", json!(1)), ("threads", json!(1))]),
+        ];
+        let all = expand(&grid, &explicit);
+        assert_eq!(
+            all.len(),
+            7,
+            "6 combinations + 1 new explicit (the duplicate is dropped)"
+        );
+        assert_eq!(all[0], map(&[("threads", json!(1)), ("workers", json!(1))]));
+        assert_eq!(
+            all[5],
+            map(&[("threads", json!(32)), ("workers", json!(2))])
+        );
+        assert_eq!(
+            all[6],
+            map(&[("threads", json!(64)), ("workers", json!(16))])
+        );
+        assert!(expand(&BTreeMap::new(), &[]).is_empty());
+    }
+
+    #[test]
+    fn placeholders_and_filling() {
+        let t = "puma -w {workers} -t {threads}:{threads} -b tcp://127.0.0.1:{port} ${HOME} awk '{print $1}'";
+        // `${HOME}` is a shell variable and `{print $1}` not a name: both left alone.
+        assert_eq!(placeholders(t), ["workers", "threads", "threads", "port"]);
+        let p = map(&[
+            ("workers", json!(4)),
+            ("threads", json!(8)),
+            ("mode", json!("fast")),
+        ]);
+        assert_eq!(
+            fill("-w {workers} -t {threads} {mode} :{port}", &p, 8123),
+            "-w 4 -t 8 fast :8123"
+        );
+        assert_eq!(label("puma", &p), "puma mode=fast threads=8 workers=4");
+    }
+}

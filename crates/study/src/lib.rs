@@ -1,0 +1,489 @@
+//! Studies: start each server configuration, warm it up, load it with the
+//! monitor on its process tree, stop it (the whole group), and compare.
+//!
+//! - [`file`]: the study file, grid expansion, `{param}`/`{port}` filling.
+//! - [`rank`]: statistics over repeats, the objective, the winner.
+//!
+//! The comparison table and `study.csv` are drawn by `headroom-report`
+//! from the [`StudyReport`] each [`Event::Saved`] carries.
+//!
+//! Runs are interleaved (round 1 of every configuration, then round 2, …)
+//! so a drift of the machine does not favour one configuration, and
+//! `study.json` is rewritten after every run: an interrupted study resumes
+//! where it stopped.
+
+pub mod file;
+pub mod rank;
+
+use file::{fill, label, Config, Ready, Study};
+use headroom_engine::plan::schedule::{Schedule, Stage};
+use headroom_engine::plan::{Load, Plan};
+use headroom_engine::StopSignal;
+use headroom_monitor::launch::{LaunchError, LaunchSpec, ServerProcess};
+use headroom_monitor::MonitorConfig;
+use headroom_results::measure::{measure, Recording};
+use headroom_results::record::Results;
+use headroom_results::write_replacing;
+use headroom_scenario::Scenario;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// One measured (or failed) run of a configuration.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct RunRecord {
+    pub round: u32,
+    /// "ok", or why not: "not ready: …", "died during the run",
+    /// "error budget exceeded: …", "error: …".
+    pub status: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub results: Option<Results>,
+    /// The server's last stderr lines, when it failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stderr_tail: Option<String>,
+    /// Process-group id the configuration ran in (empty after the run).
+    pub pgid: i32,
+    /// Objective "capacity": the search on this configuration (`results`
+    /// is then its step at the capacity).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity: Option<headroom_capacity::CapacityReport>,
+    /// Processes of the group still alive after the stop (should be 0).
+    pub survivors: u32,
+    /// Processes of the server's tree outside its group that ignored the
+    /// stop and were killed.
+    #[serde(default)]
+    pub stray_killed: u32,
+}
+
+/// A configuration and everything measured for it.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct ConfigReport {
+    pub server: String,
+    pub params: BTreeMap<String, Value>,
+    pub label: String,
+    /// "ok" when every run was, else the last run's reason.
+    pub status: String,
+    /// The representative run (the median by the objective), in the shape
+    /// of `results.json`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub results: Option<Results>,
+    pub runs: Vec<RunRecord>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stats: Option<rank::ConfigStats>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Winner {
+    pub server: String,
+    pub params: BTreeMap<String, Value>,
+    pub label: String,
+    pub reason: String,
+}
+
+/// `study.json`.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct StudyReport {
+    pub headroom_version: String,
+    pub study: String,
+    pub objective: file::Objective,
+    pub error_budget: f64,
+    pub repeat: u32,
+    pub configs: Vec<ConfigReport>,
+    /// Labels, best first (eligible configurations only).
+    pub ranking: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub winner: Option<Winner>,
+    /// Configurations within noise of the winner.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub within_noise: Vec<String>,
+    pub interrupted: bool,
+}
+
+pub struct StudyOptions {
+    pub out_dir: PathBuf,
+    /// Measure everything again, ignoring an earlier study.json.
+    pub fresh: bool,
+    /// How each run is recorded (distribution buckets, command line).
+    pub recording: Recording,
+}
+
+/// What the runner tells the terminal as it goes.
+pub enum Event<'a> {
+    Skipped {
+        label: &'a str,
+        round: u32,
+    },
+    Starting {
+        label: &'a str,
+        round: u32,
+        index: usize,
+        total: usize,
+    },
+    Finished {
+        label: &'a str,
+        record: &'a RunRecord,
+    },
+    /// `study.json` was rewritten with the report so far (after every run,
+    /// and at the end), for files kept beside it such as `study.csv`.
+    Saved(&'a StudyReport),
+}
+
+/// A free loopback port for a server under test, outside the kernel's
+/// ephemeral range: a port from inside it may still be the local end of
+/// one of the generator's own connections (in TIME_WAIT after the last
+/// run), and then a server binding it with SO_REUSEPORT is refused.
+pub fn free_port() -> std::io::Result<u16> {
+    let (low, high) = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|s| {
+            let mut w = s.split_whitespace().map(|v| v.parse::<u16>().ok());
+            Some((w.next()??, w.next()??))
+        })
+        .unwrap_or((32768, 60999));
+    // Below the range if there is room for it, else above it.
+    let (from, to) = if low > 10_000 {
+        (10_000, low)
+    } else {
+        (high.saturating_add(1).max(1024), u16::MAX)
+    };
+    for _ in 0..200 {
+        let port = fastrand::u16(from..to);
+        if let Ok(l) = std::net::TcpListener::bind(("127.0.0.1", port)) {
+            return Ok(l.local_addr()?.port());
+        }
+    }
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
+}
+
+/// The plan with its load cut to `d`: closed runs for `d`; open schedules
+/// scaled to last `d` (stages keep their shares).
+fn with_duration(plan: &Plan, d: Duration) -> Plan {
+    let mut p = plan.clone();
+    p.max_requests = None;
+    match &mut p.load {
+        Load::Closed(c) => {
+            c.duration = Some(d);
+            c.iterations = None;
+        }
+        Load::Open(o) => {
+            let scale = d.as_secs_f64() / o.schedule.duration().as_secs_f64();
+            let stages: Vec<Stage> = o
+                .schedule
+                .stages()
+                .iter()
+                .map(|s| match *s {
+                    Stage::Hold { rate, duration } => Stage::Hold {
+                        rate,
+                        duration: duration.mul_f64(scale),
+                    },
+                    Stage::Ramp { from, to, duration } => Stage::Ramp {
+                        from,
+                        to,
+                        duration: duration.mul_f64(scale),
+                    },
+                })
+                .collect();
+            if let Ok(s) = Schedule::new(stages) {
+                o.schedule = s;
+            }
+        }
+    }
+    p
+}
+
+/// Builds the scenario against one configuration's base URL.
+fn scenario_for(study: &Study, base_url: &str) -> Result<Scenario, String> {
+    let mut raw = study.scenario.clone();
+    raw.base_url = Some(base_url.to_string());
+    let text = toml::to_string(&raw).unwrap_or_default();
+    let path = study.scenario_dir.join("(study scenario)");
+    let file = headroom_scenario::ScenarioFile { path, text, raw };
+    file.build().map_err(|e| e.to_string())
+}
+
+/// Checks the scenario once, before any server starts.
+pub fn check_scenario(study: &Study) -> Result<(), String> {
+    scenario_for(study, "http://127.0.0.1:9").map(|_| ())
+}
+
+/// Runs one configuration once.
+fn run_config(
+    study: &Study,
+    config: &Config,
+    round: u32,
+    opts: &StudyOptions,
+    stop: &StopSignal,
+) -> RunRecord {
+    let server = &study.servers[config.server];
+    let mut record = RunRecord {
+        round,
+        status: String::new(),
+        results: None,
+        stderr_tail: None,
+        capacity: None,
+        pgid: 0,
+        survivors: 0,
+        stray_killed: 0,
+    };
+    let port = match free_port() {
+        Ok(p) => p,
+        Err(e) => {
+            record.status = format!("error: no free port: {e}");
+            return record;
+        }
+    };
+    let base_url = fill(&server.base_url, &config.params, port);
+    let scenario = match scenario_for(study, &base_url) {
+        Ok(s) => s,
+        Err(e) => {
+            record.status = format!("error: {e}");
+            return record;
+        }
+    };
+    let spec = LaunchSpec {
+        command: fill(&server.command, &config.params, port),
+        dir: server
+            .dir
+            .as_ref()
+            .map(|d| PathBuf::from(fill(&d.display().to_string(), &config.params, port))),
+        env: server
+            .env
+            .iter()
+            .map(|(k, v)| (k.clone(), fill(v, &config.params, port)))
+            .collect(),
+        stop_signal: server.stop_signal,
+        grace: server.stop_grace,
+    };
+    let mut process = match ServerProcess::launch(&spec) {
+        Ok(p) => p,
+        Err(e) => {
+            record.status = format!("error: {e}");
+            return record;
+        }
+    };
+    record.pgid = process.pid();
+    let plan = &scenario.plan;
+    let addr = plan.endpoint.addr;
+    let ready = match &server.ready {
+        Ready::Tcp => process.wait_ready(addr, server.ready_timeout),
+        Ready::Http(path) => {
+            process.wait_ready_http(addr, &plan.endpoint.host_header, path, server.ready_timeout)
+        }
+    };
+    if let Err(e) = ready {
+        record.status = match e {
+            LaunchError::Exited { status, .. } => {
+                format!("not ready: exited ({status}) during start-up")
+            }
+            LaunchError::NotReady { timeout, .. } => {
+                format!("not ready within {}", humantime::format_duration(timeout))
+            }
+            other => format!("not ready: {other}"),
+        };
+        record.stderr_tail = Some(process.stderr_tail(20));
+        finish(&mut process, &mut record);
+        return record;
+    }
+    let watch = MonitorConfig {
+        root: Some(process.pid()),
+        interval: headroom_monitor::DEFAULT_INTERVAL,
+        remote: None,
+        source: format!("{} (pid {})", server.name, process.pid()),
+    };
+    if study.objective == file::Objective::Capacity {
+        let settings = scenario.capacity.overlay(&study.capacity);
+        capacity_search(plan, &settings, &watch, opts, stop, &mut record);
+        if record.status != "ok" {
+            record.stderr_tail = Some(process.stderr_tail(20));
+        }
+        finish(&mut process, &mut record);
+        return record;
+    }
+    if !study.warmup.is_zero() {
+        let warm = with_duration(plan, study.warmup);
+        let _ = headroom_engine::run(&warm, stop, |_| {});
+    }
+    let measured_plan = match study.duration {
+        Some(d) => with_duration(plan, d),
+        None => plan.clone(),
+    };
+    let results = if stop.is_stopping() {
+        None
+    } else {
+        Some(measure(&measured_plan, stop, watch, &opts.recording, |_, _| {}).results)
+    };
+    let died = process.exited().is_some()
+        || results.as_ref().is_some_and(|r| {
+            r.server
+                .as_ref()
+                .is_some_and(|s| s.findings.iter().any(|f| f.kind == "server_exited"))
+        });
+    record.status = match &results {
+        _ if died => "died during the run".to_string(),
+        Some(r) if r.summary.requests.error_rate > study.error_budget => format!(
+            "error budget exceeded: {:.2} % > {:.2} %",
+            r.summary.requests.error_rate * 100.0,
+            study.error_budget * 100.0
+        ),
+        Some(r) if r.interrupted => "interrupted".to_string(),
+        Some(_) => "ok".to_string(),
+        None => "interrupted".to_string(),
+    };
+    if record.status != "ok" {
+        record.stderr_tail = Some(process.stderr_tail(20));
+    }
+    record.results = results;
+    finish(&mut process, &mut record);
+    record
+}
+
+/// Objective "capacity": a capacity search on the running configuration;
+/// the record keeps the search and, as its results, the step at the
+/// capacity.
+fn capacity_search(
+    plan: &Plan,
+    settings: &headroom_capacity::Settings,
+    watch: &MonitorConfig,
+    opts: &StudyOptions,
+    stop: &StopSignal,
+    record: &mut RunRecord,
+) {
+    use headroom_capacity::Outcome;
+    let options = match settings.resolve() {
+        Ok(o) => o,
+        Err(e) => {
+            record.status = format!("error: {e}");
+            return;
+        }
+    };
+    let report = headroom_capacity::run(plan, &options, watch, stop, &opts.recording, |_| {});
+    record.results = report.capacity.and_then(|cap| {
+        report
+            .steps
+            .iter()
+            .rev()
+            .find(|s| s.passed && s.offered == cap)
+            .and_then(|s| s.results.clone())
+    });
+    record.status = match report.outcome {
+        Outcome::Found | Outcome::MetUpToMax => "ok".into(),
+        Outcome::TimeLimit if report.capacity.is_some() => "ok".into(),
+        Outcome::Interrupted => "interrupted".into(),
+        Outcome::ServerExited => "died during the run".into(),
+        _ => report.verdict.clone(),
+    };
+    record.capacity = Some(report);
+}
+
+/// Stops the configuration's whole process group (and any process of its
+/// tree that left the group) and counts what had to be killed or survived.
+fn finish(process: &mut ServerProcess, record: &mut RunRecord) {
+    let stray = process.stop();
+    record.survivors = group_members(process.pid()).len() as u32;
+    record.stray_killed = stray as u32;
+}
+
+/// Live (not zombie) processes in process group `pgid`.
+pub fn group_members(pgid: i32) -> Vec<i32> {
+    let Ok(all) = procfs::process::all_processes() else {
+        return Vec::new();
+    };
+    all.flatten()
+        .filter_map(|p| p.stat().ok())
+        .filter(|s| s.pgrp == pgid && s.state != 'Z')
+        .map(|s| s.pid)
+        .collect()
+}
+
+fn load_previous(path: &Path) -> Option<StudyReport> {
+    serde_json::from_str(&std::fs::read_to_string(path).ok()?).ok()
+}
+
+fn save(report: &StudyReport, dir: &Path) -> std::io::Result<()> {
+    let json = serde_json::to_string_pretty(report).map_err(std::io::Error::other)?;
+    write_replacing(&dir.join("study.json"), (json + "\n").as_bytes())
+}
+
+/// Runs the study (resuming from `out_dir/study.json` unless fresh).
+pub fn run(
+    study: &Study,
+    opts: &StudyOptions,
+    stop: &StopSignal,
+    mut event: impl FnMut(Event),
+) -> std::io::Result<StudyReport> {
+    std::fs::create_dir_all(&opts.out_dir)?;
+    let previous = if opts.fresh {
+        None
+    } else {
+        load_previous(&opts.out_dir.join("study.json"))
+    };
+    let mut configs: Vec<ConfigReport> = study
+        .configs
+        .iter()
+        .map(|c| {
+            let server = &study.servers[c.server].name;
+            let label = label(server, &c.params);
+            let runs = previous
+                .as_ref()
+                .and_then(|p| p.configs.iter().find(|x| x.label == label))
+                .map(|x| x.runs.clone())
+                .unwrap_or_default();
+            ConfigReport {
+                server: server.clone(),
+                params: c.params.clone(),
+                label,
+                status: String::new(),
+                results: None,
+                runs,
+                stats: None,
+            }
+        })
+        .collect();
+    let total = configs.len() * study.repeat as usize;
+    let mut index = 0;
+    'rounds: for round in 1..=study.repeat {
+        for (i, config) in study.configs.iter().enumerate() {
+            index += 1;
+            if stop.is_stopping() {
+                break 'rounds;
+            }
+            if configs[i].runs.iter().any(|r| r.round == round) {
+                event(Event::Skipped {
+                    label: &configs[i].label,
+                    round,
+                });
+                continue;
+            }
+            event(Event::Starting {
+                label: &configs[i].label,
+                round,
+                index,
+                total,
+            });
+            let record = run_config(study, config, round, opts, stop);
+            // An interrupted run is not kept: resuming measures it again.
+            if record.status == "interrupted" {
+                break 'rounds;
+            }
+            event(Event::Finished {
+                label: &configs[i].label,
+                record: &record,
+            });
+            configs[i].runs.push(record);
+            let so_far = rank::summarise(study, &mut configs, false);
+            save(&so_far, &opts.out_dir)?;
+            event(Event::Saved(&so_far));
+            if !stop.is_stopping() && !study.pause.is_zero() {
+                std::thread::sleep(study.pause);
+            }
+        }
+    }
+    let report = rank::summarise(study, &mut configs, stop.is_stopping());
+    save(&report, &opts.out_dir)?;
+    event(Event::Saved(&report));
+    Ok(report)
+}

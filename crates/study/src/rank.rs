@@ -1,0 +1,332 @@
+//! Statistics over a configuration's runs, and the ranking by the study's
+//! objective. With repeats, each figure is the median with a 95 %
+//! confidence interval of the mean (Student's t); two configurations whose
+//! intervals overlap are "within noise" of each other, and the study says
+//! so instead of naming a winner by a hair. A single run per configuration
+//! has no interval: then a difference under 3 % counts as noise.
+
+use super::file::{Objective, Study};
+use super::{ConfigReport, StudyReport, Winner};
+use headroom_results::record::Results;
+use serde::{Deserialize, Serialize};
+
+/// Relative difference under which single runs are called noise.
+pub const SINGLE_RUN_NOISE: f64 = 0.03;
+
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct Spread {
+    pub median: f64,
+    /// 95 % confidence interval of the mean (equal to the median for one run).
+    pub low: f64,
+    pub high: f64,
+    pub runs: u32,
+}
+
+/// Two-sided 95 % Student's t for n − 1 degrees of freedom.
+fn t95(n: usize) -> f64 {
+    const T: [f64; 10] = [
+        12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
+    ];
+    match n {
+        0 | 1 => 0.0,
+        n if n - 2 < T.len() => T[n - 2],
+        _ => 1.96,
+    }
+}
+
+impl Spread {
+    pub fn of(values: &[f64]) -> Option<Spread> {
+        if values.is_empty() {
+            return None;
+        }
+        let mut v = values.to_vec();
+        v.sort_by(f64::total_cmp);
+        let n = v.len();
+        let median = if n % 2 == 1 {
+            v[n / 2]
+        } else {
+            (v[n / 2 - 1] + v[n / 2]) / 2.0
+        };
+        let mean = v.iter().sum::<f64>() / n as f64;
+        let (low, high) = if n < 2 {
+            (median, median)
+        } else {
+            let var = v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
+            let half = t95(n) * (var / n as f64).sqrt();
+            (mean - half, mean + half)
+        };
+        Some(Spread {
+            median,
+            low,
+            high,
+            runs: n as u32,
+        })
+    }
+
+    /// Whether two configurations cannot be told apart.
+    pub fn overlaps(&self, other: &Spread) -> bool {
+        if self.runs < 2 || other.runs < 2 {
+            let base = self
+                .median
+                .abs()
+                .max(other.median.abs())
+                .max(f64::MIN_POSITIVE);
+            return (self.median - other.median).abs() / base < SINGLE_RUN_NOISE;
+        }
+        self.low <= other.high && other.low <= self.high
+    }
+}
+
+/// A configuration's figures over its successful runs.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct ConfigStats {
+    pub throughput_rps: Spread,
+    /// The objective's latency (p50/p90/p95/p99/mean) in ms; p90 when the
+    /// objective is throughput.
+    pub latency_ms: Spread,
+    pub error_rate: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peak_cpu_pct: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peak_rss_bytes: Option<f64>,
+    /// Requests served per second of server CPU time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requests_per_cpu_s: Option<f64>,
+    /// Requests per second per GiB of peak resident memory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rps_per_gib: Option<f64>,
+    /// Objective "capacity": the capacities found, in the search axis's unit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity: Option<Spread>,
+}
+
+pub fn latency(r: &Results, objective: Objective) -> f64 {
+    let l = &r.summary.latency_ms;
+    match objective {
+        Objective::P50 => l.p50,
+        Objective::P95 => l.p95,
+        Objective::P99 => l.p99,
+        Objective::Mean => l.mean,
+        Objective::P90 | Objective::Throughput | Objective::Capacity => l.p90,
+    }
+}
+
+/// Server CPU-seconds over a run, from the monitor's samples.
+pub fn server_cpu_seconds(r: &Results) -> Option<f64> {
+    let samples = &r.server.as_ref()?.samples;
+    let mut total = 0.0;
+    for w in samples.windows(2) {
+        let cpu = w[1]
+            .server
+            .as_ref()
+            .filter(|t| t.alive)
+            .map_or(0.0, |t| t.cpu_pct);
+        total += cpu / 100.0 * (w[1].t_s - w[0].t_s).max(0.0);
+    }
+    (total > 0.0).then_some(total)
+}
+
+fn stats(runs: &[&Results], objective: Objective) -> Option<ConfigStats> {
+    let throughput: Vec<f64> = runs.iter().map(|r| r.summary.throughput_rps).collect();
+    let peak = |f: &dyn Fn(&headroom_monitor::Summary) -> Option<f64>| {
+        runs.iter()
+            .filter_map(|r| r.server.as_ref().and_then(|s| f(&s.summary)))
+            .fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v))))
+    };
+    let peak_rss = peak(&|s| s.server_rss_bytes.map(|m| m.peak));
+    let total_requests: u64 = runs.iter().map(|r| r.summary.requests.total).sum();
+    let cpu_s: f64 = runs.iter().filter_map(|r| server_cpu_seconds(r)).sum();
+    let t = Spread::of(&throughput)?;
+    Some(ConfigStats {
+        throughput_rps: t,
+        latency_ms: Spread::of(
+            &runs
+                .iter()
+                .map(|r| latency(r, objective))
+                .collect::<Vec<_>>(),
+        )?,
+        error_rate: runs
+            .iter()
+            .map(|r| r.summary.requests.error_rate)
+            .fold(0.0, f64::max),
+        peak_cpu_pct: peak(&|s| s.server_cpu_pct.map(|m| m.peak)),
+        peak_rss_bytes: peak_rss,
+        requests_per_cpu_s: (cpu_s > 0.0).then(|| total_requests as f64 / cpu_s),
+        rps_per_gib: peak_rss
+            .filter(|b| *b > 0.0)
+            .map(|b| t.median / (b / (1u64 << 30) as f64)),
+        capacity: None,
+    })
+}
+
+/// The objective's figure and whether higher is better.
+fn score(s: &ConfigStats, objective: Objective) -> (Spread, bool) {
+    match objective {
+        Objective::Throughput => (s.throughput_rps, true),
+        Objective::Capacity => (s.capacity.unwrap_or_default(), true),
+        _ => (s.latency_ms, false),
+    }
+}
+
+/// Fills each configuration's status, stats and representative results,
+/// ranks the eligible ones, and names the winner.
+pub fn summarise(study: &Study, configs: &mut [ConfigReport], interrupted: bool) -> StudyReport {
+    for c in configs.iter_mut() {
+        let ok: Vec<&Results> = c
+            .runs
+            .iter()
+            .filter(|r| r.status == "ok")
+            .filter_map(|r| r.results.as_ref())
+            .collect();
+        c.status = match c.runs.iter().rev().find(|r| r.status != "ok") {
+            Some(bad) => bad.status.clone(),
+            None if c.runs.is_empty() => "not run".into(),
+            None => "ok".into(),
+        };
+        c.stats = stats(&ok, study.objective);
+        if let Some(st) = &mut c.stats {
+            let found: Vec<f64> = c
+                .runs
+                .iter()
+                .filter(|r| r.status == "ok")
+                .filter_map(|r| r.capacity.as_ref()?.capacity)
+                .collect();
+            st.capacity = Spread::of(&found);
+        }
+        // The representative run: the median by the objective.
+        let mut ranked: Vec<&Results> = ok.clone();
+        let key = |r: &&Results| match study.objective {
+            Objective::Throughput => r.summary.throughput_rps,
+            o => latency(r, o),
+        };
+        ranked.sort_by(|a, b| key(a).total_cmp(&key(b)));
+        c.results = ranked
+            .get(ranked.len().saturating_sub(1) / 2)
+            .map(|r| (*r).clone())
+            .or_else(|| c.runs.iter().rev().find_map(|r| r.results.clone()));
+    }
+    let mut eligible: Vec<&ConfigReport> = configs
+        .iter()
+        .filter(|c| {
+            c.status == "ok"
+                && c.stats.as_ref().is_some_and(|s| {
+                    // A capacity already holds the objective's own error bound.
+                    if study.objective == Objective::Capacity {
+                        s.capacity.is_some()
+                    } else {
+                        s.error_rate <= study.error_budget
+                    }
+                })
+        })
+        .collect();
+    eligible.sort_by(|a, b| {
+        let (sa, higher) = score(
+            a.stats.as_ref().expect("eligible has stats"),
+            study.objective,
+        );
+        let (sb, _) = score(
+            b.stats.as_ref().expect("eligible has stats"),
+            study.objective,
+        );
+        if higher {
+            sb.median.total_cmp(&sa.median)
+        } else {
+            sa.median.total_cmp(&sb.median)
+        }
+    });
+    let ranking: Vec<String> = eligible.iter().map(|c| c.label.clone()).collect();
+    let mut within_noise = Vec::new();
+    let winner = eligible.first().map(|best| {
+        let s = best.stats.as_ref().expect("eligible has stats");
+        let (spread, _) = score(s, study.objective);
+        for other in &eligible[1..] {
+            let (o, _) = score(
+                other.stats.as_ref().expect("eligible has stats"),
+                study.objective,
+            );
+            if spread.overlaps(&o) {
+                within_noise.push(other.label.clone());
+            }
+        }
+        let figure = match study.objective {
+            Objective::Throughput => format!("{:.1} req/s", spread.median),
+            Objective::Capacity => {
+                let unit = best
+                    .runs
+                    .iter()
+                    .find_map(|r| r.capacity.as_ref())
+                    .map_or("req/s", |c| c.unit.as_str());
+                format!("{:.1} {unit}", spread.median)
+            }
+            _ => format!("{:.2} ms", spread.median),
+        };
+        let mut reason = match best.runs.iter().find_map(|r| r.capacity.as_ref()) {
+            Some(cap) => format!("{}: {figure} at {}", study.objective.describe(), cap.slo),
+            None => format!(
+                "{}: {figure} with errors {:.2} % (budget {:.2} %)",
+                study.objective.describe(),
+                s.error_rate * 100.0,
+                study.error_budget * 100.0
+            ),
+        };
+        if spread.runs >= 2 {
+            reason.push_str(&format!(
+                " over {} runs (95 % CI {:.1}–{:.1})",
+                spread.runs, spread.low, spread.high
+            ));
+        }
+        if !within_noise.is_empty() {
+            reason.push_str(&format!(
+                "; within noise of {} — not a clear winner{}",
+                within_noise.join(", "),
+                if spread.runs < 2 {
+                    " (one run each: use repeat = 3 to tell them apart)"
+                } else {
+                    ""
+                }
+            ));
+        }
+        Winner {
+            server: best.server.clone(),
+            params: best.params.clone(),
+            label: best.label.clone(),
+            reason,
+        }
+    });
+    StudyReport {
+        headroom_version: env!("CARGO_PKG_VERSION").into(),
+        study: study.path.display().to_string(),
+        objective: study.objective,
+        error_budget: study.error_budget,
+        repeat: study.repeat,
+        configs: configs.to_vec(),
+        ranking,
+        winner,
+        within_noise,
+        interrupted,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spread_and_noise() {
+        let s = Spread::of(&[100.0, 102.0, 98.0]).unwrap();
+        assert_eq!(s.median, 100.0);
+        // mean 100, sd 2, t(2 df) = 4.303: ±4.97
+        assert!(
+            (s.high - 104.97).abs() < 0.01 && (s.low - 95.03).abs() < 0.01,
+            "{s:?}"
+        );
+        let far = Spread::of(&[150.0, 151.0, 149.0]).unwrap();
+        assert!(!s.overlaps(&far));
+        let near = Spread::of(&[103.0, 101.0, 104.0]).unwrap();
+        assert!(s.overlaps(&near));
+        let one = Spread::of(&[100.0]).unwrap();
+        assert!(one.overlaps(&Spread::of(&[102.0]).unwrap()));
+        assert!(!one.overlaps(&Spread::of(&[110.0]).unwrap()));
+        assert_eq!(Spread::of(&[]), None);
+    }
+}
