@@ -2,7 +2,8 @@
 //! out at the first failing load.
 
 use super::Step;
-use headroom_results::slo::{figure, Metric, Slo};
+use headroom_results::check::figure;
+use headroom_results::slo::{Metric, Slo};
 
 /// The latency figure the knee and the step table follow: the objective's
 /// first latency bound, else p90.
@@ -113,7 +114,7 @@ mod tests {
 
     fn step(offered: f64, p90: f64) -> Step {
         let mut r: headroom_results::record::Results =
-            serde_json::from_str(include_str!("../tests/data/results-min.json"))
+            serde_json::from_str(include_str!("../../results/tests/data/results-min.json"))
                 .expect("fixture parses");
         r.summary.latency_ms.p90 = p90;
         Step {

@@ -4,8 +4,8 @@
 //! from the send.
 
 use super::user::{Control, User};
-use super::worker::Shared;
 use crate::plan::ClosedLoad;
+use crate::shared::Shared;
 use std::rc::Rc;
 use std::time::Instant;
 

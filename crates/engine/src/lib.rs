@@ -18,7 +18,9 @@
 //!   connection on one worker.
 //! - `user`: one virtual user's state and iteration (a request from the
 //!   mix, or a session of steps; checks, extraction, cookies, feeders).
-//! - `worker`: the thread, the shared per-worker state, one exchange.
+//! - `shared`: what one worker's tasks share — the plan, the recorder, the
+//!   stop — and the guard that records one request in flight.
+//! - `worker`: the thread and its runtime; dispatches to the load model.
 //! - [`stop`]: graceful stop and abort.
 //!
 //! ```no_run
@@ -37,30 +39,20 @@ pub mod plan;
 
 mod closed;
 mod open;
+mod shared;
 pub mod stop;
 mod user;
 mod worker;
 
 use crate::metrics::aggregate::{Aggregate, TimelinePoint};
-use crate::metrics::{Interval, Stats, WorkerReport};
+use crate::metrics::Stats;
 use crate::plan::{Plan, INTERRUPT_GRACE};
 use std::sync::atomic::AtomicU64;
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 pub use stop::StopSignal;
-
-pub(crate) enum WorkerMsg {
-    Tick {
-        worker: usize,
-        upto: u32,
-        intervals: Vec<Interval>,
-    },
-    Done {
-        worker: usize,
-        report: WorkerReport,
-    },
-}
+use worker::WorkerMsg;
 
 /// The live view after each second, for progress displays.
 pub struct Progress<'a> {

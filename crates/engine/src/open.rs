@@ -7,8 +7,8 @@
 //! a pooled connection.
 
 use super::user::User;
-use super::worker::Shared;
 use crate::plan::OpenLoad;
+use crate::shared::Shared;
 use std::cell::Cell;
 use std::rc::Rc;
 use std::time::{Duration, Instant};

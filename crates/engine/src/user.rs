@@ -2,11 +2,11 @@
 //! positions, and how it runs one iteration — a request drawn from the mix,
 //! or a whole session of steps.
 
-use super::worker::{InFlight, Shared};
 use crate::metrics::{ErrorClass, Outcome};
 use crate::plan::check::ResponseView;
 use crate::plan::template::Scope;
 use crate::plan::{Flow, RequestSpec, Step};
+use crate::shared::{InFlight, Shared};
 use cookie_store::CookieStore;
 use headroom_http::{Capture, Captured, Connection};
 use std::collections::HashMap;

@@ -68,7 +68,7 @@ pub const METRICS: [Metric; 6] = [
 /// Everything compared: one column per run or configuration.
 pub struct Comparison {
     pub names: Vec<String>,
-    /// figures[column][metric], in `METRICS` order.
+    /// `figures[column][metric]`, in `METRICS` order.
     pub figures: Vec<Vec<Figure>>,
 }
 

@@ -1,9 +1,11 @@
-//! The run record and what reads it first: `results.json` ([`record`]),
-//! objectives and thresholds checked against it ([`slo`]), and the one
-//! function that produces it ([`measure`]: the engine and the monitor on
+//! The run record and what reads it first, from the bottom: the objective
+//! language ([`slo`]: `p90<500ms, errors<5%`), the record `results.json`
+//! ([`record`]), objectives checked against it ([`check`]), and the one
+//! function that produces it ([`measure()`]: the engine and the monitor on
 //! one clock). Everything above — capacity search, studies, reports,
 //! compare — reads [`Results`]; nothing here knows of them.
 
+pub mod check;
 pub mod measure;
 pub mod record;
 pub mod slo;

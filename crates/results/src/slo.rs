@@ -1,7 +1,7 @@
 //! Objectives on a run's figures — `p90<500ms, errors<5%, achieved>95%` —
-//! parsed once and checked against [`Results`]. Capacity search uses them
-//! as the service-level objective a step must meet; `run --threshold` uses
-//! the same language for pass/fail in CI.
+//! parsed once here, checked against a run's record in `check`. Capacity
+//! search uses them as the service-level objective a step must meet;
+//! `run --threshold` uses the same language for pass/fail in CI.
 //!
 //! | metric | unit | figure |
 //! |---|---|---|
@@ -14,7 +14,6 @@
 //! tag: `p95{login}<500ms` holds that request's figures (its row of
 //! `per_request`) to the bound. `achieved` is for the whole run only.
 
-use crate::record::{Results, Summary};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -104,7 +103,7 @@ impl Op {
         }
     }
 
-    fn holds(self, actual: f64, limit: f64) -> bool {
+    pub(crate) fn holds(self, actual: f64, limit: f64) -> bool {
         match self {
             Op::Less => actual < limit,
             Op::AtMost => actual <= limit,
@@ -348,77 +347,6 @@ impl Slo {
         }
         Ok(())
     }
-
-    /// Checks every bound against `r`. `offered_rps` is the rate `achieved`
-    /// is measured against (the open model's target when `None`).
-    pub fn check(&self, r: &Results, offered_rps: Option<f64>) -> Vec<BoundCheck> {
-        self.bounds
-            .iter()
-            .map(|b| {
-                let actual = match &b.request {
-                    None => figure(r, b.metric, offered_rps),
-                    Some(name) => r
-                        .per_request
-                        .get(name)
-                        .and_then(|s| summary_figure(s, b.metric)),
-                };
-                BoundCheck {
-                    bound: b.to_string(),
-                    metric: b.metric,
-                    request: b.request.clone(),
-                    actual,
-                    limit: b.limit,
-                    unit: b.metric.unit().to_string(),
-                    passed: actual.is_none_or(|a| b.op.holds(a, b.limit)),
-                }
-            })
-            .collect()
-    }
-}
-
-/// OK responses per second of the planned load (the schedule's length, or
-/// the run's when it has none): what the server delivered of the offer.
-pub fn ok_rate(r: &Results) -> f64 {
-    let secs = r
-        .config
-        .planned_duration_s
-        .filter(|s| *s > 0.0)
-        .unwrap_or(r.duration_s);
-    if secs > 0.0 {
-        r.summary.requests.ok as f64 / secs
-    } else {
-        0.0
-    }
-}
-
-/// The run's figure for `metric`, in the metric's unit.
-pub fn figure(r: &Results, metric: Metric, offered_rps: Option<f64>) -> Option<f64> {
-    match metric {
-        Metric::Achieved => {
-            let offered = offered_rps.or(r.target_rate_rps).filter(|o| *o > 0.0)?;
-            Some(ok_rate(r) / offered * 100.0)
-        }
-        _ => summary_figure(&r.summary, metric),
-    }
-}
-
-/// A figure of one summary (the run's or one request's); `achieved` has
-/// none.
-fn summary_figure(s: &Summary, metric: Metric) -> Option<f64> {
-    let l = &s.latency_ms;
-    Some(match metric {
-        Metric::P50 => l.p50,
-        Metric::P75 => l.p75,
-        Metric::P90 => l.p90,
-        Metric::P95 => l.p95,
-        Metric::P99 => l.p99,
-        Metric::P999 => l.p999,
-        Metric::Mean => l.mean,
-        Metric::Max => l.max,
-        Metric::Errors => s.requests.error_rate * 100.0,
-        Metric::Throughput => s.throughput_rps,
-        Metric::Achieved => return None,
-    })
 }
 
 #[cfg(test)]

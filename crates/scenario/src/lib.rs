@@ -1,5 +1,5 @@
 //! Scenario files: TOML or YAML (one schema, chosen by extension) →
-//! `RawScenario` → validated [`Scenario`]: the [`Plan`] the engine runs,
+//! `RawScenario` → validated [`Scenario`]: the [`Plan`](headroom_engine::plan::Plan) the engine runs,
 //! and the thresholds and capacity settings its runs are held to.
 //!
 //! 1. read the file and expand `${NAME}` / `${NAME:-default}` (`env`);
@@ -21,15 +21,15 @@
 //! path = "/hello"
 //! ```
 
-mod build;
 pub mod env;
 pub mod errors;
 #[cfg(test)]
 mod proptests;
 pub mod raw;
+mod resolve;
 
-pub use build::Scenario;
 use headroom_capacity::Settings;
+pub use resolve::Scenario;
 
 use errors::{line_col, suggest_key, Problem, ScenarioError};
 use raw::{RawCapacity, RawScenario};
@@ -153,7 +153,7 @@ impl ScenarioFile {
     pub fn build(&self) -> Result<Scenario, ScenarioError> {
         let dir = self.path.parent().unwrap_or(Path::new("."));
         let label = self.raw.base_url.clone().unwrap_or_default();
-        build::Builder::new(dir, &self.text)
+        resolve::Builder::new(dir, &self.text)
             .build(&self.raw, &label)
             .map_err(|problems| error(&self.path, problems))
     }
@@ -162,7 +162,7 @@ impl ScenarioFile {
 /// Builds a plan from a scenario made in code (the command-line one-liner);
 /// errors name `source` instead of a file.
 pub fn build_raw(raw: &RawScenario, source: &str, label: &str) -> Result<Scenario, ScenarioError> {
-    build::Builder::new(Path::new("."), "")
+    resolve::Builder::new(Path::new("."), "")
         .build(raw, label)
         .map_err(|problems| error(Path::new(source), problems))
 }
@@ -170,5 +170,5 @@ pub fn build_raw(raw: &RawScenario, source: &str, label: &str) -> Result<Scenari
 /// A `[capacity]` table of another file (a study's), checked as a
 /// scenario's is; problems are located in `text`, that file's text.
 pub fn capacity_settings(raw: &RawCapacity, text: &str) -> Result<Settings, Vec<Problem>> {
-    build::Builder::new(Path::new("."), text).capacity_only(raw)
+    resolve::Builder::new(Path::new("."), text).capacity_only(raw)
 }

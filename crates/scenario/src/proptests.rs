@@ -268,7 +268,7 @@ proptest! {
         let yaml_text = serde_yaml_ng::to_string(&raw).expect("YAML serialises");
         prop_assert_eq!(&parse(&yaml_text, Format::Yaml).expect("YAML parses back"), &raw);
         // Valid or not, validation returns; errors are located when it fails.
-        let _ = super::build::Builder::new(std::path::Path::new("."), &toml_text).build(&raw, "test");
+        let _ = super::resolve::Builder::new(std::path::Path::new("."), &toml_text).build(&raw, "test");
     }
 
     #[test]

@@ -644,6 +644,53 @@ mod tests {
     }
 
     #[test]
+    fn every_problem_is_located_on_its_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let text = r#"
+[scenario]
+base_url = "http://127.0.0.1:1"
+[[scenario.request]]
+name = "home"
+path = "/"
+
+[[server]]
+name = "app"
+command = "app --workers {workers} --port {port}"
+stop_signal = "BOGUS"
+ready = "health"
+
+[measure]
+warmup = "2 parsecs"
+objective = "fastest"
+
+[capacity]
+slo = "p90<<5"
+"#;
+        let path = dir.path().join("study.toml");
+        std::fs::write(&path, text).unwrap();
+        let err = load(&path).unwrap_err();
+        let line_of = |needle: &str| 1 + text[..text.find(needle).unwrap()].matches('\n').count();
+        let expected = [
+            ("{workers}", "placeholder {workers}"),
+            ("BOGUS", "is not a signal"),
+            ("\"health\"", "ready `health`"),
+            ("2 parsecs", "is not a duration"),
+            ("fastest", "objective `fastest`"),
+            ("p90<<5", "capacity.slo"),
+        ];
+        for (needle, message) in expected {
+            let p = err
+                .problems
+                .iter()
+                .find(|p| p.message.contains(message))
+                .unwrap_or_else(|| panic!("no problem saying `{message}` in {err}"));
+            assert_eq!(p.line, line_of(needle), "{message}: {err}");
+            assert!(p.column > 0, "{message}: {err}");
+        }
+        assert_eq!(err.problems.len(), expected.len(), "{err}");
+    }
+
+    #[test]
     fn placeholders_and_filling() {
         let t = "puma -w {workers} -t {threads}:{threads} -b tcp://127.0.0.1:{port} ${HOME} awk '{print $1}'";
         // `${HOME}` is a shell variable and `{print $1}` not a name: both left alone.

@@ -1,7 +1,7 @@
 //! Studies: start each server configuration, warm it up, load it with the
 //! monitor on its process tree, stop it (the whole group), and compare.
 //!
-//! - [`file`]: the study file, grid expansion, `{param}`/`{port}` filling.
+//! - [`file`](mod@file): the study file, grid expansion, `{param}`/`{port}` filling.
 //! - [`rank`]: statistics over repeats, the objective, the winner.
 //!
 //! The comparison table and `study.csv` are drawn by `headroom-report`

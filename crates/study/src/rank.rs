@@ -310,6 +310,127 @@ pub fn summarise(study: &Study, configs: &mut [ConfigReport], interrupted: bool)
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::RunRecord;
+    use std::collections::BTreeMap;
+    use std::path::PathBuf;
+    use std::time::Duration;
+
+    /// A run with the given throughput (req/s), p90 (ms) and error rate.
+    fn results(throughput: f64, p90: f64, error_rate: f64) -> Results {
+        let mut r: Results =
+            serde_json::from_str(include_str!("../../results/tests/data/results-min.json"))
+                .expect("fixture parses");
+        r.summary.throughput_rps = throughput;
+        r.summary.latency_ms.p90 = p90;
+        r.summary.requests.error_rate = error_rate;
+        r
+    }
+
+    fn config(label: &str, runs: Vec<(&str, Results)>) -> ConfigReport {
+        ConfigReport {
+            server: "s".into(),
+            params: BTreeMap::new(),
+            label: label.into(),
+            status: String::new(),
+            results: None,
+            runs: runs
+                .into_iter()
+                .enumerate()
+                .map(|(i, (status, r))| RunRecord {
+                    round: i as u32 + 1,
+                    status: status.into(),
+                    results: Some(r),
+                    stderr_tail: None,
+                    pgid: 0,
+                    capacity: None,
+                    survivors: 0,
+                    stray_killed: 0,
+                })
+                .collect(),
+            stats: None,
+        }
+    }
+
+    fn study(objective: Objective) -> Study {
+        Study {
+            path: PathBuf::from("study.toml"),
+            scenario: Default::default(),
+            scenario_dir: PathBuf::from("."),
+            servers: Vec::new(),
+            configs: Vec::new(),
+            warmup: Duration::ZERO,
+            duration: None,
+            repeat: 1,
+            objective,
+            error_budget: 0.01,
+            pause: Duration::ZERO,
+            capacity: Default::default(),
+        }
+    }
+
+    fn four_configs() -> Vec<ConfigReport> {
+        vec![
+            config("a", vec![("ok", results(1000.0, 10.0, 0.0))]),
+            // The fastest, but over the 1 % error budget.
+            config("b", vec![("ok", results(1500.0, 5.0, 0.05))]),
+            config("c", vec![("ok", results(1200.0, 20.0, 0.005))]),
+            config(
+                "d",
+                vec![("died during the run", results(2000.0, 1.0, 0.0))],
+            ),
+        ]
+    }
+
+    #[test]
+    fn ranks_by_the_objective_within_the_error_budget() {
+        let mut configs = four_configs();
+        let report = summarise(&study(Objective::Throughput), &mut configs, false);
+        assert_eq!(report.ranking, ["c", "a"]);
+        let winner = report.winner.expect("a winner");
+        assert_eq!(winner.label, "c");
+        assert!(winner.reason.contains("1200.0 req/s"), "{}", winner.reason);
+        assert_eq!(report.configs[3].status, "died during the run");
+        // Single runs 20 % apart are not within noise of each other.
+        assert!(report.within_noise.is_empty());
+
+        let mut configs = four_configs();
+        let report = summarise(&study(Objective::P90), &mut configs, false);
+        assert_eq!(report.ranking, ["a", "c"], "lowest p90 first");
+    }
+
+    #[test]
+    fn the_representative_run_is_the_median_and_overlapping_runs_are_noise() {
+        let mut configs = vec![
+            config(
+                "x",
+                vec![
+                    ("ok", results(100.0, 10.0, 0.0)),
+                    ("ok", results(110.0, 10.0, 0.0)),
+                    ("ok", results(105.0, 10.0, 0.0)),
+                ],
+            ),
+            config(
+                "y",
+                vec![
+                    ("ok", results(104.0, 10.0, 0.0)),
+                    ("ok", results(108.0, 10.0, 0.0)),
+                    ("ok", results(102.0, 10.0, 0.0)),
+                ],
+            ),
+        ];
+        let mut s = study(Objective::Throughput);
+        s.repeat = 3;
+        let report = summarise(&s, &mut configs, false);
+        let x = &report.configs[0];
+        assert_eq!(
+            x.results.as_ref().map(|r| r.summary.throughput_rps),
+            Some(105.0)
+        );
+        assert_eq!(x.stats.as_ref().map(|s| s.throughput_rps.runs), Some(3));
+        assert_eq!(report.winner.as_ref().map(|w| w.label.as_str()), Some("x"));
+        assert_eq!(report.within_noise, ["y"]);
+        assert!(report.winner.unwrap().reason.contains("not a clear winner"));
+    }
 
     #[test]
     fn spread_and_noise() {

@@ -121,7 +121,7 @@ pub struct RunArgs {
     pub reports: ReportArgs,
 
     /// Pass/fail bound, e.g. 'p95<500ms' or 'errors<1%', or for one request
-    /// 'p95{login}<300ms' (repeatable; also [thresholds] in the scenario).
+    /// 'p95{login}<300ms' (repeatable; also `[thresholds]` in the scenario).
     /// Any breach makes the exit code 1.
     #[arg(long = "threshold", value_name = "BOUND", value_parser = parse_slo)]
     pub thresholds: Vec<headroom_results::slo::Slo>,
@@ -218,7 +218,7 @@ pub struct CapacityArgs {
     /// The objective every step must meet, e.g. 'p90<500ms,errors<5%'
     /// (p50 p75 p90 p95 p99 p999 mean max in ms/s, errors and achieved in %,
     /// throughput in req/s). On the rate axis achieved>=95% is added unless
-    /// given. Overrides [capacity] slo in the scenario.
+    /// given. Overrides `[capacity]` slo in the scenario.
     #[arg(long, value_name = "OBJECTIVE", value_parser = parse_slo)]
     pub slo: Option<headroom_results::slo::Slo>,
 

@@ -416,7 +416,7 @@ pub struct Heatmap {
     pub col_label: String,
     pub rows: Vec<String>,
     pub cols: Vec<String>,
-    /// values[row][col]; `None` where the configuration has no figure.
+    /// `values[row][col]`; `None` where the configuration has no figure.
     pub values: Vec<Vec<Option<f64>>>,
     pub unit: String,
 }

@@ -1,8 +1,7 @@
 //! Bad scenario files get errors that name the file, line and column (and
 //! the nearest valid key or name), exit code 2, and no load is sent.
 
-mod common;
-use common::{headroom_bin, scenario_dir, RawServer};
+use crate::common::{headroom_bin, scenario_dir, RawServer};
 use std::process::Command;
 
 struct Case {

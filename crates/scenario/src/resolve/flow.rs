@@ -1,7 +1,7 @@
 //! What users do each iteration: the weighted mix, or `[[session]]`s of
 //! steps (requests, think times, repeats, choices, feeds).
 
-use super::Builder;
+use super::builder::Builder;
 use crate::raw::*;
 use headroom_engine::plan::feeder::Feeder;
 use headroom_engine::plan::{Flow, Session, Step};

@@ -4,8 +4,7 @@
 //! monitor; a generator-bound run. Tests here run one at a time: CPU
 //! figures need the machine to themselves.
 
-mod common;
-use common::{free_port, headroom_bin, run, ProcessGuard, Target};
+use crate::common::{free_port, headroom_bin, run, ProcessGuard, Target};
 use headroom_monitor::findings::findings;
 use headroom_monitor::Sampler;
 use std::io::{BufRead, BufReader};
@@ -216,7 +215,7 @@ fn workers_forked_during_the_run_are_included() {
 fn listen_queue_overflow_is_detected() {
     let _one = serial();
     // Backlog 1 and never accepting: the kernel drops the extra SYNs.
-    let (listener, addr) = common::unaccepted_listener(1);
+    let (listener, addr) = crate::common::unaccepted_listener(1);
     let r = run(&[
         "--url",
         &format!("http://{addr}/"),
@@ -390,7 +389,7 @@ fn remote_monitor_end_to_end_and_wrong_token_refused() {
     ]);
     assert_eq!(r.code, 2);
     assert!(r.stderr.contains("refused the token"), "{}", r.stderr);
-    let raw = common::http_get(&format!("{url}/samples"));
+    let raw = crate::common::http_get(&format!("{url}/samples"));
     assert!(raw.contains("wrong bearer token"), "{raw}");
 }
 

@@ -1,8 +1,7 @@
 //! The built-in target as a server under test: its workers share the load
 //! the way a pre-forking server's should.
 
-mod common;
-use common::{http_get, Target};
+use crate::common::{http_get, Target};
 use std::io::{Read, Write};
 use std::net::TcpStream;
 

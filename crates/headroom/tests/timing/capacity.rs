@@ -9,9 +9,7 @@
 //! the tolerance is run again, up to three times in all, each try printed:
 //! noise comes and goes, a wrong search is wrong every time.
 
-mod common;
-
-use common::{capacity, ensure, headroom_bin, in_three_tries, serial, ProcessGuard, Target};
+use crate::common::{capacity, ensure, headroom_bin, in_three_tries, serial, ProcessGuard, Target};
 use serde_json::Value;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -100,7 +98,8 @@ fn rate_capacity_of_k_threads_is_k_over_service_time() {
                 }
             }
             // The server was watched; no resource ran out — its threads did.
-            assert_eq!(cap["limited_by"], "none_observed", "{stdout}");
+            // (A machine kept busy by something else is noise: try again.)
+            ensure!(cap["limited_by"] == "none_observed", "{stdout}");
             assert!(cap["knee"].is_number(), "{stdout}");
             assert!(stdout.contains("Answer: capacity"), "{stdout}");
             assert!(stdout.contains("Offered req/s"), "{stdout}");
@@ -201,7 +200,7 @@ fn users_axis_finds_the_user_count_where_latency_passes_the_bound() {
 
 /// A p90<300ms search from 10 req/s on 4 threads × 100 ms (capacity 40
 /// req/s), with short steps and `extra` flags; exit code 0 asserted.
-fn search_4_threads(extra: &[&str]) -> common::Run {
+fn search_4_threads(extra: &[&str]) -> crate::common::Run {
     let target = Target::start(1, 4);
     let url = target.url(SLEEP);
     let mut args = vec!["--url", &url, "--slo", "p90<300ms", "--min", "10"];
@@ -336,7 +335,7 @@ fn a_generator_that_cannot_keep_up_is_reported_not_taken_for_the_server() {
 fn capacity_settings_come_from_the_scenario_and_bad_ones_are_located() {
     let _serial = serial();
     let target = Target::start(1, 4);
-    let dir = common::scenario_dir(&[(
+    let dir = crate::common::scenario_dir(&[(
         "cap.toml",
         &format!(
             "base_url = \"{}\"\n\n[[request]]\nname = \"sleep\"\npath = \"/sleep?ms=50\"\n\n\
@@ -353,7 +352,7 @@ fn capacity_settings_come_from_the_scenario_and_bad_ones_are_located() {
     assert_eq!(f(&cap["settings"]["step_duration_s"]), 1.0);
     assert!(cap["slo"].as_str().unwrap().starts_with("p90<300ms"));
 
-    let bad = common::scenario_dir(&[(
+    let bad = crate::common::scenario_dir(&[(
         "bad.toml",
         "base_url = \"http://127.0.0.1:9\"\n\n[[request]]\nname = \"a\"\npath = \"/\"\n\n\
          [capacity]\nslo = \"p90<500\"\naxis = \"sideways\"\n",

@@ -2,8 +2,7 @@
 //! test: verified by default (and refused without the CA), accepted with
 //! `ca_file`, an SNI override, or an explicit `insecure = true`.
 
-mod common;
-use common::{run, scenario_dir, Nginx};
+use crate::common::{run, scenario_dir, Nginx};
 
 struct Pki {
     cert_pem: String,

@@ -1,11 +1,14 @@
 //! `[load]` → the load model: closed (users, ramp-up, iterations, think
 //! time) or open (a rate, stages, users arriving), with its bounds.
 
-use super::{Builder, DEFAULT_DURATION, DEFAULT_VUS};
+use super::builder::Builder;
 use crate::raw::*;
 use headroom_engine::plan::schedule::{Schedule, Stage};
 use headroom_engine::plan::{ClosedLoad, Load, OpenLoad, DEFAULT_MAX_CONNECTIONS};
 use std::time::Duration;
+
+const DEFAULT_VUS: u32 = 10;
+const DEFAULT_DURATION: Duration = Duration::from_secs(10);
 
 impl Builder<'_> {
     pub(super) fn load(

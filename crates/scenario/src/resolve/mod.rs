@@ -2,35 +2,29 @@
 //! just the first) and pointed at the line and column where its value
 //! appears.
 //!
-//! The builder's steps, one file each: `load` (`[load]`), `requests`
+//! `builder`: the Builder and the values every section shares. Its steps,
+//! one file each: `load` (`[load]`), `requests`
 //! (`[[request]]`, `[[feeder]]`, template variables), `checks` (checks and
 //! extractions), `flow` (the mix or `[[session]]`s), `objectives`
 //! (`[capacity]`, `[thresholds]`).
 
-use super::errors::{Locator, Problem};
+use super::errors::Problem;
 use super::raw::*;
 use headroom_capacity::Settings;
-use headroom_engine::plan::check::StatusSet;
-use headroom_engine::plan::template::Template;
 use headroom_engine::plan::{
     Plan, DEFAULT_CONNECT_TIMEOUT, DEFAULT_GRACEFUL_STOP, DEFAULT_REQUEST_TIMEOUT,
 };
 use headroom_http::tls::{TlsClient, TlsOptions};
-use headroom_http::Endpoint;
 use headroom_results::slo::Slo;
-use std::path::{Path, PathBuf};
-use std::time::Duration;
 
-/// Built-in template names, always available.
-const BUILTINS: &[&str] = &["user_id", "iteration"];
-const DEFAULT_VUS: u32 = 10;
-const DEFAULT_DURATION: Duration = Duration::from_secs(10);
-
+mod builder;
 mod checks;
 mod flow;
 mod load;
 mod objectives;
 mod requests;
+
+pub use builder::Builder;
 
 /// A validated scenario: the plan the engine runs, and the objectives its
 /// runs are held to (which the engine never reads).
@@ -44,98 +38,7 @@ pub struct Scenario {
     pub capacity: Settings,
 }
 
-pub struct Builder<'a> {
-    /// Folder that relative file paths resolve against.
-    pub dir: &'a Path,
-    pub locator: Locator<'a>,
-    problems: Vec<Problem>,
-}
-
-impl<'a> Builder<'a> {
-    pub fn new(dir: &'a Path, text: &'a str) -> Self {
-        Builder {
-            dir,
-            locator: Locator { text },
-            problems: Vec::new(),
-        }
-    }
-
-    /// Records a problem at the place `needle` appears (after `anchor`,
-    /// on a line with `key` if possible).
-    fn problem(&mut self, anchor: Option<&str>, key: &str, needle: &str, message: String) {
-        let (line, column) = self.locator.find(anchor, key, needle);
-        self.problems.push(Problem {
-            line,
-            column,
-            message,
-        });
-    }
-
-    fn duration(&mut self, anchor: Option<&str>, field: &str, text: &str) -> Option<Duration> {
-        match humantime::parse_duration(text.trim()) {
-            Ok(d) => Some(d),
-            Err(e) => {
-                self.problem(
-                    anchor,
-                    field,
-                    text,
-                    format!("{field}: `{text}` is not a duration ({e}); write e.g. 500ms, 30s, 2m"),
-                );
-                None
-            }
-        }
-    }
-
-    fn path(&self, file: &str) -> PathBuf {
-        let p = Path::new(file);
-        if p.is_absolute() {
-            p.to_path_buf()
-        } else {
-            self.dir.join(p)
-        }
-    }
-
-    fn status_set(&mut self, anchor: Option<&str>, raw: &RawStatus) -> Option<StatusSet> {
-        let ranges: Result<Vec<(u16, u16)>, String> = match raw {
-            RawStatus::One(c) => StatusSet::parse_range(&c.to_string()).map(|r| vec![r]),
-            RawStatus::List(list) => list
-                .iter()
-                .map(|c| StatusSet::parse_range(&c.to_string()))
-                .collect(),
-            RawStatus::Range(text) => text.split(',').map(StatusSet::parse_range).collect(),
-        };
-        match ranges {
-            Ok(r) if !r.is_empty() => Some(StatusSet(r)),
-            Ok(_) => {
-                self.problem(
-                    anchor,
-                    "status",
-                    "status",
-                    "status: the list is empty".into(),
-                );
-                None
-            }
-            Err(e) => {
-                let needle = match raw {
-                    RawStatus::Range(t) => t.clone(),
-                    _ => "status".into(),
-                };
-                self.problem(anchor, "status", &needle, format!("status: {e}"));
-                None
-            }
-        }
-    }
-
-    fn template(&mut self, anchor: Option<&str>, field: &str, text: &str) -> Option<Template> {
-        match Template::parse(text) {
-            Ok(t) => Some(t),
-            Err(e) => {
-                self.problem(anchor, field, text, format!("{field}: {e}"));
-                None
-            }
-        }
-    }
-
+impl Builder<'_> {
     pub fn build(mut self, raw: &RawScenario, label: &str) -> Result<Scenario, Vec<Problem>> {
         let http = raw.http.clone().unwrap_or_default();
         let keep_alive = http.keep_alive.unwrap_or(true);
@@ -233,20 +136,4 @@ impl<'a> Builder<'a> {
             }
         }
     }
-}
-
-/// "scheme://host:port" of a URL (without templates in it).
-fn origin(url: &str) -> Option<String> {
-    let scheme_end = url.find("://")? + 3;
-    let rest = &url[scheme_end..];
-    let host_end = rest.find('/').unwrap_or(rest.len());
-    Some(url[..scheme_end + host_end].to_string())
-}
-
-fn origin_of(e: &Endpoint) -> Option<String> {
-    Some(format!(
-        "{}://{}",
-        if e.https { "https" } else { "http" },
-        e.host_header
-    ))
 }

@@ -6,9 +6,7 @@
 //! The tests take turns (`serial`): Chromium beside a measured run is noise
 //! in its figures on a two-core machine.
 
-mod common;
-
-use common::{capacity, ensure, headroom_bin, in_three_tries, run, serial, Target};
+use crate::common::{capacity, ensure, headroom_bin, in_three_tries, run, serial, Target};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -548,7 +546,7 @@ fn thresholds_set_the_exit_code_and_junit() {
     );
 
     // [thresholds] in the scenario, with the comparison implied.
-    let scenario = common::scenario_dir(&[(
+    let scenario = crate::common::scenario_dir(&[(
         "t.toml",
         &format!(
             "base_url = \"{}\"\n[load]\nmodel = \"open\"\nrate = 20\nduration = \"2s\"\n\
@@ -576,7 +574,7 @@ fn per_request_thresholds_judge_each_request_by_its_own_figures() {
     let _serial = serial();
     let target = Target::start(1, 4);
     let scenario = |thresholds: &str| {
-        common::scenario_dir(&[(
+        crate::common::scenario_dir(&[(
             "t.toml",
             &format!(
                 "base_url = \"{}\"\n[load]\nmodel = \"open\"\nrate = 40\nduration = \"2s\"\n\n\

@@ -6,8 +6,7 @@
 //! bound that a paused virtual machine can miss is given three tries
 //! (`in_three_tries`); counts are exact on every try.
 
-mod common;
-use common::{ensure, in_three_tries, read_request, run, serial, RawServer, Target};
+use crate::common::{ensure, in_three_tries, read_request, run, serial, RawServer, Target};
 use std::io::Write;
 use std::time::{Duration, Instant};
 

@@ -1,7 +1,7 @@
 //! `[capacity]` and `[thresholds]`: the objectives a scenario's runs are
 //! held to, in the same language as `--slo` and `--threshold`.
 
-use super::Builder;
+use super::builder::Builder;
 use crate::errors::Problem;
 use crate::raw::*;
 use headroom_capacity::{Axis, Settings};

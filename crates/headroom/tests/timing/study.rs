@@ -6,8 +6,7 @@
 //! The tests take turns (`serial`): the demo compares throughputs, and
 //! another study's load beside it would be noise in them.
 
-mod common;
-use common::{ensure, headroom_bin, in_three_tries, serial};
+use crate::common::{ensure, headroom_bin, in_three_tries, serial};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};

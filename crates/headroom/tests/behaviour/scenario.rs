@@ -2,8 +2,7 @@
 //! written; mixes follow their weights; feeders, extraction, cookies and
 //! checks do what they say — counted on the server's side.
 
-mod common;
-use common::{read_request_head, run, scenario_dir, Nginx, RawServer, Target};
+use crate::common::{read_request_head, run, scenario_dir, Nginx, RawServer, Target};
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::PathBuf;
@@ -93,7 +92,7 @@ fn every_example_runs() {
     ];
     for (file, env) in cases {
         let before = target.requests();
-        let r = common::run_with(&[&example(file)], |cmd| {
+        let r = crate::common::run_with(&[&example(file)], |cmd| {
             cmd.env("BASE_URL", &target.base);
             for (k, v) in *env {
                 cmd.env(k, v);
@@ -182,7 +181,12 @@ weight = 1
 
 /// Runs users through a feeder of ids r1..r5 and returns the ids the
 /// server saw, in order. `bound` is the load's limit, e.g. "max_requests = 12".
-fn feeder_run(order: &str, scope: &str, vus: u32, bound: &str) -> (Vec<String>, common::Run) {
+fn feeder_run(
+    order: &str,
+    scope: &str,
+    vus: u32,
+    bound: &str,
+) -> (Vec<String>, crate::common::Run) {
     let nginx = Nginx::start();
     let rows = "id\nr1\nr2\nr3\nr4\nr5\n";
     let dir = scenario_dir(&[("ids.csv", rows)]);

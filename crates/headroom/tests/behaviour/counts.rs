@@ -2,8 +2,7 @@
 //! received, in both load models, with keep-alive on and off, against the
 //! built-in target and nginx.
 
-mod common;
-use common::{run, Nginx, Target};
+use crate::common::{run, Nginx, Target};
 
 /// (label, extra flags)
 const MODES: &[(&str, &[&str])] = &[

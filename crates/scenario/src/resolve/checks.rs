@@ -1,7 +1,7 @@
 //! A request's `check = [...]` and `extract = [...]`: what is verified and
 //! what is taken from each response.
 
-use super::{Builder, BUILTINS};
+use super::builder::{Builder, BUILTINS};
 use crate::raw::*;
 use headroom_engine::plan::check::{
     Check, CheckKind, Extract, ExtractFrom, HeaderExpect, JsonExpect,

@@ -6,8 +6,7 @@
 //! `apt-get install ruby ruby-rack puma unicorn thin passenger nginx-light
 //! haproxy` (.ci/run installs them).
 
-mod common;
-use common::headroom_bin;
+use crate::common::headroom_bin;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 

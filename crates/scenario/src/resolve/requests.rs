@@ -2,7 +2,7 @@
 //! encoded once when nothing in them is templated), and the data they
 //! draw on: feeders and the template variables they must set.
 
-use super::{origin, origin_of, Builder, BUILTINS};
+use super::builder::{Builder, BUILTINS};
 use crate::errors::Problem;
 use crate::raw::*;
 use headroom_engine::plan::check::{Check, Extract};
@@ -418,4 +418,20 @@ impl Builder<'_> {
             }
         }
     }
+}
+
+/// "scheme://host:port" of a URL (without templates in it).
+fn origin(url: &str) -> Option<String> {
+    let scheme_end = url.find("://")? + 3;
+    let rest = &url[scheme_end..];
+    let host_end = rest.find('/').unwrap_or(rest.len());
+    Some(url[..scheme_end + host_end].to_string())
+}
+
+fn origin_of(e: &Endpoint) -> Option<String> {
+    Some(format!(
+        "{}://{}",
+        if e.https { "https" } else { "http" },
+        e.host_header
+    ))
 }

@@ -1,0 +1,155 @@
+//! What the tasks of one worker share (one thread: `Rc`, `RefCell`), and
+//! the guard that records a request in flight exactly once — answered,
+//! failed, or cut off by the stop.
+
+use crate::metrics::{ErrorClass, Outcome, Recorder};
+use crate::plan::{Flow, Plan};
+use crate::stop::{Phase, StopSignal};
+use std::cell::RefCell;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+/// What every task of one worker shares (single thread: `Rc`, `RefCell`).
+pub(crate) struct Shared {
+    pub id: usize,
+    pub workers: usize,
+    pub plan: Arc<Plan>,
+    pub start: Instant,
+    pub stop: StopSignal,
+    pub recorder: RefCell<Recorder>,
+    budget: Option<Arc<AtomicU64>>,
+    pub rng: RefCell<fastrand::Rng>,
+    /// Cumulative weights of the requests (mix) or sessions, for a
+    /// weighted pick.
+    cumulative: Vec<u64>,
+}
+
+impl Shared {
+    pub fn new(
+        id: usize,
+        workers: usize,
+        plan: Arc<Plan>,
+        start: Instant,
+        stop: StopSignal,
+        budget: Option<Arc<AtomicU64>>,
+    ) -> Shared {
+        let weights: Vec<u32> = match &plan.flow {
+            Flow::Mix => plan.requests.iter().map(|r| r.weight).collect(),
+            Flow::Sessions(sessions) => sessions.iter().map(|s| s.weight).collect(),
+        };
+        let cumulative = weights
+            .iter()
+            .scan(0u64, |sum, &w| {
+                *sum += w as u64;
+                Some(*sum)
+            })
+            .collect();
+        Shared {
+            id,
+            workers,
+            recorder: RefCell::new(Recorder::new(start, plan.requests.len())),
+            plan,
+            start,
+            stop,
+            budget,
+            rng: RefCell::new(fastrand::Rng::new()),
+            cumulative,
+        }
+    }
+
+    /// Takes one request from the run's `--requests` budget.
+    pub fn take_budget(&self) -> bool {
+        match &self.budget {
+            None => true,
+            Some(left) => left
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
+                .is_ok(),
+        }
+    }
+
+    /// Index of the next request (mix) or session, drawn by weight.
+    pub fn pick(&self) -> usize {
+        if self.cumulative.len() == 1 {
+            return 0;
+        }
+        let total = *self.cumulative.last().expect("at least one request");
+        let x = self.rng.borrow_mut().u64(0..total);
+        self.cumulative.partition_point(|&c| c <= x)
+    }
+
+    /// Sleeps until `at`; `false` if the run began stopping meanwhile.
+    pub async fn sleep_until(&self, at: Instant) -> bool {
+        if self.stop.is_stopping() {
+            return false;
+        }
+        let mut phase = self.stop.subscribe();
+        tokio::select! {
+            _ = tokio::time::sleep_until(at.into()) => !self.stop.is_stopping(),
+            _ = phase.wait_for(|p| *p != Phase::Running) => false,
+        }
+    }
+}
+
+/// One request on its way. If the task holding it is dropped (the run's
+/// hard stop), `Drop` still counts it, so totals stay exact.
+pub(crate) struct InFlight<'a> {
+    shared: &'a Shared,
+    request: usize,
+    intended: Instant,
+    sent: Option<Instant>,
+    finished: bool,
+}
+
+impl<'a> InFlight<'a> {
+    /// A request counted as in flight from now.
+    pub fn begin(shared: &'a Shared, request: usize, intended: Instant) -> Self {
+        shared.recorder.borrow_mut().request_started();
+        InFlight {
+            shared,
+            request,
+            intended,
+            sent: None,
+            finished: false,
+        }
+    }
+
+    /// An open-model arrival woken a timer tick early (see `open.rs`) is
+    /// timed from when it was actually sent, never from before it.
+    pub fn sent_at(&mut self, at: Instant) {
+        self.intended = self.intended.min(at);
+        self.sent = Some(at);
+    }
+
+    pub fn finish_at(mut self, done: Instant, outcome: Outcome) {
+        self.record(done, &outcome);
+    }
+
+    fn record(&mut self, done: Instant, outcome: &Outcome) {
+        self.finished = true;
+        self.shared.recorder.borrow_mut().record(
+            self.request,
+            self.intended,
+            self.sent,
+            done,
+            outcome,
+        );
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        if !self.finished {
+            let class = if self.sent.is_some() {
+                ErrorClass::Aborted
+            } else {
+                ErrorClass::NotSent
+            };
+            let outcome = Outcome {
+                error: Some(class),
+                ..Default::default()
+            };
+            self.record(Instant::now(), &outcome);
+        }
+    }
+}

@@ -1,0 +1,18 @@
+//! Integration tests of behaviour — exact counts, error classes, scenario
+//! features, the command line, TLS, the Ruby servers — against real
+//! servers on loopback (the built-in target, nginx, haproxy, Debian's Ruby
+//! servers, raw sockets that misbehave). None asserts a timing tighter than
+//! "it did not hang", so they run in parallel. Timing tests are in
+//! `tests/timing`.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod cli;
+mod counts;
+mod errors;
+mod ruby_servers;
+mod scenario;
+mod target;
+mod tls;
+mod validation;

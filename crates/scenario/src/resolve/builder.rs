@@ -1,0 +1,126 @@
+//! The builder every section is built with: it collects problems (each
+//! located in the file) and reads the values all sections share —
+//! durations, statuses, templates, file paths.
+
+use crate::errors::{Locator, Problem};
+use crate::raw::RawStatus;
+use headroom_engine::plan::check::StatusSet;
+use headroom_engine::plan::template::Template;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// Built-in template names, always available.
+pub(super) const BUILTINS: &[&str] = &["user_id", "iteration"];
+
+pub struct Builder<'a> {
+    /// Folder that relative file paths resolve against.
+    pub dir: &'a Path,
+    pub locator: Locator<'a>,
+    pub(super) problems: Vec<Problem>,
+}
+
+impl<'a> Builder<'a> {
+    pub fn new(dir: &'a Path, text: &'a str) -> Self {
+        Builder {
+            dir,
+            locator: Locator { text },
+            problems: Vec::new(),
+        }
+    }
+
+    /// Records a problem at the place `needle` appears (after `anchor`,
+    /// on a line with `key` if possible).
+    pub(super) fn problem(
+        &mut self,
+        anchor: Option<&str>,
+        key: &str,
+        needle: &str,
+        message: String,
+    ) {
+        let (line, column) = self.locator.find(anchor, key, needle);
+        self.problems.push(Problem {
+            line,
+            column,
+            message,
+        });
+    }
+
+    pub(super) fn duration(
+        &mut self,
+        anchor: Option<&str>,
+        field: &str,
+        text: &str,
+    ) -> Option<Duration> {
+        match humantime::parse_duration(text.trim()) {
+            Ok(d) => Some(d),
+            Err(e) => {
+                self.problem(
+                    anchor,
+                    field,
+                    text,
+                    format!("{field}: `{text}` is not a duration ({e}); write e.g. 500ms, 30s, 2m"),
+                );
+                None
+            }
+        }
+    }
+
+    pub(super) fn path(&self, file: &str) -> PathBuf {
+        let p = Path::new(file);
+        if p.is_absolute() {
+            p.to_path_buf()
+        } else {
+            self.dir.join(p)
+        }
+    }
+
+    pub(super) fn status_set(
+        &mut self,
+        anchor: Option<&str>,
+        raw: &RawStatus,
+    ) -> Option<StatusSet> {
+        let ranges: Result<Vec<(u16, u16)>, String> = match raw {
+            RawStatus::One(c) => StatusSet::parse_range(&c.to_string()).map(|r| vec![r]),
+            RawStatus::List(list) => list
+                .iter()
+                .map(|c| StatusSet::parse_range(&c.to_string()))
+                .collect(),
+            RawStatus::Range(text) => text.split(',').map(StatusSet::parse_range).collect(),
+        };
+        match ranges {
+            Ok(r) if !r.is_empty() => Some(StatusSet(r)),
+            Ok(_) => {
+                self.problem(
+                    anchor,
+                    "status",
+                    "status",
+                    "status: the list is empty".into(),
+                );
+                None
+            }
+            Err(e) => {
+                let needle = match raw {
+                    RawStatus::Range(t) => t.clone(),
+                    _ => "status".into(),
+                };
+                self.problem(anchor, "status", &needle, format!("status: {e}"));
+                None
+            }
+        }
+    }
+
+    pub(super) fn template(
+        &mut self,
+        anchor: Option<&str>,
+        field: &str,
+        text: &str,
+    ) -> Option<Template> {
+        match Template::parse(text) {
+            Ok(t) => Some(t),
+            Err(e) => {
+                self.problem(anchor, field, text, format!("{field}: {e}"));
+                None
+            }
+        }
+    }
+}
