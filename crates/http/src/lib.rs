@@ -26,28 +26,22 @@ pub const MAX_CAPTURED_BODY: usize = 16 * 1024 * 1024;
 const READ_BUFFER: usize = 8 * 1024;
 
 /// Why a connection or an exchange failed. The engine counts each as the
-/// error class of the same name.
+/// error class of the same name (`connect_refused`, `closed_mid_response`,
+/// …; the README's table says what each means).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Failure {
-    /// Nothing listening on the port.
     ConnectRefused,
-    /// No TCP handshake (and TLS session) within the connect timeout.
     ConnectTimeout,
-    /// The process ran out of file descriptors (EMFILE/ENFILE).
+    /// EMFILE/ENFILE: the process is out of file descriptors.
     TooManyOpenFiles,
-    /// Any other connect failure (no route, ports exhausted, ...).
     ConnectError,
-    /// The TLS handshake failed (certificate not trusted, wrong name, ...).
     TlsHandshake,
-    /// The read or write timed out.
     RequestTimeout,
-    /// The connection was reset (RST, broken pipe).
+    /// RST or a broken pipe.
     ConnectionReset,
-    /// The server closed the connection before any response byte.
+    /// EOF before any byte of the response.
     ClosedBeforeResponse,
-    /// The server closed the connection in the middle of a response.
     ClosedMidResponse,
-    /// Bytes that are not a valid HTTP/1.x response.
     MalformedResponse,
 }
 
