@@ -106,46 +106,46 @@ pub fn read(path: &Path) -> Result<ScenarioFile, ScenarioError> {
 
 /// Deserializes scenario text; errors carry line and column.
 pub fn parse(text: &str, format: Format) -> Result<RawScenario, Problem> {
-    parse_as(text, format)
+    match format {
+        Format::Toml => parse_toml(text),
+        Format::Yaml => parse_yaml(text),
+    }
 }
 
-/// Deserializes one of our files (a scenario, a study): unknown keys and
+/// Deserializes a TOML file of ours (a scenario, a study): unknown keys and
 /// wrong types are located, and a misspelt key gets the nearest one.
-pub fn parse_as<T: serde::de::DeserializeOwned>(text: &str, format: Format) -> Result<T, Problem> {
-    let (message, line, column) = match format {
-        Format::Toml => match toml::from_str::<T>(text) {
-            Ok(raw) => return Ok(raw),
-            Err(e) => {
-                let (line, column) = e.span().map_or((0, 0), |s| line_col(text, s.start));
-                (e.message().trim().to_string(), line, column)
-            }
-        },
-        Format::Yaml => match serde_yaml_ng::from_str::<T>(text) {
-            Ok(raw) => return Ok(raw),
-            Err(e) => {
-                let (line, column) = e.location().map_or((0, 0), |l| (l.line(), l.column()));
-                let message = e.to_string();
-                // serde_yaml_ng appends " at line L column C"; we print our own.
-                let message = message
-                    .split(" at line ")
-                    .next()
-                    .unwrap_or(&message)
-                    .to_string();
-                (message, line, column)
-            }
-        },
-    };
+pub fn parse_toml<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, Problem> {
+    toml::from_str::<T>(text).map_err(|e| {
+        let (line, column) = e.span().map_or((0, 0), |s| line_col(text, s.start));
+        located(e.message().trim().to_string(), line, column)
+    })
+}
+
+/// As [`parse_toml`], for YAML.
+pub fn parse_yaml<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, Problem> {
+    serde_yaml_ng::from_str::<T>(text).map_err(|e| {
+        let (line, column) = e.location().map_or((0, 0), |l| (l.line(), l.column()));
+        let message = e.to_string();
+        // serde_yaml_ng appends " at line L column C"; we print our own.
+        let message = message.split(" at line ").next().unwrap_or(&message);
+        located(message.to_string(), line, column)
+    })
+}
+
+/// A deserializer's complaint as a problem, with the nearest key suggested
+/// for an unknown one.
+fn located(message: String, line: usize, column: usize) -> Problem {
     let message = match suggest_key(&message) {
         Some(key) if message.contains("unknown field") => {
             format!("{message} — did you mean `{key}`?")
         }
         _ => message,
     };
-    Err(Problem {
+    Problem {
         line,
         column,
         message,
-    })
+    }
 }
 
 impl ScenarioFile {

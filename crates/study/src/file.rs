@@ -21,7 +21,6 @@ use headroom_capacity::Settings;
 use headroom_monitor::launch::signal_by_name;
 use headroom_scenario::errors::{Locator, Problem, ScenarioError};
 use headroom_scenario::raw::{RawCapacity, RawScenario};
-use headroom_scenario::Format;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -329,8 +328,7 @@ pub fn load(path: &Path) -> Result<Study, ScenarioError> {
         problems,
     };
     let text = headroom_scenario::read_expanded(path, "study")?;
-    let raw: RawStudy =
-        headroom_scenario::parse_as(&text, Format::Toml).map_err(|p| fail(vec![p]))?;
+    let raw: RawStudy = headroom_scenario::parse_toml(&text).map_err(|p| fail(vec![p]))?;
     let dir = path.parent().unwrap_or(Path::new(".")).to_path_buf();
     let (scenario, scenario_dir) = scenario_of(&raw, &dir)?;
     let mut check = Checker {

@@ -2,6 +2,9 @@
 //! drop (even when the test fails), and a runner for the `headroom` binary.
 #![allow(dead_code)]
 
+pub mod chromium;
+pub mod study;
+
 use serde_json::Value;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -432,12 +435,20 @@ pub fn invoke(sub: &str, args: &[&str], customise: impl FnOnce(&mut Command)) ->
     }
 }
 
-/// Tests that measure timing take turns within their binary: one test's
-/// load is another's noise on a two-core machine.
-static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+/// Tests that measure time share the machine by weight. One that loads it
+/// — a high rate, a CPU-bound child, the demo, a figure compared with
+/// another run's — runs alone (`serial()`): on a two-core machine its load
+/// is another's noise. One that loads it lightly — a few dozen requests per
+/// second against a server that sleeps — may run beside other light ones
+/// (`light()`), never beside one that runs alone.
+static MACHINE: std::sync::RwLock<()> = std::sync::RwLock::new(());
 
-pub fn serial() -> std::sync::MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+pub fn serial() -> std::sync::RwLockWriteGuard<'static, ()> {
+    MACHINE.write().unwrap_or_else(|e| e.into_inner())
+}
+
+pub fn light() -> std::sync::RwLockReadGuard<'static, ()> {
+    MACHINE.read().unwrap_or_else(|e| e.into_inner())
 }
 
 /// `return Err(message)` unless `cond`: a try that missed.

@@ -2,6 +2,10 @@
 //! with k app threads each holding a request for s = 100 ms serves at most
 //! k/s requests per second; with `--queue Q` it answers 503 once Q wait.
 //!
+//! These searches load the machine lightly (tens of requests per second
+//! against a server that sleeps), so they may run beside one another
+//! (`light()`); the one that drives the generator to its limit runs alone.
+//!
 //! The service time is long and the latency bounds are generous (3 × s)
 //! because the test machines are virtual and noisy: with 8–32 % of the CPU
 //! stolen by the hypervisor, a 50 ms sleep was measured at p50 60 ms and
@@ -9,7 +13,9 @@
 //! the tolerance is run again, up to three times in all, each try printed:
 //! noise comes and goes, a wrong search is wrong every time.
 
-use crate::common::{capacity, ensure, headroom_bin, in_three_tries, serial, ProcessGuard, Target};
+use crate::common::{
+    capacity, ensure, headroom_bin, in_three_tries, light, serial, ProcessGuard, Target,
+};
 use serde_json::Value;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -58,7 +64,7 @@ fn sleep_capacity(threads: u32, min: &str) -> (Value, String) {
 
 #[test]
 fn rate_capacity_of_k_threads_is_k_over_service_time() {
-    let _serial = serial();
+    let _light = light();
     for (threads, min) in [(2u32, "7.5"), (4, "15")] {
         in_three_tries(&format!("{threads} threads"), || {
             let (cap, stdout) = sleep_capacity(threads, min);
@@ -110,7 +116,7 @@ fn rate_capacity_of_k_threads_is_k_over_service_time() {
 
 #[test]
 fn queue_full_503s_are_found_by_an_error_objective() {
-    let _serial = serial();
+    let _light = light();
     // Like Passenger's request queue: 2 threads, 2 may wait, the rest get 503.
     let target = Target::start_with(&["--workers", "1", "--threads", "2", "--queue", "2"]);
     let url = target.url(SLEEP);
@@ -158,7 +164,7 @@ fn queue_full_503s_are_found_by_an_error_objective() {
 
 #[test]
 fn users_axis_finds_the_user_count_where_latency_passes_the_bound() {
-    let _serial = serial();
+    let _light = light();
     // 4 threads × 100 ms: with u users latency ≈ 100 ms × u / 4 past 4
     // users, so p90 < 320 ms holds up to 12 users.
     let target = Target::start(1, 4);
@@ -213,7 +219,7 @@ fn search_4_threads(extra: &[&str]) -> crate::common::Run {
 
 #[test]
 fn stops_at_max_without_inventing_a_capacity() {
-    let _serial = serial();
+    let _light = light();
     in_three_tries("--max 30", || {
         let run = search_4_threads(&["--max", "30"]);
         let cap = run.results();
@@ -266,7 +272,7 @@ fn stops_at_max_without_inventing_a_capacity() {
 
 #[test]
 fn stops_at_max_time() {
-    let _serial = serial();
+    let _light = light();
     let run = search_4_threads(&["--max-time", "5s"]);
     let cap = run.results();
     assert_eq!(cap["outcome"], "time_limit", "{}", run.stdout);
@@ -333,7 +339,7 @@ fn a_generator_that_cannot_keep_up_is_reported_not_taken_for_the_server() {
 
 #[test]
 fn capacity_settings_come_from_the_scenario_and_bad_ones_are_located() {
-    let _serial = serial();
+    let _light = light();
     let target = Target::start(1, 4);
     let dir = crate::common::scenario_dir(&[(
         "cap.toml",
@@ -391,7 +397,7 @@ fn capacity_settings_come_from_the_scenario_and_bad_ones_are_located() {
 
 #[test]
 fn a_search_killed_mid_way_leaves_every_finished_step_in_cap_json() {
-    let _serial = serial();
+    let _light = light();
     let target = Target::start(1, 4);
     let url = target.url("/sleep?ms=10");
     let dir = tempfile::tempdir().unwrap();

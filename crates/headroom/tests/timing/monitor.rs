@@ -4,19 +4,12 @@
 //! monitor; a generator-bound run. Tests here run one at a time: CPU
 //! figures need the machine to themselves.
 
-use crate::common::{free_port, headroom_bin, run, ProcessGuard, Target};
+use crate::common::{free_port, headroom_bin, run, serial, ProcessGuard, Target};
 use headroom_monitor::findings::findings;
 use headroom_monitor::Sampler;
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
-
-static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
-
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
-}
 
 fn spawn(program: &str, args: &[&str]) -> ProcessGuard {
     ProcessGuard {
