@@ -1,10 +1,10 @@
 //! The server monitor against real processes: CPU, memory and fds of
 //! children that burn, sleep, allocate and open files; workers forked
 //! mid-run; listen-queue overflow; a server dying mid-run; the remote
-//! monitor; a generator-bound run. Tests here run one at a time: CPU
-//! figures need the machine to themselves.
+//! monitor; a generator-bound run. Tests that read CPU figures run one at
+//! a time (`serial`): they need the machine to themselves.
 
-use crate::common::{free_port, headroom_bin, run, serial, ProcessGuard, Target};
+use crate::common::{free_port, headroom_bin, light, run, serial, ProcessGuard, Target};
 use headroom_monitor::findings::findings;
 use headroom_monitor::Sampler;
 use std::io::{BufRead, BufReader};
@@ -57,7 +57,8 @@ fn busy_child_is_about_one_core_and_sleeper_near_zero() {
 
 #[test]
 fn resident_memory_of_200_mib_is_measured_within_10_percent() {
-    let _one = serial();
+    // Light: a process holding memory, asleep: no CPU figure is read.
+    let _light = light();
     let p = spawn(
         "python3",
         &[
@@ -81,7 +82,8 @@ fn resident_memory_of_200_mib_is_measured_within_10_percent() {
 
 #[test]
 fn open_files_are_counted_and_the_limit_finding_fires() {
-    let _one = serial();
+    // Light: processes holding files, asleep: no CPU figure is read.
+    let _light = light();
     // 500 files open, limit 1024: counted, no finding.
     let p = spawn(
         "python3",
@@ -206,7 +208,8 @@ fn workers_forked_during_the_run_are_included() {
 
 #[test]
 fn listen_queue_overflow_is_detected() {
-    let _one = serial();
+    // Light: connects to a listener that never accepts: no CPU figure is read.
+    let _light = light();
     // Backlog 1 and never accepting: the kernel drops the extra SYNs.
     let (listener, addr) = crate::common::unaccepted_listener(1);
     let r = run(&[
