@@ -2,8 +2,8 @@
 //! out at the first failing load.
 
 use super::Step;
+use headroom_objectives::slo::{Metric, Slo};
 use headroom_results::check::figure;
-use headroom_results::slo::{Metric, Slo};
 
 /// The latency figure the knee and the step table follow: the objective's
 /// first latency bound, else p90.

@@ -3,8 +3,9 @@
 //!
 //! - [`search`]: which load to try next (grow, bisect, re-test), pure.
 //! - [`analysis`]: the knee and the limiting resource from the steps.
-//! - [`settings`]: what to search for and how — one overlay (flags over a
-//!   study over a scenario), then defaults and checks ([`Settings::resolve`]).
+//! - [`Settings`] (from `headroom-objectives`): what to search for and how —
+//!   one overlay (flags over a study over a scenario), then defaults and
+//!   checks ([`Settings::resolve`]).
 //!
 //! Each step is a full run (`measure`, the same as `headroom run`) of the
 //! scenario at one load — an arrival rate (open model) or a number of
@@ -13,18 +14,17 @@
 
 pub mod analysis;
 pub mod search;
-pub mod settings;
 
-pub use settings::{Axis, Options, Settings, SettingsRecord};
+pub use headroom_objectives::capacity::{Axis, Options, Settings, SettingsRecord};
 
 use headroom_engine::plan::schedule::Schedule;
 use headroom_engine::plan::{ClosedLoad, Load, OpenLoad, Plan, DEFAULT_MAX_CONNECTIONS};
 use headroom_engine::StopSignal;
 use headroom_monitor::MonitorConfig;
+use headroom_objectives::slo::BoundCheck;
 use headroom_results::check::ok_rate;
 use headroom_results::measure::{measure, Recording};
 use headroom_results::record::Results;
-use headroom_results::slo::BoundCheck;
 use search::{Bounds, End, Next, Search};
 use serde::{Deserialize, Serialize};
 use std::time::{Duration, Instant};
@@ -152,7 +152,7 @@ fn step_from(index: u32, load: f64, retest: bool, opts: &Options, r: Results) ->
         Axis::Users => r.summary.requests.ok as f64 / r.duration_s.max(f64::MIN_POSITIVE),
     };
     let offered = (opts.axis == Axis::Rate).then_some(load);
-    let checks = opts.slo.check(&r, offered);
+    let checks = headroom_results::check::against(&opts.slo, &r, offered);
     Step {
         index,
         offered: load,

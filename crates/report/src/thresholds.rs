@@ -4,7 +4,7 @@
 //! threshold, so CI systems show which one failed.
 
 use crate::table::Table;
-use headroom_results::slo::BoundCheck;
+use headroom_objectives::slo::BoundCheck;
 
 /// The thresholds as a table: bound, measured figure, pass/FAIL.
 pub fn table(checks: &[BoundCheck]) -> Table {
@@ -62,7 +62,7 @@ pub fn junit_xml(suite: &str, checks: &[BoundCheck], duration_s: f64) -> String 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use headroom_results::slo::Metric;
+    use headroom_objectives::slo::Metric;
 
     #[test]
     fn junit_has_a_case_per_threshold_and_a_failure_per_breach() {

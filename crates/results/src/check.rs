@@ -1,36 +1,34 @@
 //! Objectives checked against a run: each bound's figure read from the
-//! record ([`figure`]) and compared with its limit ([`Slo::check`]). Above
-//! both the objective language ([`crate::slo`]) and the record.
+//! record ([`figure`]) and compared with its limit ([`against`]). Above
+//! both the objective language (`headroom-objectives`) and the record.
 
 use crate::record::{Results, Summary};
-use crate::slo::{BoundCheck, Metric, Slo};
+use headroom_objectives::slo::{BoundCheck, Metric, Slo};
 
-impl Slo {
-    /// Checks every bound against `r`. `offered_rps` is the rate `achieved`
-    /// is measured against (the open model's target when `None`).
-    pub fn check(&self, r: &Results, offered_rps: Option<f64>) -> Vec<BoundCheck> {
-        self.bounds
-            .iter()
-            .map(|b| {
-                let actual = match &b.request {
-                    None => figure(r, b.metric, offered_rps),
-                    Some(name) => r
-                        .per_request
-                        .get(name)
-                        .and_then(|s| summary_figure(s, b.metric)),
-                };
-                BoundCheck {
-                    bound: b.to_string(),
-                    metric: b.metric,
-                    request: b.request.clone(),
-                    actual,
-                    limit: b.limit,
-                    unit: b.metric.unit().to_string(),
-                    passed: actual.is_none_or(|a| b.op.holds(a, b.limit)),
-                }
-            })
-            .collect()
-    }
+/// Checks every bound of `slo` against `r`. `offered_rps` is the rate `achieved`
+/// is measured against (the open model's target when `None`).
+pub fn against(slo: &Slo, r: &Results, offered_rps: Option<f64>) -> Vec<BoundCheck> {
+    slo.bounds
+        .iter()
+        .map(|b| {
+            let actual = match &b.request {
+                None => figure(r, b.metric, offered_rps),
+                Some(name) => r
+                    .per_request
+                    .get(name)
+                    .and_then(|s| summary_figure(s, b.metric)),
+            };
+            BoundCheck {
+                bound: b.to_string(),
+                metric: b.metric,
+                request: b.request.clone(),
+                actual,
+                limit: b.limit,
+                unit: b.metric.unit().to_string(),
+                passed: actual.is_none_or(|a| b.op.holds(a, b.limit)),
+            }
+        })
+        .collect()
 }
 
 /// OK responses per second of the planned load (the schedule's length, or
@@ -104,7 +102,7 @@ mod tests {
         let r = run();
         let slo =
             Slo::parse("p90<500ms, p99<800ms, errors<5%, rps>=100, p95{login}<300ms").unwrap();
-        let checks = slo.check(&r, None);
+        let checks = against(&slo, &r, None);
         let verdicts: Vec<(&str, Option<f64>, bool)> = checks
             .iter()
             .map(|c| (c.bound.as_str(), c.actual, c.passed))
@@ -132,17 +130,17 @@ mod tests {
         assert!((achieved(None) - 100.0 / 110.0 * 100.0).abs() < 1e-9);
         assert_eq!(achieved(Some(100.0)), 100.0);
         let slo = Slo::parse("achieved>=95%").unwrap();
-        assert!(!slo.check(&r, None)[0].passed, "90.9 % of 110 req/s");
-        assert!(slo.check(&r, Some(100.0))[0].passed);
+        assert!(!against(&slo, &r, None)[0].passed, "90.9 % of 110 req/s");
+        assert!(against(&slo, &r, Some(100.0))[0].passed);
         // A closed run has no offered rate: the bound is not measured, so it
         // passes and says so.
         let mut closed = r.clone();
         closed.target_rate_rps = None;
-        let c = &slo.check(&closed, None)[0];
+        let c = &against(&slo, &closed, None)[0];
         assert_eq!((c.actual, c.passed), (None, true));
         assert!(c.describe().contains("not measured"));
         // A request the run does not have has no figure either.
-        let missing = Slo::parse("p95{nope}<1ms").unwrap().check(&r, None);
+        let missing = against(&Slo::parse("p95{nope}<1ms").unwrap(), &r, None);
         assert_eq!((missing[0].actual, missing[0].passed), (None, true));
     }
 }

@@ -1,6 +1,6 @@
-//! The run record and what reads it first, from the bottom: the objective
-//! language ([`slo`]: `p90<500ms, errors<5%`), the record `results.json`
-//! ([`record`]), objectives checked against it ([`check`]), and the one
+//! The run record and what reads it first: the record `results.json`
+//! ([`record`]), objectives (`p90<500ms, errors<5%`, from
+//! `headroom-objectives`) checked against it ([`check`]), and the one
 //! function that produces it ([`measure()`]: the engine and the monitor on
 //! one clock). Everything above — capacity search, studies, reports,
 //! compare — reads [`Results`]; nothing here knows of them.
@@ -8,7 +8,6 @@
 pub mod check;
 pub mod measure;
 pub mod record;
-pub mod slo;
 
 pub use measure::{measure, Measured, Recording};
 pub use record::Results;

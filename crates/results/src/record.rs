@@ -64,7 +64,7 @@ pub struct Results {
     pub generator_bound_reasons: Vec<String>,
     /// `--threshold`s and the scenario's `[thresholds]`, each checked.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub thresholds: Vec<crate::slo::BoundCheck>,
+    pub thresholds: Vec<headroom_objectives::slo::BoundCheck>,
     /// The server (process tree), the machine and the generator, sampled
     /// on the run's clock; with findings.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -28,7 +28,7 @@ mod proptests;
 pub mod raw;
 mod resolve;
 
-use headroom_capacity::Settings;
+use headroom_objectives::capacity::Settings;
 pub use resolve::Scenario;
 
 use errors::{line_col, suggest_key, Problem, ScenarioError};

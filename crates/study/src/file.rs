@@ -17,8 +17,8 @@
 //! duration = "5s"
 //! ```
 
-use headroom_capacity::Settings;
 use headroom_monitor::launch::signal_by_name;
+use headroom_objectives::capacity::Settings;
 use headroom_scenario::errors::{Locator, Problem, ScenarioError};
 use headroom_scenario::raw::{RawCapacity, RawScenario};
 use schemars::JsonSchema;

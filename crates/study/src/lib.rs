@@ -346,7 +346,7 @@ fn run_config(
 /// capacity.
 fn capacity_search(
     plan: &Plan,
-    settings: &headroom_capacity::Settings,
+    settings: &headroom_objectives::capacity::Settings,
     watch: &MonitorConfig,
     opts: &StudyOptions,
     stop: &StopSignal,

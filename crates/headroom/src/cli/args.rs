@@ -124,7 +124,7 @@ pub struct RunArgs {
     /// 'p95{login}<300ms' (repeatable; also `[thresholds]` in the scenario).
     /// Any breach makes the exit code 1.
     #[arg(long = "threshold", value_name = "BOUND", value_parser = parse_slo)]
-    pub thresholds: Vec<headroom_results::slo::Slo>,
+    pub thresholds: Vec<headroom_objectives::slo::Slo>,
 
     /// Write the thresholds as JUnit XML (a test case each) for CI.
     #[arg(long, value_name = "FILE")]
@@ -220,12 +220,12 @@ pub struct CapacityArgs {
     /// throughput in req/s). On the rate axis achieved>=95% is added unless
     /// given. Overrides `[capacity]` slo in the scenario.
     #[arg(long, value_name = "OBJECTIVE", value_parser = parse_slo)]
-    pub slo: Option<headroom_results::slo::Slo>,
+    pub slo: Option<headroom_objectives::slo::Slo>,
 
     /// What to grow: rate (arrivals per second, open model) or users
     /// (closed model) [default: rate].
     #[arg(long, value_name = "AXIS", value_parser = parse_axis)]
-    pub axis: Option<headroom_capacity::Axis>,
+    pub axis: Option<headroom_objectives::capacity::Axis>,
 
     /// First load tried [default: 10 req/s, or 1 user].
     #[arg(long, value_name = "X", value_parser = parse_rate)]
@@ -260,12 +260,12 @@ pub struct CapacityArgs {
     pub max_time: Option<Duration>,
 }
 
-pub fn parse_slo(s: &str) -> Result<headroom_results::slo::Slo, String> {
-    headroom_results::slo::Slo::parse(s).map_err(|e| e.to_string())
+pub fn parse_slo(s: &str) -> Result<headroom_objectives::slo::Slo, String> {
+    headroom_objectives::slo::Slo::parse(s).map_err(|e| e.to_string())
 }
 
-fn parse_axis(s: &str) -> Result<headroom_capacity::Axis, String> {
-    headroom_capacity::Axis::parse(s).ok_or_else(|| format!("`{s}`: use rate or users"))
+fn parse_axis(s: &str) -> Result<headroom_objectives::capacity::Axis, String> {
+    headroom_objectives::capacity::Axis::parse(s).ok_or_else(|| format!("`{s}`: use rate or users"))
 }
 
 /// "5%" → 0.05.

@@ -7,8 +7,9 @@ use super::recording;
 use super::run::{install_interrupt, scenario_from_args, watch_from_args};
 use super::{EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK};
 use anyhow::{bail, Context};
-use headroom_capacity::{Axis, CapacityReport, Event, Outcome, Settings};
+use headroom_capacity::{CapacityReport, Event, Outcome};
 use headroom_engine::StopSignal;
+use headroom_objectives::capacity::{Axis, Settings};
 use headroom_report::capacity_table;
 use std::io::Write;
 

@@ -14,11 +14,11 @@ use headroom_http::Endpoint;
 use headroom_monitor::launch::ServerProcess;
 use headroom_monitor::remote::RemoteSource;
 use headroom_monitor::MonitorConfig;
+use headroom_objectives::slo::Slo;
 use headroom_report::html;
 use headroom_report::live::Live;
 use headroom_report::terminal;
 use headroom_results::measure::{measure, Recording};
-use headroom_results::slo::Slo;
 use headroom_scenario::raw::{
     Model, RawExpect, RawLoad, RawRequest, RawScenario, RawStage, RawStatus,
 };
@@ -373,7 +373,7 @@ pub fn execute(
     thresholds
         .bounds
         .extend(outputs.thresholds.bounds.iter().cloned());
-    results.thresholds = thresholds.check(&results, None);
+    results.thresholds = headroom_results::check::against(&thresholds, &results, None);
     let breached = results.thresholds.iter().any(|c| !c.passed);
     if let Some(path) = outputs.out {
         let json = serde_json::to_string_pretty(&results)?;

@@ -7,9 +7,10 @@ use serde_json::Value;
 use std::process::Command;
 
 /// Bottom floor first (the README's Layout table).
-const FLOORS: [&str; 10] = [
+const FLOORS: [&str; 11] = [
     "headroom-http",
     "headroom-engine",
+    "headroom-objectives",
     "headroom-monitor",
     "headroom-results",
     "headroom-capacity",

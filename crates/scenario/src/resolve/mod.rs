@@ -10,12 +10,12 @@
 
 use super::errors::Problem;
 use super::raw::*;
-use headroom_capacity::Settings;
 use headroom_engine::plan::{
     Plan, DEFAULT_CONNECT_TIMEOUT, DEFAULT_GRACEFUL_STOP, DEFAULT_REQUEST_TIMEOUT,
 };
 use headroom_http::tls::{TlsClient, TlsOptions};
-use headroom_results::slo::Slo;
+use headroom_objectives::capacity::Settings;
+use headroom_objectives::slo::Slo;
 
 mod builder;
 mod checks;

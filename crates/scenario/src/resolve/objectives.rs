@@ -4,9 +4,9 @@
 use super::builder::Builder;
 use crate::errors::Problem;
 use crate::raw::*;
-use headroom_capacity::{Axis, Settings};
 use headroom_engine::plan::RequestSpec;
-use headroom_results::slo::Slo;
+use headroom_objectives::capacity::{Axis, Settings};
+use headroom_objectives::slo::Slo;
 use std::collections::BTreeMap;
 
 impl Builder<'_> {

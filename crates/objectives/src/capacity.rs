@@ -4,7 +4,7 @@
 //! the search's [`Options`] (defaults filled, the whole checked).
 //! [`SettingsRecord`] is the resolved form kept in `cap.json`.
 
-use headroom_results::slo::{Bound, Metric, Op, Slo};
+use crate::slo::{Bound, Metric, Op, Slo};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 

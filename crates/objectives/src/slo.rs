@@ -1,5 +1,5 @@
 //! Objectives on a run's figures — `p90<500ms, errors<5%, achieved>95%` —
-//! parsed once here, checked against a run's record in `check`. Capacity
+//! parsed once here, checked against a run's record by `headroom-results`. Capacity
 //! search uses them as the service-level objective a step must meet;
 //! `run --threshold` uses the same language for pass/fail in CI.
 //!
@@ -103,7 +103,7 @@ impl Op {
         }
     }
 
-    pub(crate) fn holds(self, actual: f64, limit: f64) -> bool {
+    pub fn holds(self, actual: f64, limit: f64) -> bool {
         match self {
             Op::Less => actual < limit,
             Op::AtMost => actual <= limit,
