@@ -37,6 +37,7 @@
 pub mod metrics;
 pub mod plan;
 
+mod backoff;
 mod closed;
 mod open;
 mod shared;
@@ -77,6 +78,9 @@ pub struct RunOutcome {
     pub interrupted: bool,
     /// Why the run ended before its planned end, when it did.
     pub stop_reason: Option<String>,
+    /// When (from the start) the run was told to stop early — Ctrl-C, a
+    /// feeder running dry, the caller's stop — if it was.
+    pub stopped_after: Option<Duration>,
     pub threads: usize,
     /// Open model: arrivals that waited for a connection because the pool
     /// was at its cap (`--connections`).
@@ -149,7 +153,7 @@ pub fn run_at(
 
     let mut aggregate = Aggregate::new(threads, plan.requests.len());
     let mut hard_stop = plan.load_duration().map(|d| start + d + plan.graceful_stop);
-    let mut seen_stop = false;
+    let mut stopped_after = None;
     let mut aborted = false;
     let mut last_sent: Option<Instant> = None;
     let mut last_done: Option<Instant> = None;
@@ -158,10 +162,10 @@ pub fn run_at(
     while done < threads {
         let now = Instant::now();
         stop.follow(caller);
-        if stop.is_stopping() && !seen_stop {
+        if stop.is_stopping() && stopped_after.is_none() {
             // Ctrl-C gives in-flight requests a moment; a stop with a reason
             // (a feeder ran dry) the usual graceful stop.
-            seen_stop = true;
+            stopped_after = Some(now.saturating_duration_since(start));
             let grace = if caller.was_interrupted() {
                 INTERRUPT_GRACE.min(plan.graceful_stop)
             } else {
@@ -234,7 +238,8 @@ pub fn run_at(
         timeline,
         latency_intervals,
         interrupted: caller.was_interrupted(),
-        stop_reason: stop.reason(),
+        stop_reason: stop.reason().or_else(|| caller.reason()),
+        stopped_after,
         threads,
         waited_for_connection,
     }

@@ -20,6 +20,10 @@ use std::time::{Duration, Instant};
 /// starts early is measured from when it starts (see `InFlight::sent_at`).
 const TIMER_TICK: Duration = Duration::from_millis(1);
 
+/// While behind schedule, the scheduler yields to the connections after
+/// this many arrivals.
+const YIELD_EVERY: u64 = 32;
+
 pub(crate) struct Arrival {
     pub intended: Instant,
     /// Arrival number (the user's id).
@@ -47,8 +51,15 @@ pub(crate) async fn run(shared: Rc<Shared>, load: &OpenLoad, queue: Queue) {
         };
         let intended = shared.start + offset;
         let wake = intended.checked_sub(TIMER_TICK).unwrap_or(intended);
-        if wake > Instant::now() && !shared.sleep_until(wake).await {
-            break;
+        if wake > Instant::now() {
+            if !shared.sleep_until(wake).await {
+                break;
+            }
+        } else if n % YIELD_EVERY < shared.workers as u64 {
+            // Behind schedule every arrival is already due; without a
+            // yield the scheduler would queue them all before a single
+            // connection task ran.
+            tokio::task::yield_now().await;
         }
         if shared.stop.is_stopping() {
             break;

@@ -45,13 +45,14 @@ impl StopSignal {
         }
     }
 
-    /// Ctrl-C / SIGTERM: stop sending, finish briefly, keep the results.
+    /// Ctrl-C / SIGTERM: stop sending, finish briefly, keep the results;
+    /// `reason` (e.g. "interrupted by SIGTERM") becomes the stop reason.
     /// A second interrupt aborts at once.
-    pub fn interrupt(&self) {
+    pub fn interrupt(&self, reason: String) {
         if self.inner.interrupted.swap(true, Ordering::SeqCst) {
             self.abort();
         } else {
-            self.stop();
+            self.stop_because(reason);
         }
     }
 
@@ -90,7 +91,6 @@ impl StopSignal {
         self.inner.phase.send_replace(Phase::Abort);
     }
 
-    /// Cheap check for the hot path.
     /// Sleeps for `d` or until a stop is asked for, whichever comes first
     /// (pauses between runs must not hold up Ctrl-C).
     pub fn sleep(&self, d: std::time::Duration) {
@@ -117,6 +117,7 @@ impl StopSignal {
         }
     }
 
+    /// Cheap check for the hot path.
     pub fn is_stopping(&self) -> bool {
         self.inner.stopping.load(Ordering::Relaxed)
     }

@@ -2,13 +2,14 @@
 //! positions, and how it runs one iteration — a request drawn from the mix,
 //! or a whole session of steps.
 
-use crate::metrics::{ErrorClass, Outcome};
+use crate::backoff::ConnectBackoff;
+use crate::metrics::{ConnectionEvent, ErrorClass, Outcome};
 use crate::plan::check::ResponseView;
 use crate::plan::template::Scope;
-use crate::plan::{Flow, RequestSpec, Step};
+use crate::plan::{Flow, Load, RequestSpec, Step};
 use crate::shared::{InFlight, Shared};
 use cookie_store::CookieStore;
-use headroom_http::{Capture, Captured, Connection};
+use headroom_http::{Capture, Captured, Connection, Failure, Idle};
 use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
@@ -36,6 +37,10 @@ pub(crate) struct User {
     /// The intended time of the next request, when it is an open-model
     /// arrival (taken by the first request of the iteration).
     intended: Option<Instant>,
+    backoff: ConnectBackoff,
+    /// The last connect failed: pause (closed model) or yield before the
+    /// next request.
+    backoff_pending: bool,
 }
 
 impl User {
@@ -51,6 +56,8 @@ impl User {
             wire: Vec::with_capacity(256),
             deadline,
             intended: None,
+            backoff: ConnectBackoff::default(),
+            backoff_pending: false,
         }
     }
 
@@ -211,7 +218,7 @@ impl User {
         }
         let sent = Instant::now();
         in_flight.sent_at(sent);
-        let mut outcome = self.exchange(shared, spec).await;
+        let mut outcome = self.exchange(shared, spec, index).await;
         let done = Instant::now();
         if let Some(status) = outcome.status {
             self.judge(
@@ -223,56 +230,116 @@ impl User {
             );
         }
         in_flight.finish_at(done, outcome);
+        if std::mem::take(&mut self.backoff_pending) {
+            return self.back_off(shared).await;
+        }
         Control::Continue
     }
 
+    /// After a failed connect. A closed-model user pauses (growing, capped:
+    /// see `backoff.rs`); an open-model arrival's pace is the schedule's, so
+    /// its connection only yields, letting the other tasks run.
+    async fn back_off(&mut self, shared: &Shared) -> Control {
+        if !matches!(shared.plan.load, Load::Closed(_)) {
+            tokio::task::yield_now().await;
+            return Control::Continue;
+        }
+        let wake = Instant::now() + self.backoff.next_pause();
+        let wake = self.deadline.map_or(wake, |d| wake.min(d));
+        if shared.sleep_until(wake).await {
+            Control::Continue
+        } else {
+            Control::Stop
+        }
+    }
+
     /// One exchange on this user's connection (connecting first if needed).
-    async fn exchange(&mut self, shared: &Shared, spec: &RequestSpec) -> Outcome {
+    ///
+    /// A kept-alive connection is looked at before it is reused: if the
+    /// server closed it while it sat idle, a new one is opened instead. If
+    /// the server closes it just as the request goes out (EOF/RST before
+    /// any response byte on a reused connection), the request never reached
+    /// it and is sent once more on a new connection, when the method allows.
+    async fn exchange(&mut self, shared: &Shared, spec: &RequestSpec, index: usize) -> Outcome {
         let plan = &shared.plan;
         let mut outcome = Outcome::default();
-        let conn = match &mut self.conn {
-            Some(c) => c,
-            None => match Connection::connect(
-                plan.endpoint.addr,
-                plan.connect_timeout,
-                plan.tls.as_ref(),
-            )
-            .await
-            {
-                Ok(c) => {
-                    outcome.connected = true;
-                    self.conn.insert(c)
-                }
-                Err(failure) => {
-                    outcome.error = Some(failure.into());
-                    return outcome;
-                }
-            },
-        };
+        if let Some(conn) = &mut self.conn {
+            let event = match conn.check_idle() {
+                Idle::Open => None,
+                Idle::Closed => Some(ConnectionEvent::ReconnectIdleClosed),
+                Idle::UnrequestedBytes => Some(ConnectionEvent::UnrequestedBytes),
+            };
+            if let Some(event) = event {
+                self.conn = None;
+                shared.recorder.borrow_mut().connection_event(index, event);
+            }
+        }
         let want = Capture {
             set_cookies: spec.capture.set_cookies || self.jar.is_some(),
             ..spec.capture
         };
         let timeout = spec.timeout.unwrap_or(plan.request_timeout);
-        let exchange = conn.exchange(&self.wire, spec.is_head(), want, &mut self.captured);
-        match tokio::time::timeout(timeout, exchange).await {
-            Err(_) => {
-                self.conn = None;
-                outcome.error = Some(ErrorClass::RequestTimeout);
-            }
-            Ok(Err(failure)) => {
-                self.conn = None;
-                outcome.error = Some(failure.into());
-            }
-            Ok(Ok(response)) => {
-                outcome.status = Some(response.status);
-                outcome.bytes = response.bytes;
-                if !response.keep_alive || !plan.keep_alive {
+        let mut may_retry = plan.stale_retry.allows(&spec.method);
+        loop {
+            let conn = match &mut self.conn {
+                Some(c) => c,
+                None => match self.connect(shared, index).await {
+                    Ok(c) => self.conn.insert(c),
+                    Err(failure) => {
+                        outcome.error = Some(failure.into());
+                        return outcome;
+                    }
+                },
+            };
+            let exchange = conn.exchange(&self.wire, spec.is_head(), want, &mut self.captured);
+            match tokio::time::timeout(timeout, exchange).await {
+                Err(_) => {
                     self.conn = None;
+                    outcome.error = Some(ErrorClass::RequestTimeout);
+                }
+                Ok(Err(failure)) if may_retry && conn.was_stale(failure) => {
+                    self.conn = None;
+                    may_retry = false;
+                    shared
+                        .recorder
+                        .borrow_mut()
+                        .connection_event(index, ConnectionEvent::RetriedStale);
+                    continue;
+                }
+                Ok(Err(failure)) => {
+                    self.conn = None;
+                    outcome.error = Some(failure.into());
+                }
+                Ok(Ok(response)) => {
+                    outcome.status = Some(response.status);
+                    outcome.bytes = response.bytes;
+                    if !response.keep_alive || !plan.keep_alive {
+                        self.conn = None;
+                    }
                 }
             }
+            return outcome;
         }
-        outcome
+    }
+
+    /// Opens a connection for request `index`. A failed connect backs the
+    /// user off (see [`ConnectBackoff`]) so that failing users yield to the
+    /// ones that have connections.
+    async fn connect(&mut self, shared: &Shared, index: usize) -> Result<Connection, Failure> {
+        let plan = &shared.plan;
+        let result =
+            Connection::connect(plan.endpoint.addr, plan.connect_timeout, plan.tls.as_ref()).await;
+        match &result {
+            Ok(_) => {
+                self.backoff.reset();
+                shared
+                    .recorder
+                    .borrow_mut()
+                    .connection_event(index, ConnectionEvent::Opened);
+            }
+            Err(_) => self.backoff_pending = true,
+        }
+        result
     }
 
     /// Status expectation, checks, extractions and cookies for a response.

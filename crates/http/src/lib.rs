@@ -5,6 +5,7 @@
 //! keep-alive exchange allocates nothing. Every failure is one
 //! [`Failure`], which the engine counts as an error class.
 
+pub mod redact;
 pub mod response;
 mod stream;
 pub mod tls;
@@ -15,7 +16,7 @@ use std::net::{SocketAddr, ToSocketAddrs};
 use std::time::Duration;
 use stream::Stream;
 use tls::TlsClient;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 /// Most body bytes kept for checks and extraction; the rest is counted
@@ -53,6 +54,9 @@ pub struct Endpoint {
     /// The URL's host, for TLS server names.
     pub host: String,
     pub https: bool,
+    /// `Basic …` credentials from the URL's `user:password@`, sent as the
+    /// `Authorization` header (as curl does) unless a request sets its own.
+    pub basic_auth: Option<String>,
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -97,6 +101,23 @@ impl Endpoint {
             Some(p) => format!("{host}:{p}"),
             None => host.to_string(),
         };
+        let basic_auth = (!url.username().is_empty() || url.password().is_some()).then(|| {
+            use base64::Engine;
+            let decode = |s: &str| {
+                percent_encoding::percent_decode_str(s)
+                    .decode_utf8_lossy()
+                    .into_owned()
+            };
+            let pair = format!(
+                "{}:{}",
+                decode(url.username()),
+                decode(url.password().unwrap_or(""))
+            );
+            format!(
+                "Basic {}",
+                base64::engine::general_purpose::STANDARD.encode(pair)
+            )
+        });
         let mut target = url.path().to_string();
         if let Some(q) = url.query() {
             target.push('?');
@@ -108,6 +129,7 @@ impl Endpoint {
                 host_header,
                 host: host.to_string(),
                 https: url.scheme() == "https",
+                basic_auth,
             },
             target,
         ))
@@ -224,9 +246,28 @@ pub struct Response {
     pub keep_alive: bool,
 }
 
+/// What a kept-alive connection's socket says when it is about to be
+/// reused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Idle {
+    /// Nothing happened while it sat idle: reuse it.
+    Open,
+    /// The server closed it (EOF or RST) while it sat idle — its keep-alive
+    /// timeout was shorter than the pause. Reconnect.
+    Closed,
+    /// The server sent bytes while no request was outstanding: a protocol
+    /// error. Close it and reconnect.
+    UnrequestedBytes,
+}
+
 pub struct Connection {
     stream: Stream,
     buf: Vec<u8>,
+    /// Exchanges completed on this connection: more than 0 means the next
+    /// one reuses it.
+    completed: u64,
+    /// The current (or last) exchange read at least one byte.
+    answered: bool,
 }
 
 impl Connection {
@@ -260,23 +301,89 @@ impl Connection {
         Ok(Connection {
             stream,
             buf: Vec::with_capacity(READ_BUFFER),
+            completed: 0,
+            answered: false,
         })
+    }
+
+    /// The next exchange goes on a connection that has carried one before.
+    pub fn is_reused(&self) -> bool {
+        self.completed > 0
+    }
+
+    /// Before reusing the connection: one look at the socket without
+    /// waiting. A server whose keep-alive timeout is shorter than the
+    /// user's think time has closed it meanwhile; sending on it would fail
+    /// a request the server never receives.
+    pub fn check_idle(&mut self) -> Idle {
+        if !self.buf.is_empty() {
+            return Idle::UnrequestedBytes;
+        }
+        let waker = std::task::Waker::noop();
+        let mut cx = std::task::Context::from_waker(waker);
+        let mut spare = [0u8; 64];
+        let mut read = tokio::io::ReadBuf::new(&mut spare);
+        match std::pin::Pin::new(&mut self.stream).poll_read(&mut cx, &mut read) {
+            std::task::Poll::Pending => Idle::Open,
+            std::task::Poll::Ready(Ok(())) if read.filled().is_empty() => Idle::Closed,
+            std::task::Poll::Ready(Ok(())) => Idle::UnrequestedBytes,
+            std::task::Poll::Ready(Err(_)) => Idle::Closed,
+        }
+    }
+
+    /// `failure` ended an exchange on a reused connection before any byte
+    /// of a response came back: the server had closed the connection before
+    /// the request reached it (RFC 9112 §9.3.1), so the request may be sent
+    /// again on a new connection.
+    pub fn was_stale(&self, failure: Failure) -> bool {
+        self.is_reused()
+            && !self.answered
+            && matches!(
+                failure,
+                Failure::ClosedBeforeResponse | Failure::ConnectionReset
+            )
     }
 
     async fn read_more(&mut self) -> Result<usize, Failure> {
         if self.buf.capacity() - self.buf.len() < 1024 {
             self.buf.reserve(READ_BUFFER);
         }
-        self.stream
+        let n = self
+            .stream
             .read_buf(&mut self.buf)
             .await
-            .map_err(|e| exchange_error_class(&e))
+            .map_err(|e| exchange_error_class(&e))?;
+        self.answered |= n > 0;
+        Ok(n)
     }
 
     /// Sends `request` and reads one complete response, keeping what
     /// `want` asks for in `captured`. On error the connection must not be
     /// reused.
+    ///
+    /// Bytes after the end of the response are a protocol error
+    /// (`MalformedResponse`): with one request outstanding, nothing else may
+    /// arrive, and reading them as the next response would count an answer
+    /// the server never gave to that request.
     pub async fn exchange(
+        &mut self,
+        request: &[u8],
+        head_request: bool,
+        want: Capture,
+        captured: &mut Captured,
+    ) -> Result<Response, Failure> {
+        self.answered = !self.buf.is_empty();
+        let response = self
+            .exchange_inner(request, head_request, want, captured)
+            .await?;
+        if !self.buf.is_empty() {
+            return Err(Failure::MalformedResponse);
+        }
+        self.completed += 1;
+        Ok(response)
+    }
+
+    async fn exchange_inner(
         &mut self,
         request: &[u8],
         head_request: bool,
@@ -456,6 +563,11 @@ mod tests {
             Err(EndpointError::Scheme(_) | EndpointError::InvalidUrl(_))
         ));
         assert!(Endpoint::from_url("not a url").is_err());
+        assert_eq!(e.basic_auth, None);
+        let (e, _) = Endpoint::from_url("http://al%20ice:p%40ss@127.0.0.1/").unwrap();
+        // base64("al ice:p@ss")
+        assert_eq!(e.basic_auth.as_deref(), Some("Basic YWwgaWNlOnBAc3M="));
+        assert_eq!(e.host_header, "127.0.0.1");
     }
 
     #[test]

@@ -36,6 +36,8 @@ pub enum TlsError {
 pub struct TlsClient {
     pub connector: tokio_rustls::TlsConnector,
     pub server_name: ServerName<'static>,
+    /// Certificates are not verified (`--insecure`, `[tls] insecure`).
+    pub insecure: bool,
 }
 
 impl std::fmt::Debug for TlsClient {
@@ -61,30 +63,34 @@ impl TlsClient {
             for cert in native.certs {
                 let _ = roots.add(cert);
             }
-            if let Some(path) = &options.ca_file {
-                let certs: Vec<CertificateDer> = CertificateDer::pem_file_iter(path)
-                    .and_then(|it| it.collect::<Result<_, _>>())
-                    .map_err(|e| TlsError::CaFile {
-                        path: path.clone(),
-                        reason: e.to_string(),
-                    })?;
-                if certs.is_empty() {
-                    return Err(TlsError::CaFile {
-                        path: path.clone(),
-                        reason: "no PEM certificate in it".into(),
-                    });
-                }
-                for cert in certs {
-                    roots.add(cert).map_err(|e| TlsError::CaFile {
-                        path: path.clone(),
-                        reason: e.to_string(),
-                    })?;
-                }
+            let extra = match &options.ca_file {
+                Some(path) => read_ca_file(path)?,
+                None => Vec::new(),
+            };
+            for cert in &extra {
+                // A self-signed server certificate may not parse as a trust
+                // anchor; it is still trusted as pinned (below).
+                let _ = roots.add(cert.clone());
             }
-            if roots.is_empty() {
+            if roots.is_empty() && extra.is_empty() {
                 return Err(TlsError::NoRoots);
             }
-            builder.with_root_certificates(roots).with_no_client_auth()
+            let verifier = Arc::new(TrustedOrPinned {
+                webpki: (!roots.is_empty()).then(|| {
+                    rustls::client::WebPkiServerVerifier::builder_with_provider(
+                        Arc::new(roots),
+                        provider.clone(),
+                    )
+                    .build()
+                    .expect("a verifier over a non-empty root store")
+                }),
+                pinned: extra,
+                provider,
+            });
+            builder
+                .dangerous()
+                .with_custom_certificate_verifier(verifier)
+                .with_no_client_auth()
         };
         config.alpn_protocols = vec![b"http/1.1".to_vec()];
         let name = options.server_name.as_deref().unwrap_or(host);
@@ -94,7 +100,103 @@ impl TlsClient {
         Ok(TlsClient {
             connector: tokio_rustls::TlsConnector::from(Arc::new(config)),
             server_name,
+            insecure: options.insecure,
         })
+    }
+}
+
+fn read_ca_file(path: &std::path::Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
+    let certs: Vec<CertificateDer> = CertificateDer::pem_file_iter(path)
+        .and_then(|it| it.collect::<Result<_, _>>())
+        .map_err(|e| TlsError::CaFile {
+            path: path.to_path_buf(),
+            reason: e.to_string(),
+        })?;
+    if certs.is_empty() {
+        return Err(TlsError::CaFile {
+            path: path.to_path_buf(),
+            reason: "no PEM certificate in it".into(),
+        });
+    }
+    Ok(certs)
+}
+
+/// The usual chain verification against the system's roots and the CA
+/// file; failing that, a server certificate that *is* one of the CA file's
+/// certificates, byte for byte, is trusted when it names the server. That
+/// is how a test server's self-signed certificate is trusted — also one
+/// marked CA:TRUE, which chain verification refuses as an end entity
+/// (curl and OpenSSL accept it the same way).
+#[derive(Debug)]
+struct TrustedOrPinned {
+    webpki: Option<Arc<rustls::client::WebPkiServerVerifier>>,
+    pinned: Vec<CertificateDer<'static>>,
+    provider: Arc<rustls::crypto::CryptoProvider>,
+}
+
+impl ServerCertVerifier for TrustedOrPinned {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &ServerName<'_>,
+        ocsp: &[u8],
+        now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        let chained = match &self.webpki {
+            Some(v) => v.verify_server_cert(end_entity, intermediates, server_name, ocsp, now),
+            None => Err(rustls::Error::InvalidCertificate(
+                rustls::CertificateError::UnknownIssuer,
+            )),
+        };
+        match chained {
+            Ok(verified) => Ok(verified),
+            Err(e)
+                if self
+                    .pinned
+                    .iter()
+                    .any(|p| p.as_ref() == end_entity.as_ref()) =>
+            {
+                let parsed = rustls::server::ParsedCertificate::try_from(end_entity)?;
+                rustls::client::verify_server_name(&parsed, server_name).map_err(|_| e)?;
+                Ok(ServerCertVerified::assertion())
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.provider.signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.provider.signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.provider
+            .signature_verification_algorithms
+            .supported_schemes()
     }
 }
 

@@ -10,7 +10,7 @@ use std::collections::VecDeque;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Samples kept by a remote monitor (an hour at 1 Hz).
 const KEEP: usize = 3600;
@@ -102,12 +102,38 @@ impl Listening {
                 q.push_back(s);
             }
         });
+        let open = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         for stream in self.listener.incoming().flatten() {
+            use std::sync::atomic::Ordering;
+            // A client (or a scan) opening connections without end would
+            // otherwise get a thread each.
+            if open.fetch_add(1, Ordering::SeqCst) >= MAX_CLIENTS {
+                open.fetch_sub(1, Ordering::SeqCst);
+                drop(stream);
+                continue;
+            }
             let samples = samples.clone();
             let token = self.token.clone();
-            std::thread::spawn(move || answer(stream, &samples, &token));
+            let open = open.clone();
+            std::thread::spawn(move || {
+                answer(stream, &samples, &token);
+                open.fetch_sub(1, Ordering::SeqCst);
+            });
         }
     }
+}
+
+/// Connections `headroom monitor` serves at once; more are closed at once.
+const MAX_CLIENTS: usize = 16;
+
+/// Compares without stopping at the first difference, so the time taken
+/// says nothing about how much of a guessed token was right.
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    let mut diff = a.len() ^ b.len();
+    for (i, x) in b.iter().enumerate() {
+        diff |= (a.get(i).copied().unwrap_or(0) ^ x) as usize;
+    }
+    diff == 0
 }
 
 fn answer(mut stream: TcpStream, samples: &Mutex<VecDeque<Sample>>, token: &str) {
@@ -135,7 +161,9 @@ fn answer(mut stream: TcpStream, samples: &Mutex<VecDeque<Sample>>, token: &str)
         }
     };
     let (route, query) = path.split_once('?').unwrap_or((&path, ""));
-    let (status, body) = if auth.as_deref() != Some(&format!("Bearer {token}")) {
+    let expected = format!("Bearer {token}");
+    let authorised = auth.is_some_and(|a| constant_time_eq(a.as_bytes(), expected.as_bytes()));
+    let (status, body) = if !authorised {
         (
             "401 Unauthorized",
             "{\"error\":\"missing or wrong bearer token\"}".to_string(),
@@ -164,6 +192,36 @@ fn answer(mut stream: TcpStream, samples: &Mutex<VecDeque<Sample>>, token: &str)
     );
 }
 
+/// A whole exchange with a remote monitor — connect, send, read — ends
+/// within this, whatever the other end does: a monitor that stalls or
+/// streams without end must never hold up the run, Ctrl-C or the results.
+const FETCH_DEADLINE: Duration = Duration::from_secs(2);
+
+/// The largest answer read from a remote monitor (samples since the last
+/// pull are a few KiB).
+const MAX_ANSWER: usize = 4 * 1024 * 1024;
+
+/// Reads to EOF, but no further than `deadline` and [`MAX_ANSWER`] bytes.
+fn read_bounded(s: &mut TcpStream, deadline: Instant) -> Result<Vec<u8>, String> {
+    let mut response = Vec::new();
+    let mut chunk = [0u8; 16 * 1024];
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(format!("no whole answer within {FETCH_DEADLINE:?}"));
+        }
+        let _ = s.set_read_timeout(Some(left));
+        match s.read(&mut chunk) {
+            Ok(0) => return Ok(response),
+            Ok(n) => response.extend_from_slice(&chunk[..n]),
+            Err(e) => return Err(e.to_string()),
+        }
+        if response.len() > MAX_ANSWER {
+            return Err(format!("answer larger than {} MiB", MAX_ANSWER >> 20));
+        }
+    }
+}
+
 /// Where a run pulls its server samples from.
 #[derive(Clone, Debug)]
 pub struct RemoteSource {
@@ -187,18 +245,17 @@ pub fn fetch(source: &RemoteSource, since_ms: u64) -> Result<Vec<Sample>, Remote
         .map_err(|e| unreachable(e.to_string()))?
         .next()
         .ok_or_else(|| RemoteError::BadUrl(source.url.clone()))?;
-    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(2))
+    let deadline = Instant::now() + FETCH_DEADLINE;
+    let mut s = TcpStream::connect_timeout(&addr, FETCH_DEADLINE)
         .map_err(|e| unreachable(e.to_string()))?;
-    let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
+    let _ = s.set_write_timeout(Some(FETCH_DEADLINE));
     write!(
         s,
         "GET /samples?since_ms={since_ms} HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {}\r\nConnection: close\r\n\r\n",
         source.token
     )
     .map_err(|e| unreachable(e.to_string()))?;
-    let mut response = Vec::new();
-    s.read_to_end(&mut response)
-        .map_err(|e| unreachable(e.to_string()))?;
+    let response = read_bounded(&mut s, deadline).map_err(unreachable)?;
     let text = String::from_utf8_lossy(&response);
     let (head, body) = text
         .split_once("\r\n\r\n")
@@ -263,4 +320,18 @@ impl Puller {
 /// A random token for `headroom monitor` when none is given.
 pub fn new_token() -> String {
     uuid::Uuid::new_v4().simple().to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn token_comparison_checks_every_byte_and_the_length() {
+        assert!(constant_time_eq(b"Bearer abc", b"Bearer abc"));
+        assert!(!constant_time_eq(b"Bearer abd", b"Bearer abc"));
+        assert!(!constant_time_eq(b"Bearer ab", b"Bearer abc"));
+        assert!(!constant_time_eq(b"Bearer abcd", b"Bearer abc"));
+        assert!(!constant_time_eq(b"", b"Bearer abc"));
+    }
 }

@@ -44,11 +44,12 @@ impl Live {
         let Some(bar) = &self.bar else { return };
         bar.set_position(p.elapsed.as_secs());
         let s = p.second;
+        let ms = |v: Option<f64>| v.map_or("–".to_string(), |v| format!("{v:.1}"));
         let mut message = format!(
-            "{} req/s  p50 {:.1} ms  p99 {:.1} ms  errors {}  users {}  in flight {}  total {}",
+            "{} req/s  p50 {} ms  p99 {} ms  errors {}  users {}  in flight {}  total {}",
             s.requests,
-            s.p50_ms,
-            s.p99_ms,
+            ms(s.p50_ms),
+            ms(s.p99_ms),
             p.total.failed,
             s.active_users,
             s.in_flight,

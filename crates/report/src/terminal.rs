@@ -153,6 +153,18 @@ pub fn write_summary(out: &mut dyn Write, r: &Results) -> io::Result<()> {
         s.received_kib_per_s,
         thousands(r.connections_opened),
     )?;
+    let k = &r.connections;
+    if k.reconnects_idle_closed + k.retried_stale + k.closed_unrequested_bytes > 0 {
+        writeln!(
+            out,
+            "  connections: {} reconnected after the server closed them while idle (its keep-alive \
+             timeout is shorter than the pause), {} requests sent again after meeting a connection \
+             the server had just closed, {} closed after the server sent bytes nobody asked for",
+            thousands(k.reconnects_idle_closed),
+            thousands(k.retried_stale),
+            thousands(k.closed_unrequested_bytes),
+        )?;
+    }
     if let (Some(target), Some(achieved), Some(lag)) =
         (r.target_rate_rps, r.achieved_rate_rps, &r.send_lag_ms)
     {

@@ -7,7 +7,7 @@
 
 use hdrhistogram::Histogram;
 use headroom_engine::metrics::aggregate::TimelinePoint;
-use headroom_engine::metrics::{histogram, ErrorClass, Stats};
+use headroom_engine::metrics::{histogram, ConnectionEvent, ErrorClass, Stats};
 use headroom_engine::plan::{Load, Plan};
 use headroom_engine::RunOutcome;
 use headroom_monitor::findings::{ClientFacts, SEND_LAG_LATE_MS};
@@ -50,6 +50,12 @@ pub struct Results {
     pub per_request: BTreeMap<String, Summary>,
     pub timeline: Vec<TimelinePoint>,
     pub connections_opened: u64,
+    /// What happened to connections: opened, reconnects after the server
+    /// closed an idle keep-alive connection, requests sent again after a
+    /// reused connection turned out closed, connections closed because the
+    /// server sent bytes nobody asked for.
+    #[serde(default)]
+    pub connections: Connections,
     /// Stopped by Ctrl-C / SIGTERM before its planned end.
     pub interrupted: bool,
     /// Why the run ended early, when it did (e.g. a feeder ran dry).
@@ -70,6 +76,34 @@ pub struct Results {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server: Option<ServerReport>,
     pub histograms: Histograms,
+}
+
+/// `connections` in results.json (see [`ConnectionEvent`]).
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Connections {
+    pub opened: u64,
+    /// The server closed a kept-alive connection while it sat idle (its
+    /// keep-alive timeout was shorter than the pause); a new one was opened
+    /// before sending.
+    pub reconnects_idle_closed: u64,
+    /// A request on a reused connection met EOF/RST before any response
+    /// byte (the server had closed it as the request left) and was sent
+    /// once more on a new connection.
+    pub retried_stale: u64,
+    /// The server sent bytes while no request was outstanding; the
+    /// connection was closed.
+    pub closed_unrequested_bytes: u64,
+}
+
+impl Connections {
+    pub fn from_stats(stats: &Stats) -> Connections {
+        Connections {
+            opened: stats.connection_count(ConnectionEvent::Opened),
+            reconnects_idle_closed: stats.connection_count(ConnectionEvent::ReconnectIdleClosed),
+            retried_stale: stats.connection_count(ConnectionEvent::RetriedStale),
+            closed_unrequested_bytes: stats.connection_count(ConnectionEvent::UnrequestedBytes),
+        }
+    }
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
@@ -359,10 +393,18 @@ impl RunConfig {
     }
 }
 
+/// Said whenever certificates are not checked.
+pub const INSECURE_TLS: &str =
+    "TLS certificate verification is off (--insecure / [tls] insecure): \
+     the server was not authenticated";
+
 /// Advice for a run whose figures need reading with care.
-pub fn warnings(outcome: &RunOutcome, fd_limit: (u64, u64)) -> Vec<String> {
+pub fn warnings(plan: &Plan, outcome: &RunOutcome, fd_limit: (u64, u64)) -> Vec<String> {
     let t = &outcome.total;
     let mut w = Vec::new();
+    if plan.tls.as_ref().is_some_and(|t| t.insecure) {
+        w.push(INSECURE_TLS.into());
+    }
     if t.error_count(ErrorClass::TooManyOpenFiles) > 0 {
         w.push(format!(
             "the generator hit its open-files limit ({} soft, {} hard): raise it with \
@@ -389,6 +431,25 @@ pub fn warnings(outcome: &RunOutcome, fd_limit: (u64, u64)) -> Vec<String> {
     w
 }
 
+/// How much of an open-model schedule ran: all of it, or up to an early
+/// stop (Ctrl-C, a feeder running dry), or up to the last arrival a
+/// `--requests` budget allowed. Rates are judged over this, so a bounded or
+/// interrupted run is not mistaken for a generator falling behind.
+fn schedule_that_ran(
+    schedule: &headroom_engine::plan::schedule::Schedule,
+    max_requests: Option<u64>,
+    outcome: &RunOutcome,
+) -> Duration {
+    let mut ran = schedule.duration();
+    if let Some(stopped) = outcome.stopped_after {
+        ran = ran.min(stopped);
+    }
+    if let Some(last) = max_requests.and_then(|n| schedule.at(n)) {
+        ran = ran.min(last);
+    }
+    ran
+}
+
 pub struct ResultsInput<'a> {
     pub plan: &'a Plan,
     pub outcome: &'a RunOutcome,
@@ -411,8 +472,24 @@ impl Results {
         let (target_rate_rps, achieved_rate_rps) = match &plan.load {
             Load::Open(l) => {
                 let sent = t.requests - t.error_count(ErrorClass::NotSent);
-                let window = outcome.send_window.max(l.schedule.duration()).as_secs_f64();
-                (Some(l.schedule.mean_rate()), Some(sent as f64 / window))
+                let ran = schedule_that_ran(&l.schedule, plan.max_requests, outcome);
+                let due = l.schedule.arrivals_before(ran);
+                let due = plan.max_requests.map_or(due, |n| due.min(n));
+                // Late sends past the end of the part that ran lower it.
+                let window = outcome.send_window.max(ran).as_secs_f64();
+                let ran = ran.as_secs_f64();
+                (
+                    Some(if ran > 0.0 {
+                        due as f64 / ran
+                    } else {
+                        l.schedule.mean_rate()
+                    }),
+                    Some(if window > 0.0 {
+                        sent as f64 / window
+                    } else {
+                        0.0
+                    }),
+                )
             }
             Load::Closed(_) => (None, None),
         };
@@ -446,9 +523,10 @@ impl Results {
                 .collect(),
             timeline: outcome.timeline.clone(),
             connections_opened: t.connections_opened,
+            connections: Connections::from_stats(t),
             interrupted: outcome.interrupted,
             stop_reason: outcome.stop_reason.clone(),
-            warnings: warnings(outcome, fd_limit),
+            warnings: warnings(plan, outcome, fd_limit),
             generator_bound: false,
             generator_bound_reasons: Vec::new(),
             thresholds: Vec::new(),

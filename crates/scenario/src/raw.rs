@@ -171,6 +171,20 @@ pub struct RawHttp {
     /// Generator threads (default: the CPUs available).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub threads: Option<usize>,
+    /// When a reused keep-alive connection turns out closed by the server
+    /// before the request reached it, send the request once more on a new
+    /// connection: for `idempotent` methods (default: GET, HEAD, PUT,
+    /// DELETE, OPTIONS, TRACE), `all`, or `never`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stale_connection_retry: Option<RawStaleRetry>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum RawStaleRetry {
+    Idempotent,
+    All,
+    Never,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]

@@ -15,11 +15,14 @@ pub struct TimelinePoint {
     pub ok: u64,
     pub failed: u64,
     pub bytes: u64,
-    pub p50_ms: f64,
-    pub p90_ms: f64,
-    pub p99_ms: f64,
-    pub max_ms: f64,
-    pub mean_ms: f64,
+    /// Latency figures of the requests that completed in this second,
+    /// from the intended send time; `None` (null) in a second in which none
+    /// completed — a stall is a gap, never a fast 0 ms.
+    pub p50_ms: Option<f64>,
+    pub p90_ms: Option<f64>,
+    pub p99_ms: Option<f64>,
+    pub max_ms: Option<f64>,
+    pub mean_ms: Option<f64>,
     /// Open model: 99th percentile of how late sends were in this second.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub send_lag_p99_ms: Option<f64>,
@@ -35,13 +38,8 @@ pub struct TimelinePoint {
 impl TimelinePoint {
     fn from_merged(index: u32, m: &Merged) -> Self {
         let s = &m.stats;
-        let q = |q: f64| {
-            if s.latency.is_empty() {
-                0.0
-            } else {
-                histogram::ms(s.latency.value_at_quantile(q))
-            }
-        };
+        let seen = !s.latency.is_empty();
+        let q = |q: f64| seen.then(|| histogram::ms(s.latency.value_at_quantile(q)));
         TimelinePoint {
             t_s: index + 1,
             requests: s.requests,
@@ -51,16 +49,8 @@ impl TimelinePoint {
             p50_ms: q(0.5),
             p90_ms: q(0.9),
             p99_ms: q(0.99),
-            max_ms: if s.latency.is_empty() {
-                0.0
-            } else {
-                histogram::ms(s.latency.max())
-            },
-            mean_ms: if s.latency.is_empty() {
-                0.0
-            } else {
-                s.latency.mean() / 1000.0
-            },
+            max_ms: seen.then(|| histogram::ms(s.latency.max())),
+            mean_ms: seen.then(|| s.latency.mean() / 1000.0),
             send_lag_p99_ms: (!s.send_lag.is_empty())
                 .then(|| histogram::ms(s.send_lag.value_at_quantile(0.99))),
             active_users: m.active_peak,

@@ -198,6 +198,47 @@ pub struct Stats {
     pub checks: Vec<u64>,
     /// TCP connections the generator opened successfully.
     pub connections_opened: u64,
+    /// What happened to kept-alive connections (see [`ConnectionEvent`]).
+    pub connection_events: [u64; ConnectionEvent::COUNT],
+}
+
+/// Things that happen to a connection rather than to a request. Counted
+/// when they happen (not when the request finishes), so a request cut off
+/// by the stop keeps its connection's story.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ConnectionEvent {
+    /// A TCP (and TLS) connection was opened.
+    Opened,
+    /// A kept-alive connection was found closed by the server while idle
+    /// (its keep-alive timeout was shorter than the pause) and replaced
+    /// before the request was sent.
+    ReconnectIdleClosed,
+    /// A request on a reused connection got EOF/RST before any response
+    /// byte and was sent once more on a new connection (RFC 9112 §9.3.1).
+    RetriedStale,
+    /// The server sent bytes while no request was outstanding; the
+    /// connection was closed.
+    UnrequestedBytes,
+}
+
+impl ConnectionEvent {
+    pub const COUNT: usize = 4;
+    pub const ALL: [ConnectionEvent; Self::COUNT] = [
+        Self::Opened,
+        Self::ReconnectIdleClosed,
+        Self::RetriedStale,
+        Self::UnrequestedBytes,
+    ];
+
+    /// Stable key in results files (`connections` object).
+    pub fn key(self) -> &'static str {
+        match self {
+            Self::Opened => "opened",
+            Self::ReconnectIdleClosed => "reconnects_idle_closed",
+            Self::RetriedStale => "retried_stale",
+            Self::UnrequestedBytes => "closed_unrequested_bytes",
+        }
+    }
 }
 
 impl Default for Stats {
@@ -221,11 +262,16 @@ impl Stats {
             errors: [0; ErrorClass::COUNT],
             checks: Vec::new(),
             connections_opened: 0,
+            connection_events: [0; ConnectionEvent::COUNT],
         }
     }
 
     pub fn error_count(&self, class: ErrorClass) -> u64 {
         self.errors[class.index()]
+    }
+
+    pub fn connection_count(&self, event: ConnectionEvent) -> u64 {
+        self.connection_events[event as usize]
     }
 
     /// (code, count) for every status seen, ascending.
@@ -269,6 +315,13 @@ impl AddAssign<&Stats> for Stats {
             *a += b;
         }
         self.connections_opened += other.connections_opened;
+        for (a, b) in self
+            .connection_events
+            .iter_mut()
+            .zip(&other.connection_events)
+        {
+            *a += b;
+        }
     }
 }
 

@@ -1,7 +1,7 @@
 //! The per-worker recorder. One per worker thread, never shared across
 //! threads, so recording is a few additions and three histogram increments.
 
-use super::{histogram, ErrorClass, Stats, MAX_STATUS};
+use super::{histogram, ConnectionEvent, ErrorClass, Stats, MAX_STATUS};
 use std::time::{Duration, Instant};
 
 /// What became of one request, as the client saw it.
@@ -13,8 +13,6 @@ pub struct Outcome {
     pub error: Option<ErrorClass>,
     /// Response bytes read (head + body).
     pub bytes: u64,
-    /// The request opened a new TCP connection.
-    pub connected: bool,
     /// Which scenario check failed (with `error: Some(CheckFailed)`).
     pub failed_check: Option<u32>,
 }
@@ -110,6 +108,18 @@ impl Recorder {
         self.waited_for_connection += 1;
     }
 
+    /// Something happened to the connection of a request (of `request`),
+    /// counted at once so that a request cut off later keeps it.
+    pub fn connection_event(&mut self, request: usize, event: ConnectionEvent) {
+        self.advance_to(Instant::now());
+        for stats in [&mut self.current.stats, &mut self.per_request[request]] {
+            stats.connection_events[event as usize] += 1;
+            if event == ConnectionEvent::Opened {
+                stats.connections_opened += 1;
+            }
+        }
+    }
+
     /// A request is about to be sent (or waits for a connection).
     pub fn request_started(&mut self) {
         self.in_flight += 1;
@@ -192,7 +202,6 @@ fn record_into(
 ) {
     stats.requests += 1;
     stats.bytes += outcome.bytes;
-    stats.connections_opened += outcome.connected as u64;
     if let Some(code) = outcome.status {
         stats.status[(code as usize).min(MAX_STATUS)] += 1;
     }

@@ -6,9 +6,11 @@
 //! - [`feeder`]: rows of test data handed to users.
 //! - [`check`]: checks and extractions on responses.
 //! - [`schedule`]: the open model's arrival times (pure maths).
+//! - [`limits`]: the largest durations, rates and jars a plan may ask for.
 
 pub mod check;
 pub mod feeder;
+pub mod limits;
 pub mod schedule;
 pub mod template;
 
@@ -57,6 +59,47 @@ pub struct Plan {
     pub threads: usize,
     /// Stop after this many requests in all.
     pub max_requests: Option<u64>,
+    /// Which requests are sent again when a reused connection turns out to
+    /// have been closed by the server before the request reached it.
+    pub stale_retry: StaleRetry,
+}
+
+/// Whether a request that met a connection the server had already closed
+/// (EOF or RST before any response byte, on a reused keep-alive connection)
+/// is sent once more on a new connection. RFC 9112 §9.3.1 allows it for
+/// idempotent methods, as browsers and HTTP clients do.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum StaleRetry {
+    /// GET, HEAD, PUT, DELETE, OPTIONS, TRACE.
+    #[default]
+    Idempotent,
+    /// Every method (the server never saw the request, but a non-idempotent
+    /// one might have been half-processed by a server that closed mid-way).
+    All,
+    /// Never: the request fails as `closed_before_response` /
+    /// `connection_reset`.
+    Never,
+}
+
+impl StaleRetry {
+    pub fn parse(text: &str) -> Option<StaleRetry> {
+        match text {
+            "idempotent" => Some(Self::Idempotent),
+            "all" => Some(Self::All),
+            "never" => Some(Self::Never),
+            _ => None,
+        }
+    }
+
+    pub fn allows(self, method: &str) -> bool {
+        match self {
+            Self::Idempotent => ["GET", "HEAD", "PUT", "DELETE", "OPTIONS", "TRACE"]
+                .iter()
+                .any(|m| m.eq_ignore_ascii_case(method)),
+            Self::All => true,
+            Self::Never => false,
+        }
+    }
 }
 
 /// Generator threads by default: the CPUs this process may use (respects
@@ -117,6 +160,7 @@ impl Plan {
             graceful_stop: DEFAULT_GRACEFUL_STOP,
             threads: default_threads(),
             max_requests: None,
+            stale_retry: StaleRetry::default(),
         })
     }
 

@@ -42,6 +42,16 @@ impl Stage {
         }
     }
 
+    /// Cumulative arrivals `t` seconds into the stage: N(t).
+    fn arrivals_within(&self, t: f64) -> f64 {
+        let d = self.duration().as_secs_f64();
+        let t = t.clamp(0.0, d);
+        match *self {
+            Stage::Hold { rate, .. } => rate * t,
+            Stage::Ramp { from, to, .. } => from * t + (to - from) * t * t / (2.0 * d),
+        }
+    }
+
     /// Seconds into the stage at which cumulative arrivals reach `x`.
     fn time_of(&self, x: f64) -> f64 {
         if x <= 0.0 {
@@ -64,6 +74,10 @@ pub enum ScheduleError {
     Empty,
     #[error("stage {stage}: rate {rate} is not a finite number ≥ 0")]
     BadRate { stage: usize, rate: f64 },
+    #[error("stage {stage}: rate {rate} req/s is more than headroom sends (at most 10000000 req/s per run)")]
+    RateTooHigh { stage: usize, rate: f64 },
+    #[error("stage {stage}: longer than headroom accepts (at most 366 days)")]
+    TooLong { stage: usize },
     #[error("stage {stage}: duration must be greater than zero")]
     ZeroDuration { stage: usize },
     #[error("the schedule sends no request (every rate is 0)")]
@@ -106,6 +120,12 @@ impl Schedule {
             };
             if let Some(&rate) = rates.iter().find(|r| !r.is_finite() || **r < 0.0) {
                 return Err(ScheduleError::BadRate { stage: i + 1, rate });
+            }
+            if let Some(&rate) = rates.iter().find(|r| **r > super::limits::MAX_RATE) {
+                return Err(ScheduleError::RateTooHigh { stage: i + 1, rate });
+            }
+            if stage.duration() > super::limits::MAX_DURATION {
+                return Err(ScheduleError::TooLong { stage: i + 1 });
             }
             if stage.duration().is_zero() {
                 return Err(ScheduleError::ZeroDuration { stage: i + 1 });
@@ -158,6 +178,29 @@ impl Schedule {
         Some(Duration::from_secs_f64(span.start_s + into))
     }
 
+    /// Arrivals due before `t` (those with `at(n) < t`): what the part of
+    /// the schedule up to `t` asked for.
+    pub fn arrivals_before(&self, t: Duration) -> u64 {
+        let secs = t.as_secs_f64();
+        let i = self
+            .spans
+            .partition_point(|s| s.start_s + s.stage.duration().as_secs_f64() <= secs);
+        let n = match self.spans.get(i) {
+            Some(span) => span.start_n + span.stage.arrivals_within(secs - span.start_s),
+            None => return self.arrivals(),
+        };
+        // N(t) is the estimate; `at` is the definition, so settle the
+        // count against it (float error, and arrival 0 at a stage's start).
+        let mut count = ((n - EPSILON).ceil().max(0.0) as u64).min(self.arrivals());
+        while count < self.arrivals() && self.at(count).is_some_and(|a| a < t) {
+            count += 1;
+        }
+        while count > 0 && self.at(count - 1).is_some_and(|a| a >= t) {
+            count -= 1;
+        }
+        count
+    }
+
     /// Requested rate at a time (for display and reports).
     pub fn rate_at(&self, t: Duration) -> f64 {
         let t = t.as_secs_f64();
@@ -178,6 +221,40 @@ impl Schedule {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn arrivals_before_counts_what_was_due() {
+        let s = Schedule::constant(100.0, Duration::from_secs(10)).unwrap();
+        assert_eq!(s.arrivals_before(Duration::ZERO), 0);
+        // arrivals at 0, 10 ms, …, 490 ms: 50 before 0.5 s (none at 0.5 s itself)
+        assert_eq!(s.arrivals_before(Duration::from_millis(500)), 50);
+        assert_eq!(s.arrivals_before(Duration::from_millis(501)), 51);
+        assert_eq!(s.arrivals_before(Duration::from_secs(10)), 1000);
+        assert_eq!(s.arrivals_before(Duration::from_secs(99)), 1000);
+        let ramp = Schedule::new(vec![
+            Stage::Ramp {
+                from: 0.0,
+                to: 100.0,
+                duration: Duration::from_secs(10),
+            },
+            Stage::Hold {
+                rate: 50.0,
+                duration: Duration::from_secs(2),
+            },
+        ])
+        .unwrap();
+        // N(5 s) = 100 · 25 / 20 = 125
+        assert_eq!(ramp.arrivals_before(Duration::from_secs(5)), 125);
+        assert_eq!(ramp.arrivals_before(Duration::from_secs(11)), 500 + 50);
+        for n in [0u64, 1, 7, 124, 499, 500, 549] {
+            let t = ramp.at(n).unwrap();
+            assert_eq!(
+                ramp.arrivals_before(t + Duration::from_micros(1)),
+                n + 1,
+                "n={n}"
+            );
+        }
+    }
 
     fn secs(s: f64) -> Duration {
         Duration::from_secs_f64(s)

@@ -3,6 +3,7 @@
 //! and what would be right.
 
 use clap::Args;
+use headroom_engine::plan::limits;
 use headroom_engine::plan::schedule::Stage;
 use std::time::Duration;
 
@@ -95,6 +96,29 @@ pub struct RunArgs {
     /// anything below 400].
     #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = parse_status, conflicts_with = "scenario")]
     pub expect_status: Option<Vec<u16>>,
+
+    /// Skip TLS certificate verification (as curl -k). A warning is printed
+    /// and kept in the results.
+    #[arg(short = 'k', long)]
+    pub insecure: bool,
+
+    /// Trust the CA certificates (or the self-signed server certificate) in
+    /// this PEM file, besides the system's.
+    #[arg(long, value_name = "FILE")]
+    pub ca_file: Option<std::path::PathBuf>,
+
+    /// A header whose value is a secret: sent, but written as *** in the
+    /// results and reports (repeatable). Authorization, Proxy-Authorization,
+    /// Cookie and Set-Cookie always are.
+    #[arg(long, value_name = "NAME")]
+    pub secret_header: Vec<String>,
+
+    /// When a reused keep-alive connection turns out closed by the server
+    /// before the request reached it, send the request again on a new
+    /// connection: idempotent (GET, HEAD, PUT, DELETE, OPTIONS, TRACE), all,
+    /// or never [default: idempotent].
+    #[arg(long, value_name = "WHICH", value_parser = ["idempotent", "all", "never"])]
+    pub stale_connection_retry: Option<String>,
 
     /// Generator threads (one event loop each) [default: the CPUs available].
     #[arg(long, value_name = "N")]
@@ -373,12 +397,16 @@ pub struct StageList(pub Vec<Stage>);
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let d = humantime::parse_duration(s.trim())
         .map_err(|e| format!("`{s}` is not a duration ({e}); write e.g. 500ms, 30s, 2m, 1h30m"))?;
-    Ok(d)
+    limits::check_duration(&format!("`{s}`"), d, false)
 }
 
 pub fn parse_rate(s: &str) -> Result<f64, String> {
     let t = s.trim().trim_end_matches("/s");
     match t.parse::<f64>() {
+        Ok(r) if r > limits::MAX_RATE => Err(format!(
+            "`{s}` is more than headroom sends: at most {} requests per second",
+            limits::MAX_RATE
+        )),
         Ok(r) if r.is_finite() && r > 0.0 => Ok(r),
         _ => Err(format!(
             "`{s}` is not a rate; write requests per second as a positive number, e.g. 500 or 12.5"
@@ -479,6 +507,11 @@ mod tests {
             .unwrap_err()
             .contains("not a duration"));
         assert_eq!(parse_rate("500/s").unwrap(), 500.0);
+        assert!(parse_rate("1e12").unwrap_err().contains("at most"));
+        assert!(parse_duration("18446744073709551615s")
+            .unwrap_err()
+            .contains("longer than headroom accepts"));
+        assert!(parse_stages("18446744073709551615s:10").is_err());
         assert!(parse_rate("0").is_err());
         assert!(parse_rate("fast").is_err());
         assert_eq!(

@@ -5,7 +5,7 @@
 use super::args::CapacityArgs;
 use super::recording;
 use super::run::{install_interrupt, scenario_from_args, watch_from_args};
-use super::{EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK};
+use super::{exit_interrupted, EXIT_ERROR, EXIT_OK};
 use anyhow::{bail, Context};
 use headroom_capacity::{CapacityReport, Event, Outcome};
 use headroom_engine::StopSignal;
@@ -60,6 +60,7 @@ pub fn capacity(args: CapacityArgs) -> anyhow::Result<i32> {
         .resolve()
         .map_err(anyhow::Error::msg)?;
     super::run::check_request_names(&opts.slo, plan, "the objective")?;
+    super::run::Outputs::from_args(&args.run).check_writable()?;
     let stop = StopSignal::new();
     install_interrupt(&stop)?;
     let watch = watch_from_args(&args.run, plan)?;
@@ -88,7 +89,7 @@ pub fn capacity(args: CapacityArgs) -> anyhow::Result<i32> {
         Ok(())
     };
     let mut save_error = None;
-    let record = recording(&args.run.buckets);
+    let record = recording(&args.run.buckets, &args.run.secret_header);
     let report = headroom_capacity::run(plan, &opts, &watch.config, &stop, &record, |e| {
         match e {
             Event::Snapshot(so_far) => {
@@ -163,7 +164,7 @@ pub fn capacity(args: CapacityArgs) -> anyhow::Result<i32> {
         }
     }
     Ok(match report.outcome {
-        Outcome::Interrupted => EXIT_INTERRUPTED,
+        Outcome::Interrupted => exit_interrupted(),
         Outcome::ServerExited => EXIT_ERROR,
         _ => EXIT_OK,
     })

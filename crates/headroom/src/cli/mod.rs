@@ -2,7 +2,7 @@
 //! The only place that knows about flags, exit codes and anyhow.
 //!
 //! Exit codes: 0 ok; 1 a threshold was breached (`run --threshold`,
-//! `[thresholds]`) or `compare --fail-on-regression` found a regression; 2 usage or run error; 130 interrupted by Ctrl-C/SIGTERM
+//! `[thresholds]`) or `compare --fail-on-regression` found a regression; 2 usage or run error; 130 interrupted by Ctrl-C, 143 by SIGTERM
 //! (results are still written).
 
 mod args;
@@ -23,7 +23,21 @@ use std::io::Write;
 pub const EXIT_OK: i32 = 0;
 pub const EXIT_THRESHOLDS: i32 = 1;
 pub const EXIT_ERROR: i32 = 2;
+/// Interrupted by SIGINT (Ctrl-C): 128 + 2, as shells report it. SIGTERM
+/// gives 143 (128 + 15): see [`exit_interrupted`].
 pub const EXIT_INTERRUPTED: i32 = 130;
+
+/// The signal that interrupted the run (0: none yet).
+static INTERRUPTED_BY: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+
+/// The exit code of an interrupted command: 128 + the signal's number
+/// (130 for Ctrl-C, 143 for SIGTERM), as shells expect.
+pub fn exit_interrupted() -> i32 {
+    match INTERRUPTED_BY.load(std::sync::atomic::Ordering::SeqCst) {
+        0 => EXIT_INTERRUPTED,
+        signal => 128 + signal,
+    }
+}
 
 #[derive(Parser, Debug)]
 #[command(
@@ -160,9 +174,12 @@ fn target(args: TargetArgs) -> anyhow::Result<i32> {
 
 /// How this command's runs are recorded: the distribution's buckets and
 /// the command line (kept in each results file's `meta.command`).
-pub fn recording(buckets_ms: &[u64]) -> Recording {
+/// Credentials on the command line (secret headers, URL passwords) are
+/// written as `***`; `secret_headers` are the ones the user named.
+pub fn recording(buckets_ms: &[u64], secret_headers: &[String]) -> Recording {
+    let args: Vec<String> = std::env::args().collect();
     Recording {
         buckets_ms: buckets_ms.to_vec(),
-        command: std::env::args().collect(),
+        command: headroom_http::redact::command(&args, secret_headers),
     }
 }

@@ -18,6 +18,28 @@ pub fn write_file(path: &Path, what: &str, bytes: &[u8]) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Checks, before any load is sent, that `path` can be written (`flag`
+/// names it in the error): finding out after the run would lose what was
+/// measured. Creates and removes the temporary file the write will use.
+pub fn check_writable(path: &Path, flag: &str) -> anyhow::Result<()> {
+    if path.is_dir() {
+        bail!("{flag} {}: is a folder; give a file name", path.display());
+    }
+    let mut probe = path.as_os_str().to_owned();
+    probe.push(".tmp");
+    std::fs::write(&probe, b"")
+        .and_then(|()| std::fs::remove_file(&probe))
+        .with_context(|| format!("{flag} {}: cannot write there", path.display()))
+}
+
+/// As [`check_writable`], for a folder files will be written into (made
+/// if missing).
+pub fn check_writable_dir(dir: &Path, flag: &str) -> anyhow::Result<()> {
+    std::fs::create_dir_all(dir)
+        .with_context(|| format!("{flag} {}: cannot make the folder", dir.display()))?;
+    check_writable(&dir.join(".headroom-write-check"), flag)
+}
+
 /// The run's summary tables as Markdown.
 pub fn run_markdown(r: &Results) -> String {
     let mut md = format!("### {}\n\n", r.config.url);

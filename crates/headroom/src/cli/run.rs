@@ -5,7 +5,7 @@
 use super::args::RunArgs;
 use super::recording;
 use super::report::write_file;
-use super::{EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, EXIT_THRESHOLDS};
+use super::{exit_interrupted, EXIT_ERROR, EXIT_OK, EXIT_THRESHOLDS};
 use anyhow::{bail, Context};
 use headroom_engine::plan::schedule::Stage;
 use headroom_engine::plan::Plan;
@@ -20,7 +20,7 @@ use headroom_report::live::Live;
 use headroom_report::terminal;
 use headroom_results::measure::{measure, Recording};
 use headroom_scenario::raw::{
-    Model, RawExpect, RawLoad, RawRequest, RawScenario, RawStage, RawStatus,
+    Model, RawExpect, RawHttp, RawLoad, RawRequest, RawScenario, RawStage, RawStaleRetry, RawStatus,
 };
 use headroom_scenario::Scenario;
 use std::path::Path;
@@ -50,6 +50,15 @@ fn check_flags(args: &RunArgs) -> anyhow::Result<()> {
     ] {
         if value == Some(0) {
             bail!("{flag} must be at least 1");
+        }
+    }
+    for (value, flag) in [
+        (args.duration, "--duration"),
+        (args.timeout, "--timeout"),
+        (args.connect_timeout, "--connect-timeout"),
+    ] {
+        if value.is_some_and(|d| d.is_zero()) {
+            bail!("{flag} must be greater than zero");
         }
     }
     if args.buckets.windows(2).any(|w| w[0] >= w[1]) {
@@ -153,6 +162,25 @@ fn apply_flags(raw: &mut RawScenario, args: &RunArgs) {
     if args.threads.is_some() {
         http.threads = args.threads;
     }
+    if let Some(which) = &args.stale_connection_retry {
+        http.stale_connection_retry = Some(match which.as_str() {
+            "all" => RawStaleRetry::All,
+            "never" => RawStaleRetry::Never,
+            _ => RawStaleRetry::Idempotent,
+        });
+    }
+    if args.insecure || args.ca_file.is_some() {
+        let tls = raw.tls.get_or_insert_with(Default::default);
+        if args.insecure {
+            tls.insecure = Some(true);
+        }
+        if let Some(file) = &args.ca_file {
+            // Relative to where the command runs, not to the scenario.
+            let file = std::path::absolute(file).unwrap_or_else(|_| file.clone());
+            tls.ca_file = Some(file.display().to_string());
+        }
+    }
+    let http = raw.http.get_or_insert_with(Default::default);
     if !args.headers.is_empty() {
         let headers = http.headers.get_or_insert_with(Default::default);
         for (k, v) in &args.headers {
@@ -174,8 +202,15 @@ fn one_liner(args: &RunArgs, url: &str) -> anyhow::Result<RawScenario> {
         bail!("--method `{method}` is not an HTTP method");
     }
     let scheme = if endpoint.https { "https" } else { "http" };
+    // `user:password@` in the URL is sent as Basic auth (a -H
+    // Authorization given too replaces it).
+    let http = endpoint.basic_auth.map(|auth| RawHttp {
+        headers: Some([("Authorization".to_string(), auth)].into()),
+        ..RawHttp::default()
+    });
     Ok(RawScenario {
         base_url: Some(format!("{scheme}://{}", endpoint.host_header)),
+        http,
         requests: vec![RawRequest {
             name: format!("{method} {target}"),
             method: Some(method),
@@ -203,14 +238,15 @@ pub fn scenario_from_args(args: &RunArgs) -> anyhow::Result<Scenario> {
             let mut raw = one_liner(args, url)?;
             apply_flags(&mut raw, args);
             let mut scenario = headroom_scenario::build_raw(&raw, "command line", url)?;
-            scenario.plan.label = url.clone();
+            scenario.plan.label = headroom_http::redact::url(url);
             Ok(scenario)
         }
         (None, None) => bail!("give a scenario file or --url"),
     }
 }
 
-/// Ctrl-C and SIGTERM stop the run gracefully; a second one aborts.
+/// Ctrl-C and SIGTERM stop the run gracefully; a second one aborts. The
+/// first says so, and names itself in the results' `stop_reason`.
 pub fn install_interrupt(stop: &StopSignal) -> anyhow::Result<()> {
     use signal_hook::consts::{SIGINT, SIGTERM};
     let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM])?;
@@ -218,8 +254,17 @@ pub fn install_interrupt(stop: &StopSignal) -> anyhow::Result<()> {
     std::thread::Builder::new()
         .name("headroom-signals".into())
         .spawn(move || {
-            for _ in signals.forever() {
-                stop.interrupt();
+            for signal in signals.forever() {
+                let name = if signal == SIGTERM { "SIGTERM" } else { "SIGINT (Ctrl-C)" };
+                if stop.was_interrupted() {
+                    eprintln!("\nheadroom: {name} again: aborting, requests in flight are cut off");
+                } else {
+                    super::INTERRUPTED_BY.store(signal, std::sync::atomic::Ordering::SeqCst);
+                    eprintln!(
+                        "\nheadroom: {name}: stopping — results so far are kept; press Ctrl-C again to abort"
+                    );
+                }
+                stop.interrupt(format!("interrupted by {name}"));
             }
         })?;
     Ok(())
@@ -331,6 +376,24 @@ pub struct Outputs<'args> {
 }
 
 impl<'args> Outputs<'args> {
+    /// Every output path can be written: checked before the load.
+    pub fn check_writable(&self) -> anyhow::Result<()> {
+        for (path, flag) in [
+            (self.out, "--out"),
+            (self.html, "--html"),
+            (self.hdr_log, "--hdr-log"),
+            (self.junit, "--junit"),
+        ] {
+            if let Some(path) = path {
+                super::report::check_writable(path, flag)?;
+            }
+        }
+        if let Some(dir) = self.csv {
+            super::report::check_writable_dir(dir, "--csv")?;
+        }
+        Ok(())
+    }
+
     pub fn from_args(args: &'args RunArgs) -> Outputs<'args> {
         Outputs {
             out: args.out.as_deref(),
@@ -362,6 +425,12 @@ pub fn execute(
     outputs: &Outputs,
 ) -> anyhow::Result<i32> {
     let plan = &scenario.plan;
+    if plan.tls.as_ref().is_some_and(|t| t.insecure) {
+        eprintln!(
+            "headroom: warning: {}",
+            headroom_results::record::INSECURE_TLS
+        );
+    }
     let live = Live::new(plan.load_duration());
     let measured = measure(plan, stop, watch.config.clone(), recording, |p, sample| {
         live.update(p, sample)
@@ -425,7 +494,7 @@ pub fn execute(
         }
     }
     let exit_code = if results.interrupted {
-        EXIT_INTERRUPTED
+        exit_interrupted()
     } else if measured.never_connected {
         let why = results
             .summary
@@ -458,10 +527,12 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
     let scenario = scenario_from_args(&args)?;
     let outputs = Outputs::from_args(&args);
     check_request_names(&outputs.thresholds, &scenario.plan, "--threshold")?;
+    outputs.check_writable()?;
     let stop = StopSignal::new();
     install_interrupt(&stop)?;
     let watch = watch_from_args(&args, &scenario.plan)?;
-    execute(&scenario, &stop, watch, &recording(&args.buckets), &outputs)
+    let recording = recording(&args.buckets, &args.secret_header);
+    execute(&scenario, &stop, watch, &recording, &outputs)
 }
 
 /// Bounds that name a request (`p95{login}<500ms`) must name one of the

@@ -4,7 +4,7 @@
 use super::args::StudyArgs;
 use super::recording;
 use super::run::install_interrupt;
-use super::{EXIT_INTERRUPTED, EXIT_OK};
+use super::{exit_interrupted, EXIT_OK};
 use anyhow::Context;
 use headroom_engine::StopSignal;
 use headroom_report::study_table;
@@ -32,12 +32,16 @@ pub fn run_study(
     buckets_ms: &[u64],
     reports: &super::args::ReportArgs,
 ) -> anyhow::Result<i32> {
+    super::report::check_writable_dir(&out_dir, "--out")?;
+    if let Some(html) = &reports.html {
+        super::report::check_writable(html, "--html")?;
+    }
     let stop = StopSignal::new();
     install_interrupt(&stop)?;
     let opts = StudyOptions {
         out_dir: out_dir.clone(),
         fresh,
-        recording: recording(buckets_ms),
+        recording: recording(buckets_ms, &[]),
     };
     println!(
         "headroom study: {} configurations × {} run(s); results in {}",
@@ -108,7 +112,7 @@ pub fn run_study(
         out_dir.display()
     )?;
     Ok(if report.interrupted {
-        EXIT_INTERRUPTED
+        exit_interrupted()
     } else {
         EXIT_OK
     })

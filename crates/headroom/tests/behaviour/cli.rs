@@ -46,6 +46,43 @@ fn bad_input_is_one_clear_error_and_exit_2() {
             "cannot parse listen address",
         ),
         (&["frobnicate"], "frobnicate"),
+        // Absurd values are refused before any load, never a panic (exit
+        // 101) or a silently short run.
+        (
+            &["run", "--url", url, "--duration", "18446744073709551615s"],
+            "longer than headroom accepts",
+        ),
+        (
+            &["run", "--url", url, "--stages", "18446744073709551615s:10"],
+            "longer than headroom accepts",
+        ),
+        (
+            &[
+                "run",
+                "--url",
+                url,
+                "--graceful-stop",
+                "18446744073709551615s",
+            ],
+            "longer than headroom accepts",
+        ),
+        (
+            &["run", "--url", url, "--ramp-up", "18446744073709551615s"],
+            "longer than headroom accepts",
+        ),
+        (
+            &["run", "--url", url, "--think-time", "18446744073709551615s"],
+            "longer than headroom accepts",
+        ),
+        (
+            &["run", "--url", url, "--duration", "0s"],
+            "--duration must be greater than zero",
+        ),
+        (
+            &["run", "--url", url, "--timeout", "0s"],
+            "--timeout must be greater than zero",
+        ),
+        (&["run", "--url", url, "--rate", "1e12"], "at most"),
     ];
     for (args, needle) in cases {
         let (code, _, stderr) = headroom(args);
@@ -68,7 +105,7 @@ fn interrupt_mid_run(signal: i32) {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("r.json");
     let url = target.url("/sleep?ms=5");
-    let mut child = Command::new(headroom_bin())
+    let child = Command::new(headroom_bin())
         .args([
             "run",
             "--url",
@@ -81,18 +118,35 @@ fn interrupt_mid_run(signal: i32) {
         ])
         .arg(&out)
         .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
         .spawn()
         .unwrap();
     std::thread::sleep(Duration::from_millis(2500));
     let sent = Instant::now();
     unsafe { libc::kill(child.id() as i32, signal) };
-    let status = child.wait().unwrap();
+    let output = child.wait_with_output().unwrap();
     // Stopped, not run to its planned 60 s (the bound is for a paused VM).
     assert!(sent.elapsed() < Duration::from_secs(30), "stopped promptly");
-    assert_eq!(status.code(), Some(130));
+    // 128 + the signal, as shells report it: 130 for SIGINT, 143 for SIGTERM.
+    assert_eq!(output.status.code(), Some(128 + signal));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("stopping — results so far are kept; press Ctrl-C again to abort"),
+        "{stderr}"
+    );
     let results: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
     assert_eq!(results["interrupted"], true);
+    let name = if signal == libc::SIGTERM {
+        "SIGTERM"
+    } else {
+        "SIGINT"
+    };
+    assert!(
+        results["stop_reason"].as_str().unwrap().contains(name),
+        "{}",
+        results["stop_reason"]
+    );
     let total = results["requests"]["total"].as_u64().unwrap();
     assert!(total > 0);
     assert_eq!(total, target.requests(), "exact even when interrupted");

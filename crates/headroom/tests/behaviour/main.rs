@@ -11,6 +11,7 @@ mod common;
 mod cli;
 mod counts;
 mod errors;
+mod hostile;
 mod layout;
 mod reports;
 mod ruby_servers;

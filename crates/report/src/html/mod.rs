@@ -124,10 +124,12 @@ fn timeline_charts(r: &Results) -> Vec<String> {
         "time since start (s)",
         "latency (ms)",
     );
-    lat.series.push(Series::new("p50", t(&|p| p.p50_ms)));
-    lat.series.push(Series::new("p90", t(&|p| p.p90_ms)));
-    lat.series.push(Series::new("p99", t(&|p| p.p99_ms)));
-    lat.series.push(Series::new("max", t(&|p| p.max_ms)));
+    // A second in which nothing completed has no latency: NaN, drawn as a gap.
+    let gap = |v: Option<f64>| v.unwrap_or(f64::NAN);
+    lat.series.push(Series::new("p50", t(&|p| gap(p.p50_ms))));
+    lat.series.push(Series::new("p90", t(&|p| gap(p.p90_ms))));
+    lat.series.push(Series::new("p99", t(&|p| gap(p.p99_ms))));
+    lat.series.push(Series::new("max", t(&|p| gap(p.max_ms))));
     charts.push(lat.render());
 
     let mut thr = LineChart::new(

@@ -231,27 +231,38 @@ impl LineChart {
                 Side::Right => (r0, r1),
             };
             let colour = i % 8 + 1;
-            let pts: Vec<(f64, f64)> = series
+            // A point that is not finite (a second with no value) breaks
+            // the line: each run of finite points is its own polyline.
+            let shown: Vec<((f64, f64), (f64, f64))> = series
                 .points
                 .iter()
                 .filter(|p| p.0.is_finite() && p.1.is_finite())
-                .map(|&(x, y)| (px(x), py(y, lo, hi)))
+                .map(|&(x, y)| ((px(x), py(y, lo, hi)), (x, y)))
                 .collect();
-            if !series.points_only && pts.len() > 1 {
-                let d: Vec<String> = pts.iter().map(|(x, y)| format!("{x:.1},{y:.1}")).collect();
+            if !series.points_only {
                 let dash = if series.side == Side::Right {
                     r#" stroke-dasharray="6 3""#
                 } else {
                     ""
                 };
-                let _ = write!(
-                    s,
-                    r#"<polyline class="line s{colour}"{dash} points="{}"/>"#,
-                    d.join(" ")
-                );
+                for run in series
+                    .points
+                    .split(|p| !(p.0.is_finite() && p.1.is_finite()))
+                    .filter(|run| run.len() > 1)
+                {
+                    let d: Vec<String> = run
+                        .iter()
+                        .map(|&(x, y)| format!("{:.1},{:.1}", px(x), py(y, lo, hi)))
+                        .collect();
+                    let _ = write!(
+                        s,
+                        r#"<polyline class="line s{colour}"{dash} points="{}"/>"#,
+                        d.join(" ")
+                    );
+                }
             }
-            let radius = if pts.len() > 120 { 1.2 } else { 3.0 };
-            for ((x, y), (vx, vy)) in pts.iter().zip(&series.points) {
+            let radius = if shown.len() > 120 { 1.2 } else { 3.0 };
+            for ((x, y), (vx, vy)) in &shown {
                 let _ = write!(
                     s,
                     r#"<circle class="pt s{colour}" cx="{x:.1}" cy="{y:.1}" r="{radius}"><title>{}: {} → {}</title></circle>"#,

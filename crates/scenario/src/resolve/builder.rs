@@ -5,6 +5,7 @@
 use crate::errors::{Locator, Problem};
 use crate::raw::RawStatus;
 use headroom_engine::plan::check::StatusSet;
+use headroom_engine::plan::limits;
 use headroom_engine::plan::template::Template;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -52,7 +53,13 @@ impl<'a> Builder<'a> {
         text: &str,
     ) -> Option<Duration> {
         match humantime::parse_duration(text.trim()) {
-            Ok(d) => Some(d),
+            Ok(d) => match limits::check_duration(field, d, limits::must_be_positive(field)) {
+                Ok(d) => Some(d),
+                Err(e) => {
+                    self.problem(anchor, field, text, e);
+                    None
+                }
+            },
             Err(e) => {
                 self.problem(
                     anchor,

@@ -11,7 +11,7 @@
 use super::errors::Problem;
 use super::raw::*;
 use headroom_engine::plan::{
-    Plan, DEFAULT_CONNECT_TIMEOUT, DEFAULT_GRACEFUL_STOP, DEFAULT_REQUEST_TIMEOUT,
+    Plan, StaleRetry, DEFAULT_CONNECT_TIMEOUT, DEFAULT_GRACEFUL_STOP, DEFAULT_REQUEST_TIMEOUT,
 };
 use headroom_http::tls::{TlsClient, TlsOptions};
 use headroom_objectives::capacity::Settings;
@@ -95,7 +95,7 @@ impl Builder<'_> {
         };
         let plan = Plan {
             endpoint,
-            label: label.to_string(),
+            label: headroom_http::redact::url(label),
             requests,
             flow,
             feeders,
@@ -112,6 +112,11 @@ impl Builder<'_> {
                 .unwrap_or_else(headroom_engine::plan::default_threads)
                 .max(1),
             max_requests,
+            stale_retry: match http.stale_connection_retry {
+                None | Some(RawStaleRetry::Idempotent) => StaleRetry::Idempotent,
+                Some(RawStaleRetry::All) => StaleRetry::All,
+                Some(RawStaleRetry::Never) => StaleRetry::Never,
+            },
         };
         Ok(Scenario {
             plan,

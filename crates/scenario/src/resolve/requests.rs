@@ -122,6 +122,19 @@ impl Builder<'_> {
             base_origin: raw.base_url.as_deref().and_then(origin),
             endpoint,
         };
+        // Credentials in the base URL (`http://user:pass@host`) are sent as
+        // Basic auth, unless a header sets Authorization itself.
+        let mut http = http.clone();
+        if let Some(auth) = &endpoint.basic_auth {
+            let headers = http.headers.get_or_insert_with(Default::default);
+            if !headers
+                .keys()
+                .any(|k| k.eq_ignore_ascii_case("authorization"))
+            {
+                headers.insert("Authorization".into(), auth.clone());
+            }
+        }
+        let http = &http;
         let mut names = BTreeSet::new();
         let mut out = Vec::new();
         for r in &raw.requests {

@@ -1,0 +1,511 @@
+//! Servers that behave badly in the ways real ones do — close idle
+//! keep-alive connections, send more than they were asked, stall, accept
+//! and never answer — each a small raw-socket server on loopback. Every
+//! test holds the invariant `requests.total = what the server received +
+//! requests.not_delivered` and the figure the bug used to get wrong.
+
+use crate::common::{headroom_bin, read_request, read_request_head, run, run_with, RawServer};
+use std::io::Write;
+use std::os::unix::process::CommandExt;
+use std::process::Command;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+const OK: &[u8] = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
+
+/// Answers keep-alive requests, and closes a connection that stays idle
+/// longer than `idle` (gunicorn's, Node's or nginx's keep-alive timeout).
+fn closes_idle_connections(idle: Duration) -> RawServer {
+    RawServer::start(move |mut s, count| {
+        s.set_read_timeout(Some(idle)).unwrap();
+        while read_request(&mut s) {
+            count.fetch_add(1, Ordering::SeqCst);
+            if s.write_all(OK).is_err() {
+                return;
+            }
+        }
+        // Read timed out (idle) or EOF: close.
+    })
+}
+
+fn counted_exactly(r: &crate::common::Run, server: &RawServer) {
+    let results = r.results();
+    assert_eq!(
+        r.total(),
+        server.requests() + results["requests"]["not_delivered"].as_u64().unwrap(),
+        "total = server received + not delivered: {}",
+        results["errors"]
+    );
+}
+
+#[test]
+fn keep_alive_closed_while_idle_is_replaced_not_failed() {
+    let server = closes_idle_connections(Duration::from_millis(200));
+    let r = run(&[
+        "--url",
+        &server.url("/"),
+        "--vus",
+        "5",
+        "--think-time",
+        "500ms",
+        "--duration",
+        "2s",
+    ]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let results = r.results();
+    assert_eq!(
+        results["requests"]["failed"].as_u64(),
+        Some(0),
+        "a request the server never received is not a failure: {}",
+        results["errors"]
+    );
+    counted_exactly(&r, &server);
+    let c = &results["connections"];
+    let replaced =
+        c["reconnects_idle_closed"].as_u64().unwrap() + c["retried_stale"].as_u64().unwrap();
+    assert!(replaced > 0, "{c}");
+    assert_eq!(
+        c["opened"].as_u64().unwrap(),
+        5 + replaced,
+        "one connection per user, plus one per replaced connection: {c}"
+    );
+    assert!(r.stdout.contains("reconnected"), "{}", r.stdout);
+}
+
+#[test]
+fn server_closing_after_every_response_without_saying_so_fails_nothing() {
+    let server = RawServer::start(|mut s, count| {
+        if read_request(&mut s) {
+            count.fetch_add(1, Ordering::SeqCst);
+            let _ = s.write_all(OK);
+        }
+    });
+    let r = run(&["--url", &server.url("/"), "--vus", "4", "--requests", "400"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(
+        r.results()["requests"]["ok"].as_u64(),
+        Some(400),
+        "{}",
+        r.results()["errors"]
+    );
+    assert_eq!(server.requests(), 400);
+}
+
+#[test]
+fn a_post_is_not_sent_twice_unless_allowed() {
+    // The server reads the request, then closes without a byte: on a
+    // reused connection that looks like a stale one. A POST is not sent
+    // again by default (the server may have acted on it).
+    let server = RawServer::start(|mut s, count| {
+        if read_request_head(&mut s).is_some() {
+            count.fetch_add(1, Ordering::SeqCst);
+            let _ = s.write_all(OK);
+        }
+        if read_request_head(&mut s).is_some() {
+            count.fetch_add(1, Ordering::SeqCst);
+        }
+    });
+    let url = server.url("/");
+    let once = |extra: &[&str]| {
+        let mut args = vec!["--url", &url, "-m", "POST", "--body", "x", "--vus", "1"];
+        args.extend_from_slice(&["--requests", "2"]);
+        args.extend_from_slice(extra);
+        run(&args)
+    };
+    let before = server.requests();
+    let r = once(&[]);
+    assert_eq!(r.total(), 2);
+    assert_eq!(
+        r.error("closed_before_response"),
+        1,
+        "{}",
+        r.results()["errors"]
+    );
+    assert_eq!(server.requests() - before, 2);
+
+    let before = server.requests();
+    let r = once(&["--stale-connection-retry", "all"]);
+    assert_eq!(
+        r.results()["requests"]["ok"].as_u64(),
+        Some(2),
+        "{}",
+        r.results()["errors"]
+    );
+    assert_eq!(
+        r.results()["connections"]["retried_stale"].as_u64(),
+        Some(1)
+    );
+    // Three requests reached the server: the one sent again was received
+    // twice — which is why it is not the default for POST.
+    assert_eq!(server.requests() - before, 3);
+}
+
+#[test]
+fn bytes_beyond_the_response_are_a_protocol_error_not_a_phantom_answer() {
+    // Two responses in one write: the second was never asked for.
+    let server = RawServer::start(|mut s, count| {
+        while read_request(&mut s) {
+            count.fetch_add(1, Ordering::SeqCst);
+            let two = [OK, OK].concat();
+            if s.write_all(&two).is_err() {
+                return;
+            }
+        }
+    });
+    let r = run(&["--url", &server.url("/"), "--vus", "2", "--requests", "100"]);
+    assert_eq!(r.total(), 100);
+    assert_eq!(
+        server.requests(),
+        100,
+        "no request answered without being sent"
+    );
+    let malformed = r.error("malformed_response");
+    let unrequested = r.results()["connections"]["closed_unrequested_bytes"]
+        .as_u64()
+        .unwrap();
+    assert!(malformed > 0, "{}", r.results()["errors"]);
+    assert_eq!(
+        malformed + unrequested,
+        100,
+        "every response was followed by bytes nobody asked for"
+    );
+}
+
+#[test]
+fn a_second_without_completions_has_no_latency_not_zero() {
+    // The third request stalls for 2.5 s: at least one whole second in
+    // which nothing completes.
+    let seen = Arc::new(AtomicU64::new(0));
+    let server = {
+        let seen = seen.clone();
+        RawServer::start(move |mut s, count| {
+            while read_request(&mut s) {
+                count.fetch_add(1, Ordering::SeqCst);
+                if seen.fetch_add(1, Ordering::SeqCst) == 2 {
+                    std::thread::sleep(Duration::from_millis(2500));
+                }
+                if s.write_all(OK).is_err() {
+                    return;
+                }
+            }
+        })
+    };
+    let r = run(&["--url", &server.url("/"), "--vus", "1", "--requests", "6"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let timeline = r.results()["timeline"].as_array().unwrap().clone();
+    let empty: Vec<_> = timeline.iter().filter(|p| p["requests"] == 0).collect();
+    assert!(!empty.is_empty(), "a stalled second: {timeline:?}");
+    for p in &empty {
+        for key in ["p50_ms", "p90_ms", "p99_ms", "max_ms", "mean_ms"] {
+            assert!(p[key].is_null(), "{key} of an empty second: {p}");
+        }
+    }
+    for p in timeline.iter().filter(|p| p["requests"] != 0) {
+        assert!(p["p50_ms"].as_f64().is_some(), "{p}");
+    }
+}
+
+#[test]
+fn a_run_whose_requests_were_all_cut_off_did_connect() {
+    // Accepts, reads, never answers; the graceful stop cuts every request.
+    let server = RawServer::start(|mut s, count| {
+        if read_request(&mut s) {
+            count.fetch_add(1, Ordering::SeqCst);
+            std::thread::sleep(Duration::from_secs(8));
+        }
+    });
+    let r = run(&[
+        "--url",
+        &server.url("/"),
+        "--vus",
+        "2",
+        "--duration",
+        "500ms",
+        "--graceful-stop",
+        "500ms",
+    ]);
+    assert_eq!(
+        r.code, 0,
+        "connected, answered nothing: not exit 2: {}",
+        r.stderr
+    );
+    assert!(!r.stderr.contains("could not connect"), "{}", r.stderr);
+    assert_eq!(r.error("aborted"), 2);
+    assert_eq!(r.results()["connections_opened"].as_u64(), Some(2));
+    assert_eq!(r.results()["connections"]["opened"].as_u64(), Some(2));
+    counted_exactly(&r, &server);
+}
+
+#[test]
+fn users_whose_connect_fails_back_off_instead_of_spinning() {
+    // Nothing listens: without a pause two users would make tens of
+    // thousands of attempts a second on a full core.
+    let port = crate::common::free_port();
+    let r = run(&[
+        "--url",
+        &format!("http://127.0.0.1:{port}/"),
+        "--vus",
+        "2",
+        "--duration",
+        "2s",
+    ]);
+    assert_eq!(r.code, 2);
+    let attempts = r.error("connect_refused");
+    assert_eq!(attempts, r.total());
+    // 10, 20, 40, … 1000 ms: at most ~9 attempts per user in 2 s.
+    assert!(attempts <= 2 * 10, "{attempts} attempts in 2 s");
+    assert!(attempts >= 2, "each user tried");
+}
+
+#[test]
+fn out_of_file_descriptors_fails_some_users_and_the_others_go_on() {
+    let server = RawServer::start(|mut s, count| {
+        while read_request(&mut s) {
+            count.fetch_add(1, Ordering::SeqCst);
+            if s.write_all(OK).is_err() {
+                return;
+            }
+        }
+    });
+    let r = run_with(
+        &[
+            "--url",
+            &server.url("/"),
+            "--vus",
+            "200",
+            "--duration",
+            "2s",
+        ],
+        |cmd| unsafe {
+            cmd.pre_exec(|| {
+                let limit = libc::rlimit {
+                    rlim_cur: 64,
+                    rlim_max: 64,
+                };
+                libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
+                Ok(())
+            });
+        },
+    );
+    let results = r.results();
+    assert!(r.error("too_many_open_files") > 0, "{}", results["errors"]);
+    counted_exactly(&r, &server);
+    // The users that have a connection were not starved: they answered
+    // far more than the 48 requests they managed before the backoff.
+    assert!(
+        results["requests"]["ok"].as_u64().unwrap() > 500,
+        "{}",
+        results["requests"]
+    );
+    assert!(results["warnings"].to_string().contains("open-files limit"));
+}
+
+#[test]
+fn an_unwritable_output_is_refused_before_any_load() {
+    let server = RawServer::start(|mut s, count| {
+        while read_request(&mut s) {
+            count.fetch_add(1, Ordering::SeqCst);
+            let _ = s.write_all(OK);
+        }
+    });
+    // Below a plain file: no folder can be made there, even by root.
+    let file = tempfile::NamedTempFile::new().unwrap();
+    let unwritable = file.path().join("deeper").join("out");
+    for flag in ["--out", "--html", "--junit", "--hdr-log", "--csv"] {
+        let out = Command::new(headroom_bin())
+            .args(["run", "--url", &server.url("/"), "--requests", "5", flag])
+            .arg(&unwritable)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{flag}: {stderr}");
+        assert!(stderr.contains(flag), "{flag}: {stderr}");
+    }
+    assert_eq!(server.requests(), 0, "nothing was sent");
+}
+
+/// Records the Authorization header of each request.
+fn recording_authorization() -> (RawServer, Arc<Mutex<Vec<String>>>) {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let server = {
+        let seen = seen.clone();
+        RawServer::start(move |mut s, count| {
+            while let Some(head) = read_request_head(&mut s) {
+                count.fetch_add(1, Ordering::SeqCst);
+                let auth = head
+                    .lines()
+                    .find_map(|l| l.strip_prefix("Authorization: "))
+                    .unwrap_or("")
+                    .to_string();
+                seen.lock().unwrap().push(auth);
+                if s.write_all(OK).is_err() {
+                    return;
+                }
+            }
+        })
+    };
+    (server, seen)
+}
+
+#[test]
+fn credentials_are_sent_but_never_written() {
+    let (server, seen) = recording_authorization();
+    let url = format!("http://alice:s3cret-pw@{}/private", server.addr);
+    let dir = tempfile::tempdir().unwrap();
+    let html = dir.path().join("r.html");
+    let r = run(&[
+        "--url",
+        &url,
+        "--requests",
+        "3",
+        "--vus",
+        "1",
+        "-H",
+        "Cookie: session=c00kie-value",
+        "-H",
+        "X-Api-Key: k3y-value",
+        "--secret-header",
+        "x-api-key",
+        "--html",
+        html.to_str().unwrap(),
+    ]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    // userinfo is sent as Basic auth: base64("alice:s3cret-pw")
+    assert_eq!(
+        *seen.lock().unwrap(),
+        vec!["Basic YWxpY2U6czNjcmV0LXB3"; 3],
+        "URL credentials sent as Basic auth"
+    );
+    let written = [
+        std::fs::read_to_string(r.results_path()).unwrap(),
+        std::fs::read_to_string(&html).unwrap(),
+        r.stdout.clone(),
+        r.stderr.clone(),
+    ];
+    for text in &written {
+        for secret in [
+            "s3cret-pw",
+            "c00kie-value",
+            "k3y-value",
+            "YWxpY2U6czNjcmV0LXB3",
+        ] {
+            assert!(!text.contains(secret), "{secret} written: {text}");
+        }
+    }
+    assert!(
+        written[0].contains("Cookie: ***"),
+        "{}",
+        r.results()["meta"]
+    );
+    assert!(
+        written[0].contains("http://***@"),
+        "{}",
+        r.results()["meta"]
+    );
+}
+
+#[test]
+fn an_explicit_authorization_header_wins_over_url_credentials() {
+    let (server, seen) = recording_authorization();
+    let url = format!("http://bob:pw@{}/", server.addr);
+    let r = run(&[
+        "--url",
+        &url,
+        "--requests",
+        "1",
+        "-H",
+        "Authorization: Bearer t0k",
+    ]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(*seen.lock().unwrap(), vec!["Bearer t0k"]);
+}
+
+#[test]
+fn a_hostile_remote_monitor_never_holds_the_run() {
+    // Answers the monitor's first check, then streams a body without end.
+    let first = Arc::new(AtomicU64::new(0));
+    let monitor = {
+        let first = first.clone();
+        RawServer::start(move |mut s, _| {
+            if !read_request(&mut s) {
+                return;
+            }
+            if first.fetch_add(1, Ordering::SeqCst) == 0 {
+                let body = b"[]";
+                let _ = write!(
+                    s,
+                    "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                    body.len()
+                );
+                let _ = s.write_all(body);
+                return;
+            }
+            let _ = s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 99999999999\r\n\r\n[");
+            let chunk = vec![b' '; 64 * 1024];
+            while s.write_all(&chunk).is_ok() {}
+        })
+    };
+    let server = closes_idle_connections(Duration::from_secs(5));
+    let r = run(&[
+        "--url",
+        &server.url("/"),
+        "--vus",
+        "2",
+        "--duration",
+        "2s",
+        "--monitor-url",
+        &monitor.url(""),
+        "--monitor-token",
+        "t",
+    ]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.elapsed < Duration::from_secs(30), "the run ended");
+    counted_exactly(&r, &server);
+}
+
+#[test]
+fn headroom_monitor_limits_its_connections() {
+    use std::io::Read;
+    use std::process::Stdio;
+    let port = crate::common::free_port();
+    let child = Command::new(headroom_bin())
+        .args([
+            "monitor",
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+            "--pid",
+            &std::process::id().to_string(),
+            "--token",
+            "t",
+        ])
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let _guard = crate::common::ProcessGuard { child };
+    crate::common::wait_for_port(port);
+    // Sixteen connections that say nothing hold every slot...
+    let idle: Vec<std::net::TcpStream> = (0..16)
+        .map(|_| std::net::TcpStream::connect(("127.0.0.1", port)).unwrap())
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    // ...so the next is closed unanswered instead of getting a thread (an
+    // idle one's slot frees only after its 5 s read timeout).
+    let mut extra = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    extra
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let _ = extra.write_all(b"GET /samples HTTP/1.1\r\nAuthorization: Bearer t\r\n\r\n");
+    let mut answer = Vec::new();
+    let read = extra.read_to_end(&mut answer);
+    assert!(
+        answer.is_empty()
+            && (read.is_ok()
+                || read
+                    .as_ref()
+                    .is_err_and(|e| e.kind() == std::io::ErrorKind::ConnectionReset)),
+        "closed unanswered: {read:?} {}",
+        String::from_utf8_lossy(&answer)
+    );
+    drop(idle);
+}
