@@ -81,6 +81,7 @@ pub(crate) async fn run(shared: Rc<Shared>, load: &OpenLoad, queue: Queue) {
             }
         }
         n += shared.workers as u64;
+        shared.next_arrival.set(n);
     }
     // Nothing more is due: connections drain the queue, then end.
     tx.close();
@@ -96,6 +97,12 @@ async fn connection(
 ) {
     let mut user = User::new(&shared, 0, None);
     loop {
+        // Once the run stops, arrivals stay in the queue: the worker counts
+        // them `not_sent`. (Taking them here would drop them uncounted, the
+        // whole queue in one go, without a single await.)
+        if shared.stop.is_stopping() {
+            break;
+        }
         let arrival = match rx.try_recv() {
             Ok(a) => a,
             Err(async_channel::TryRecvError::Closed) => break,

@@ -23,6 +23,9 @@ pub(crate) struct Shared {
     /// Cumulative weights of the requests (mix) or sessions, for a
     /// weighted pick.
     cumulative: Vec<u64>,
+    /// Open model: the next arrival this worker's scheduler would have
+    /// queued (so arrivals it never reached can be counted).
+    pub next_arrival: std::cell::Cell<u64>,
 }
 
 impl Shared {
@@ -55,6 +58,7 @@ impl Shared {
             budget,
             rng: RefCell::new(fastrand::Rng::new()),
             cumulative,
+            next_arrival: std::cell::Cell::new(id as u64),
         }
     }
 

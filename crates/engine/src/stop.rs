@@ -22,6 +22,8 @@ pub struct StopSignal {
 
 struct Inner {
     stopping: AtomicBool,
+    /// When stopping began (the first stop, abort or interrupt).
+    stopped_at: Mutex<Option<std::time::Instant>>,
     interrupted: AtomicBool,
     reason: Mutex<Option<String>>,
     phase: watch::Sender<Phase>,
@@ -38,6 +40,7 @@ impl StopSignal {
         StopSignal {
             inner: Arc::new(Inner {
                 stopping: AtomicBool::new(false),
+                stopped_at: Mutex::new(None),
                 interrupted: AtomicBool::new(false),
                 reason: Mutex::new(None),
                 phase: watch::channel(Phase::Running).0,
@@ -75,8 +78,22 @@ impl StopSignal {
         self.inner.reason.lock().expect("stop reason lock").clone()
     }
 
+    /// When stopping began, if it has.
+    pub fn stopped_at(&self) -> Option<std::time::Instant> {
+        *self.inner.stopped_at.lock().expect("stop time lock")
+    }
+
+    fn mark_stopped_at(&self) {
+        self.inner
+            .stopped_at
+            .lock()
+            .expect("stop time lock")
+            .get_or_insert_with(std::time::Instant::now);
+    }
+
     /// No new requests from now on.
     pub fn stop(&self) {
+        self.mark_stopped_at();
         self.inner.stopping.store(true, Ordering::SeqCst);
         self.inner.phase.send_if_modified(|p| {
             let changed = *p < Phase::Stopping;
@@ -87,6 +104,7 @@ impl StopSignal {
 
     /// Cut off everything in flight.
     pub fn abort(&self) {
+        self.mark_stopped_at();
         self.inner.stopping.store(true, Ordering::SeqCst);
         self.inner.phase.send_replace(Phase::Abort);
     }

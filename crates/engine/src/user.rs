@@ -3,8 +3,9 @@
 //! or a whole session of steps.
 
 use crate::backoff::ConnectBackoff;
-use crate::metrics::{ConnectionEvent, ErrorClass, Outcome};
+use crate::metrics::{ConnectionEvent, ErrorClass, LimitReached, Outcome};
 use crate::plan::check::ResponseView;
+use crate::plan::limits::MAX_COOKIES_PER_USER;
 use crate::plan::template::Scope;
 use crate::plan::{Flow, Load, RequestSpec, Step};
 use crate::shared::{InFlight, Shared};
@@ -194,7 +195,14 @@ impl User {
         // and closed-model users ask the gate.
         let intended = match self.intended.take() {
             Some(at) if !shared.stop.is_stopping() => at,
-            Some(_) => return Control::Stop,
+            Some(at) => {
+                // Due, but the run stopped before it went out: counted.
+                shared
+                    .recorder
+                    .borrow_mut()
+                    .record_not_sent(index, at, Instant::now());
+                return Control::Stop;
+            }
             None if self.may_send(shared) => Instant::now(),
             None => return Control::Stop,
         };
@@ -224,6 +232,7 @@ impl User {
             self.judge(
                 shared,
                 spec,
+                index,
                 status,
                 done.saturating_duration_since(intended),
                 &mut outcome,
@@ -347,6 +356,7 @@ impl User {
         &mut self,
         shared: &Shared,
         spec: &RequestSpec,
+        index: usize,
         status: u16,
         latency: Duration,
         outcome: &mut Outcome,
@@ -354,14 +364,22 @@ impl User {
         if let Some(jar) = &mut self.jar {
             if !self.captured.set_cookies.is_empty() {
                 if let Some(url) = request_url(shared, spec) {
-                    let cookies = self
-                        .captured
-                        .set_cookies
-                        .iter()
-                        .filter_map(|c| cookie_store::RawCookie::parse(c.clone()).ok());
-                    jar.store_response_cookies(cookies, &url);
+                    let dropped = store_cookies(jar, &self.captured.set_cookies, &url);
+                    if dropped > 0 {
+                        shared.recorder.borrow_mut().limit_reached(
+                            index,
+                            LimitReached::CookieJar,
+                            dropped,
+                        );
+                    }
                 }
             }
+        }
+        if spec.capture.body && self.captured.body_at_limit() {
+            shared
+                .recorder
+                .borrow_mut()
+                .limit_reached(index, LimitReached::BodyCapture, 1);
         }
         outcome.error = spec.expect.check(status);
         if spec.checks.is_empty() && spec.extracts.is_empty() {
@@ -399,6 +417,31 @@ impl User {
             .collect();
         (!pairs.is_empty()).then(|| pairs.join("; "))
     }
+}
+
+/// Stores a response's cookies, up to [`MAX_COOKIES_PER_USER`] in the jar:
+/// a cookie of a name the jar has is updated, a new one past the cap is
+/// dropped. Returns how many were dropped.
+fn store_cookies(jar: &mut CookieStore, set_cookies: &[String], url: &url::Url) -> u64 {
+    let mut held = jar.iter_any().count();
+    let mut dropped = 0;
+    let cookies: Vec<_> = set_cookies
+        .iter()
+        .filter_map(|c| cookie_store::RawCookie::parse(c.clone()).ok())
+        .filter(|c| {
+            if jar.iter_any().any(|have| have.name() == c.name()) {
+                return true;
+            }
+            if held >= MAX_COOKIES_PER_USER {
+                dropped += 1;
+                return false;
+            }
+            held += 1;
+            true
+        })
+        .collect();
+    jar.store_response_cookies(cookies.into_iter(), url);
+    dropped
 }
 
 /// The request's URL for cookie matching: the origin and the literal part

@@ -4,7 +4,7 @@
 
 use super::stop::{Phase, StopSignal};
 use crate::metrics::{Interval, Recorder, WorkerReport};
-use crate::plan::{Flow, Load, Plan, Step};
+use crate::plan::{Flow, Load, OpenLoad, Plan, Step};
 use crate::shared::Shared;
 use crate::{closed, open};
 use std::rc::Rc;
@@ -101,6 +101,9 @@ pub(crate) fn run(ctx: WorkerCtx) {
             .borrow_mut()
             .record_not_sent(request, arrival.intended, now);
     }
+    if let Load::Open(load) = &ctx.plan.load {
+        count_unreached_arrivals(&shared, load, &ctx.stop, now);
+    }
     let recorder = shared
         .recorder
         .replace(Recorder::new(ctx.start, ctx.plan.requests.len()));
@@ -108,6 +111,31 @@ pub(crate) fn run(ctx: WorkerCtx) {
         worker: ctx.id,
         report: recorder.finish(),
     });
+}
+
+/// A scheduler that fell behind (every arrival already due, the machine
+/// saturated) can reach the hard stop before it has even queued some
+/// arrivals that were due. They are counted `not_sent` like the queued
+/// ones, so the total is what the schedule asked for until the load ended
+/// or stopping began.
+fn count_unreached_arrivals(shared: &Shared, load: &OpenLoad, stop: &StopSignal, now: Instant) {
+    let load_end = shared.start + load.schedule.duration();
+    let due_until = stop.stopped_at().map_or(load_end, |s| s.min(load_end));
+    let limit = shared.plan.max_requests.unwrap_or(u64::MAX);
+    let mut n = shared.next_arrival.get();
+    let mut recorder = shared.recorder.borrow_mut();
+    while n < limit {
+        let Some(offset) = load.schedule.at(n) else {
+            break;
+        };
+        let intended = shared.start + offset;
+        if intended >= due_until {
+            break;
+        }
+        let request = first_request(&shared.plan, shared.pick());
+        recorder.record_not_sent(request, intended, now);
+        n += shared.workers as u64;
+    }
 }
 
 /// The request an arrival would have sent first (to file it as not sent).

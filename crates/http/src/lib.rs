@@ -19,9 +19,15 @@ use tls::TlsClient;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-/// Most body bytes kept for checks and extraction; the rest is counted
-/// but not kept.
-pub const MAX_CAPTURED_BODY: usize = 16 * 1024 * 1024;
+/// Most body bytes kept for checks and extraction, per user; the rest is
+/// counted but not kept (checks see the first MiB). A body that reaches it
+/// is counted (`limits_reached.body_capture` in results) and warned about.
+/// At 16 MiB, 1,000 users could hold 16 GiB.
+pub const MAX_CAPTURED_BODY: usize = 1024 * 1024;
+
+/// A captured body buffer larger than this is given back after use, so a
+/// user that once read a large body does not keep its buffer.
+const KEEP_BODY_CAPACITY: usize = 64 * 1024;
 
 /// Read buffer per connection; grows only for heads larger than this.
 const READ_BUFFER: usize = 8 * 1024;
@@ -209,6 +215,14 @@ impl Captured {
         self.headers.clear();
         self.set_cookies.clear();
         self.body.clear();
+        if self.body.capacity() > KEEP_BODY_CAPACITY {
+            self.body.shrink_to(KEEP_BODY_CAPACITY);
+        }
+    }
+
+    /// The body reached [`MAX_CAPTURED_BODY`]: checks saw only its start.
+    pub fn body_at_limit(&self) -> bool {
+        self.body.len() >= MAX_CAPTURED_BODY
     }
 
     pub fn header(&self, name: &str) -> Option<&str> {

@@ -7,7 +7,7 @@
 
 use hdrhistogram::Histogram;
 use headroom_engine::metrics::aggregate::TimelinePoint;
-use headroom_engine::metrics::{histogram, ConnectionEvent, ErrorClass, Stats};
+use headroom_engine::metrics::{histogram, ConnectionEvent, ErrorClass, LimitReached, Stats};
 use headroom_engine::plan::{Load, Plan};
 use headroom_engine::RunOutcome;
 use headroom_monitor::findings::{ClientFacts, SEND_LAG_LATE_MS};
@@ -56,6 +56,11 @@ pub struct Results {
     /// server sent bytes nobody asked for.
     #[serde(default)]
     pub connections: Connections,
+    /// How often a per-user memory bound was reached (each also warned
+    /// about): bodies that reached the 1 MiB capture limit (checks saw their
+    /// start), cookies not stored because the user's jar held 64.
+    #[serde(default)]
+    pub limits_reached: LimitsReached,
     /// Stopped by Ctrl-C / SIGTERM before its planned end.
     pub interrupted: bool,
     /// Why the run ended early, when it did (e.g. a feeder ran dry).
@@ -104,6 +109,13 @@ impl Connections {
             closed_unrequested_bytes: stats.connection_count(ConnectionEvent::UnrequestedBytes),
         }
     }
+}
+
+/// `limits_reached` in results.json (see [`LimitReached`]).
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct LimitsReached {
+    pub body_capture: u64,
+    pub cookie_jar: u64,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
@@ -415,6 +427,22 @@ pub fn warnings(plan: &Plan, outcome: &RunOutcome, fd_limit: (u64, u64)) -> Vec<
             (fd_limit.1).max(65_536)
         ));
     }
+    let bodies = t.limit_count(LimitReached::BodyCapture);
+    if bodies > 0 {
+        w.push(format!(
+            "{bodies} response bodies reached the {} MiB kept for checks and extraction: \
+             they judged only the start of those bodies",
+            headroom_http::MAX_CAPTURED_BODY >> 20
+        ));
+    }
+    let cookies = t.limit_count(LimitReached::CookieJar);
+    if cookies > 0 {
+        w.push(format!(
+            "{cookies} cookies were not stored: a user's jar holds at most {} \
+             (the server sets a new cookie name again and again?)",
+            headroom_engine::plan::limits::MAX_COOKIES_PER_USER
+        ));
+    }
     if t.requests > 0 && t.connections_opened == 0 {
         w.push("no connection to the server succeeded".into());
     }
@@ -524,6 +552,10 @@ impl Results {
             timeline: outcome.timeline.clone(),
             connections_opened: t.connections_opened,
             connections: Connections::from_stats(t),
+            limits_reached: LimitsReached {
+                body_capture: t.limit_count(LimitReached::BodyCapture),
+                cookie_jar: t.limit_count(LimitReached::CookieJar),
+            },
             interrupted: outcome.interrupted,
             stop_reason: outcome.stop_reason.clone(),
             warnings: warnings(plan, outcome, fd_limit),

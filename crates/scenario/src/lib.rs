@@ -23,6 +23,7 @@
 
 pub mod env;
 pub mod errors;
+mod parse;
 #[cfg(test)]
 mod proptests;
 pub mod raw;
@@ -31,7 +32,8 @@ mod resolve;
 use headroom_objectives::capacity::Settings;
 pub use resolve::Scenario;
 
-use errors::{line_col, suggest_key, Problem, ScenarioError};
+use errors::{Problem, ScenarioError};
+pub use parse::{parse_toml, parse_yaml};
 use raw::{RawCapacity, RawScenario};
 use std::path::{Path, PathBuf};
 
@@ -96,7 +98,7 @@ pub fn read(path: &Path) -> Result<ScenarioFile, ScenarioError> {
         )
     })?;
     let text = read_expanded(path, "scenario")?;
-    let raw = parse(&text, format).map_err(|p| error(path, vec![p]))?;
+    let raw = parse(&text, format).map_err(|p| error(path, p))?;
     Ok(ScenarioFile {
         path: path.to_path_buf(),
         text,
@@ -104,47 +106,11 @@ pub fn read(path: &Path) -> Result<ScenarioFile, ScenarioError> {
     })
 }
 
-/// Deserializes scenario text; errors carry line and column.
-pub fn parse(text: &str, format: Format) -> Result<RawScenario, Problem> {
+/// Deserializes scenario text; errors carry line, column and the field.
+pub fn parse(text: &str, format: Format) -> Result<RawScenario, Vec<Problem>> {
     match format {
         Format::Toml => parse_toml(text),
         Format::Yaml => parse_yaml(text),
-    }
-}
-
-/// Deserializes a TOML file of ours (a scenario, a study): unknown keys and
-/// wrong types are located, and a misspelt key gets the nearest one.
-pub fn parse_toml<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, Problem> {
-    toml::from_str::<T>(text).map_err(|e| {
-        let (line, column) = e.span().map_or((0, 0), |s| line_col(text, s.start));
-        located(e.message().trim().to_string(), line, column)
-    })
-}
-
-/// As [`parse_toml`], for YAML.
-pub fn parse_yaml<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, Problem> {
-    serde_yaml_ng::from_str::<T>(text).map_err(|e| {
-        let (line, column) = e.location().map_or((0, 0), |l| (l.line(), l.column()));
-        let message = e.to_string();
-        // serde_yaml_ng appends " at line L column C"; we print our own.
-        let message = message.split(" at line ").next().unwrap_or(&message);
-        located(message.to_string(), line, column)
-    })
-}
-
-/// A deserializer's complaint as a problem, with the nearest key suggested
-/// for an unknown one.
-fn located(message: String, line: usize, column: usize) -> Problem {
-    let message = match suggest_key(&message) {
-        Some(key) if message.contains("unknown field") => {
-            format!("{message} — did you mean `{key}`?")
-        }
-        _ => message,
-    };
-    Problem {
-        line,
-        column,
-        message,
     }
 }
 

@@ -328,7 +328,7 @@ pub fn load(path: &Path) -> Result<Study, ScenarioError> {
         problems,
     };
     let text = headroom_scenario::read_expanded(path, "study")?;
-    let raw: RawStudy = headroom_scenario::parse_toml(&text).map_err(|p| fail(vec![p]))?;
+    let raw: RawStudy = headroom_scenario::parse_toml(&text).map_err(fail)?;
     let dir = path.parent().unwrap_or(Path::new(".")).to_path_buf();
     let (scenario, scenario_dir) = scenario_of(&raw, &dir)?;
     let mut check = Checker {

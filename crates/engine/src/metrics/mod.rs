@@ -200,6 +200,23 @@ pub struct Stats {
     pub connections_opened: u64,
     /// What happened to kept-alive connections (see [`ConnectionEvent`]).
     pub connection_events: [u64; ConnectionEvent::COUNT],
+    /// How often a per-user memory bound was reached (see [`LimitReached`]).
+    pub limits_reached: [u64; LimitReached::COUNT],
+}
+
+/// A per-user memory bound the generator reached (see `plan::limits` and
+/// `headroom_http::MAX_CAPTURED_BODY`). Counted, and warned about, so a
+/// bound never changes figures silently.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LimitReached {
+    /// A body kept for checks reached the capture limit: checks saw its start.
+    BodyCapture,
+    /// A cookie was not stored: the user's jar was full.
+    CookieJar,
+}
+
+impl LimitReached {
+    pub const COUNT: usize = 2;
 }
 
 /// Things that happen to a connection rather than to a request. Counted
@@ -263,11 +280,16 @@ impl Stats {
             checks: Vec::new(),
             connections_opened: 0,
             connection_events: [0; ConnectionEvent::COUNT],
+            limits_reached: [0; LimitReached::COUNT],
         }
     }
 
     pub fn error_count(&self, class: ErrorClass) -> u64 {
         self.errors[class.index()]
+    }
+
+    pub fn limit_count(&self, limit: LimitReached) -> u64 {
+        self.limits_reached[limit as usize]
     }
 
     pub fn connection_count(&self, event: ConnectionEvent) -> u64 {
@@ -320,6 +342,9 @@ impl AddAssign<&Stats> for Stats {
             .iter_mut()
             .zip(&other.connection_events)
         {
+            *a += b;
+        }
+        for (a, b) in self.limits_reached.iter_mut().zip(&other.limits_reached) {
             *a += b;
         }
     }

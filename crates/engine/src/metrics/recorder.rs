@@ -1,7 +1,7 @@
 //! The per-worker recorder. One per worker thread, never shared across
 //! threads, so recording is a few additions and three histogram increments.
 
-use super::{histogram, ConnectionEvent, ErrorClass, Stats, MAX_STATUS};
+use super::{histogram, ConnectionEvent, ErrorClass, LimitReached, Stats, MAX_STATUS};
 use std::time::{Duration, Instant};
 
 /// What became of one request, as the client saw it.
@@ -117,6 +117,14 @@ impl Recorder {
             if event == ConnectionEvent::Opened {
                 stats.connections_opened += 1;
             }
+        }
+    }
+
+    /// A per-user memory bound was reached `times` times by request `request`.
+    pub fn limit_reached(&mut self, request: usize, limit: LimitReached, times: u64) {
+        self.advance_to(Instant::now());
+        for stats in [&mut self.current.stats, &mut self.per_request[request]] {
+            stats.limits_reached[limit as usize] += times;
         }
     }
 

@@ -509,3 +509,118 @@ fn headroom_monitor_limits_its_connections() {
     );
     drop(idle);
 }
+
+#[test]
+fn a_huge_body_under_a_check_is_kept_only_up_to_the_limit_and_said() {
+    // 3 MiB bodies, ending in a marker a body check looks for.
+    let server = RawServer::start(|mut s, count| {
+        let mut body = vec![b'x'; 3 << 20];
+        body.extend_from_slice(b"END");
+        while read_request(&mut s) {
+            count.fetch_add(1, Ordering::SeqCst);
+            let head = format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n", body.len());
+            if s.write_all(head.as_bytes()).is_err() || s.write_all(&body).is_err() {
+                return;
+            }
+        }
+    });
+    let dir = crate::common::scenario_dir(&[(
+        "s.toml",
+        &format!(
+            r#"
+base_url = "{}"
+[load]
+vus = 2
+max_requests = 6
+[[request]]
+name = "big"
+path = "/"
+check = [ {{ body_contains = "xxxx" }} ]
+"#,
+            server.url("")
+        ),
+    )]);
+    let r = run(&[dir.path().join("s.toml").to_str().unwrap()]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let results = r.results();
+    assert_eq!(results["requests"]["ok"].as_u64(), Some(6));
+    assert_eq!(
+        results["bytes_received"].as_u64().unwrap() > 6 * (3 << 20),
+        true
+    );
+    assert_eq!(results["limits_reached"]["body_capture"].as_u64(), Some(6));
+    assert!(results["warnings"]
+        .to_string()
+        .contains("1 MiB kept for checks"));
+}
+
+#[test]
+fn a_server_flooding_cookies_fills_the_jar_only_up_to_its_cap() {
+    // Every response sets 90 cookies of new names.
+    let most_sent = Arc::new(AtomicU64::new(0));
+    let server = {
+        let most_sent = most_sent.clone();
+        RawServer::start(move |mut s, count| {
+            while let Some(head) = read_request_head(&mut s) {
+                let n = count.fetch_add(1, Ordering::SeqCst);
+                let sent = head
+                    .lines()
+                    .find_map(|l| l.strip_prefix("Cookie: "))
+                    .map_or(0, |c| c.split("; ").count() as u64);
+                most_sent.fetch_max(sent, Ordering::SeqCst);
+                let mut response = String::from("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n");
+                for i in 0..90 {
+                    response.push_str(&format!("Set-Cookie: c{n}x{i}=v; Path=/\r\n"));
+                }
+                response.push_str("\r\nok");
+                if s.write_all(response.as_bytes()).is_err() {
+                    return;
+                }
+            }
+        })
+    };
+    let r = run(&["--url", &server.url("/"), "--vus", "1", "--requests", "20"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(most_sent.load(Ordering::SeqCst), 64, "the jar holds 64");
+    // 20 responses × 90 cookies, 64 kept.
+    assert_eq!(
+        r.results()["limits_reached"]["cookie_jar"].as_u64(),
+        Some(20 * 90 - 64)
+    );
+    assert!(r.results()["warnings"]
+        .to_string()
+        .contains("jar holds at most 64"));
+}
+
+#[test]
+fn a_rate_beyond_the_generator_still_connects_and_counts_every_due_arrival() {
+    // Far more than one generator sends: the scheduler falls behind its
+    // own schedule. It must still let connections run (before, none ever
+    // did: "could not connect") and count every arrival that was due.
+    let server = RawServer::start(|mut s, count| {
+        while read_request(&mut s) {
+            count.fetch_add(1, Ordering::SeqCst);
+            if s.write_all(OK).is_err() {
+                return;
+            }
+        }
+    });
+    let r = run(&[
+        "--url",
+        &server.url("/"),
+        "--rate",
+        "300000",
+        "--duration",
+        "1s",
+        "--connections",
+        "4",
+        "--graceful-stop",
+        "500ms",
+    ]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(r.total(), 300_000, "every due arrival counted once");
+    assert!(r.results()["connections"]["opened"].as_u64().unwrap() > 0);
+    assert!(r.results()["requests"]["ok"].as_u64().unwrap() > 0);
+    counted_exactly(&r, &server);
+    assert_eq!(r.results()["generator_bound"], true);
+}

@@ -125,3 +125,87 @@ fn insecure_skips_verification_when_asked() {
     assert_eq!(r.results()["requests"]["ok"].as_u64(), Some(200));
     assert_eq!(nginx.requests(), 200);
 }
+
+/// A self-signed certificate marked CA:TRUE (as `openssl req -x509` makes
+/// by default), used as the server's certificate.
+fn self_signed_ca() -> Pki {
+    let mut params =
+        rcgen::CertificateParams::new(vec!["localhost".to_string(), "127.0.0.1".to_string()])
+            .unwrap();
+    params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    let key = rcgen::KeyPair::generate().unwrap();
+    let cert = params.self_signed(&key).unwrap();
+    Pki {
+        cert_pem: cert.pem(),
+        key_pem: key.serialize_pem(),
+    }
+}
+
+#[test]
+fn a_self_signed_ca_certificate_given_as_ca_file_is_trusted() {
+    let pki = self_signed_ca();
+    let nginx = Nginx::start_tls(&pki.cert_pem, &pki.key_pem);
+    let dir = scenario_dir(&[("ca.pem", &pki.cert_pem)]);
+    let url = format!("https://127.0.0.1:{}/", nginx.port);
+    let r = run(&[
+        "--url",
+        &url,
+        "--requests",
+        "20",
+        "--ca-file",
+        dir.path().join("ca.pem").to_str().unwrap(),
+    ]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(
+        r.results()["requests"]["ok"].as_u64(),
+        Some(20),
+        "{}",
+        r.results()["errors"]
+    );
+    // Pinned, but still for its own names only.
+    let r = run(&[
+        "--url",
+        &url,
+        "--requests",
+        "3",
+        "--ca-file",
+        dir.path().join("ca.pem").to_str().unwrap(),
+    ]);
+    assert_eq!(r.results()["requests"]["ok"].as_u64(), Some(3));
+    let other = self_signed_ca();
+    let dir2 = scenario_dir(&[("other.pem", &other.cert_pem)]);
+    let r = run(&[
+        "--url",
+        &url,
+        "--requests",
+        "3",
+        "--ca-file",
+        dir2.path().join("other.pem").to_str().unwrap(),
+    ]);
+    assert_eq!(
+        r.error("tls_handshake"),
+        3,
+        "another certificate is not trusted"
+    );
+}
+
+#[test]
+fn insecure_flag_skips_verification_and_says_so() {
+    let pki = self_signed();
+    let nginx = Nginx::start_tls(&pki.cert_pem, &pki.key_pem);
+    let url = format!("https://127.0.0.1:{}/", nginx.port);
+    for flag in ["-k", "--insecure"] {
+        let r = run(&["--url", &url, "--requests", "10", flag]);
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        assert_eq!(r.results()["requests"]["ok"].as_u64(), Some(10));
+        assert!(
+            r.stderr
+                .contains("warning: TLS certificate verification is off"),
+            "{}",
+            r.stderr
+        );
+        assert!(r.results()["warnings"]
+            .to_string()
+            .contains("TLS certificate verification is off"));
+    }
+}

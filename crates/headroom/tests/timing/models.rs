@@ -102,6 +102,78 @@ fn open_model_achieves_its_rate_within_one_percent() {
     });
 }
 
+/// A run bounded by `--requests` (or stopped early) is judged over the
+/// part of the schedule that ran: 50 requests at 100/s took 0.5 s, which
+/// is 100 req/s achieved — not "5 req/s of 100, generator-bound".
+#[test]
+fn a_bounded_open_run_is_judged_over_the_time_it_ran() {
+    let _light = crate::common::light();
+    let target = Target::start(1, 8);
+    in_three_tries("100 req/s for 50 requests", || {
+        let r = run(&["--url", &target.url("/hello"), "--rate", "100", "-n", "50"]);
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        let res = r.results();
+        assert_eq!(r.total(), 50);
+        assert_eq!(res["target_rate_rps"].as_f64(), Some(100.0));
+        let achieved = res["achieved_rate_rps"].as_f64().unwrap();
+        ensure!(
+            (achieved - 100.0).abs() < 10.0,
+            "achieved {achieved} req/s over the half second the load ran"
+        );
+        let reasons = res["generator_bound_reasons"].to_string();
+        ensure!(
+            !reasons.contains("fell behind"),
+            "a bounded run is not falling behind: {reasons}"
+        );
+        ensure!(!r.stdout.contains("-95"), "{}", r.stdout);
+        Ok(())
+    });
+}
+
+/// Ctrl-C two seconds into a minute-long open run: the rate is judged
+/// over the two seconds, so the run is not called generator-bound.
+#[test]
+fn an_interrupted_open_run_is_not_generator_bound() {
+    let _light = crate::common::light();
+    let target = Target::start(1, 8);
+    in_three_tries("interrupted 100 req/s", || {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("r.json");
+        let child = std::process::Command::new(crate::common::headroom_bin())
+            .args([
+                "run",
+                "--url",
+                &target.url("/hello"),
+                "--rate",
+                "100",
+                "-d",
+                "60s",
+                "-q",
+                "--out",
+            ])
+            .arg(&out)
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_secs(2));
+        unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+        let status = child.wait_with_output().unwrap().status;
+        assert_eq!(status.code(), Some(130));
+        let res: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+        let (target_rate, achieved) = (
+            res["target_rate_rps"].as_f64().unwrap(),
+            res["achieved_rate_rps"].as_f64().unwrap(),
+        );
+        ensure!(
+            (achieved / target_rate - 1.0).abs() < 0.1,
+            "achieved {achieved} of {target_rate} req/s over the part that ran"
+        );
+        let reasons = res["generator_bound_reasons"].to_string();
+        ensure!(!reasons.contains("fell behind"), "{reasons}");
+        Ok(())
+    });
+}
+
 /// The timer fires up to a millisecond late; arrivals wake a tick early so
 /// sends leave on time, and an early send is timed from its start.
 #[test]
