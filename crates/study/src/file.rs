@@ -323,20 +323,26 @@ impl Checker<'_> {
 
 /// Reads and checks a study file; every problem at once, located.
 pub fn load(path: &Path) -> Result<Study, ScenarioError> {
+    let text = headroom_scenario::read_expanded(path, "study")?;
+    from_text(&text, path)
+}
+
+/// Checks a study's text (after `${…}` expansion) as if read from `path`,
+/// which places its relative paths.
+pub fn from_text(text: &str, path: &Path) -> Result<Study, ScenarioError> {
     let fail = |problems: Vec<Problem>| ScenarioError {
         source: path.to_path_buf(),
         problems,
     };
-    let text = headroom_scenario::read_expanded(path, "study")?;
-    let raw: RawStudy = headroom_scenario::parse_toml(&text).map_err(fail)?;
+    let raw: RawStudy = headroom_scenario::parse_toml(text).map_err(fail)?;
     let dir = path.parent().unwrap_or(Path::new(".")).to_path_buf();
     let (scenario, scenario_dir) = scenario_of(&raw, &dir)?;
     let mut check = Checker {
-        loc: Locator { text: &text },
+        loc: Locator { text },
         problems: Vec::new(),
     };
     let measure = check.measure(raw.measure.clone().unwrap_or_default());
-    let capacity = check.capacity(&raw, &scenario, measure.objective, &text);
+    let capacity = check.capacity(&raw, &scenario, measure.objective, text);
     let (servers, configs) = check.servers(&raw.servers, &dir);
     if !check.problems.is_empty() {
         return Err(fail(check.problems));

@@ -530,4 +530,27 @@ mod tests {
         assert!(svg.contains("users (right axis)"));
         assert!(svg.starts_with("<svg") && svg.ends_with("</svg>"));
     }
+
+    #[test]
+    fn a_second_without_a_value_is_a_gap_in_the_line() {
+        let mut c = LineChart::new("Latency", "time (s)", "latency (ms)");
+        let points = vec![
+            (1.0, 5.0),
+            (2.0, 6.0),
+            (3.0, f64::NAN),
+            (4.0, 7.0),
+            (5.0, 8.0),
+        ];
+        c.series.push(Series::new("p90", points));
+        let svg = c.render();
+        assert_eq!(
+            svg.matches("<polyline").count(),
+            2,
+            "two runs either side of the gap"
+        );
+        assert_eq!(svg.matches("class=\"pt ").count(), 4);
+        // Each point's label is its own value (not shifted past the gap).
+        assert!(svg.contains("p90: 4 → 7"), "{svg}");
+        assert!(!svg.contains("NaN"));
+    }
 }
