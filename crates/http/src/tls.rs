@@ -52,11 +52,8 @@ impl TlsClient {
         let builder = ClientConfig::builder_with_provider(provider.clone())
             .with_safe_default_protocol_versions()
             .expect("ring supports the default protocol versions");
-        let mut config = if options.insecure {
-            builder
-                .dangerous()
-                .with_custom_certificate_verifier(Arc::new(AcceptAny(provider)))
-                .with_no_client_auth()
+        let trust = if options.insecure {
+            Trust::AnyCertificate
         } else {
             let mut roots = RootCertStore::empty();
             let native = rustls_native_certs::load_native_certs();
@@ -75,7 +72,7 @@ impl TlsClient {
             if roots.is_empty() && extra.is_empty() {
                 return Err(TlsError::NoRoots);
             }
-            let verifier = Arc::new(TrustedOrPinned {
+            Trust::ChainedOrPinned {
                 webpki: (!roots.is_empty()).then(|| {
                     rustls::client::WebPkiServerVerifier::builder_with_provider(
                         Arc::new(roots),
@@ -85,13 +82,12 @@ impl TlsClient {
                     .expect("a verifier over a non-empty root store")
                 }),
                 pinned: extra,
-                provider,
-            });
-            builder
-                .dangerous()
-                .with_custom_certificate_verifier(verifier)
-                .with_no_client_auth()
+            }
         };
+        let mut config = builder
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(Verifier { trust, provider }))
+            .with_no_client_auth();
         config.alpn_protocols = vec![b"http/1.1".to_vec()];
         let name = options.server_name.as_deref().unwrap_or(host);
         let name = name.trim_start_matches('[').trim_end_matches(']');
@@ -121,20 +117,31 @@ fn read_ca_file(path: &std::path::Path) -> Result<Vec<CertificateDer<'static>>, 
     Ok(certs)
 }
 
-/// The usual chain verification against the system's roots and the CA
-/// file; failing that, a server certificate that *is* one of the CA file's
-/// certificates, byte for byte, is trusted when it names the server. That
-/// is how a test server's self-signed certificate is trusted — also one
-/// marked CA:TRUE, which chain verification refuses as an end entity
-/// (curl and OpenSSL accept it the same way).
+/// Which server certificates are trusted.
 #[derive(Debug)]
-struct TrustedOrPinned {
-    webpki: Option<Arc<rustls::client::WebPkiServerVerifier>>,
-    pinned: Vec<CertificateDer<'static>>,
+enum Trust {
+    /// `insecure`: any certificate (the handshake's signatures are still
+    /// checked, so it is well-formed).
+    AnyCertificate,
+    /// The usual chain verification against the system's roots and the CA
+    /// file; failing that, a server certificate that *is* one of the CA
+    /// file's certificates, byte for byte, is trusted when it names the
+    /// server. That is how a test server's self-signed certificate is
+    /// trusted — also one marked CA:TRUE, which chain verification refuses
+    /// as an end entity (curl and OpenSSL accept it the same way).
+    ChainedOrPinned {
+        webpki: Option<Arc<rustls::client::WebPkiServerVerifier>>,
+        pinned: Vec<CertificateDer<'static>>,
+    },
+}
+
+#[derive(Debug)]
+struct Verifier {
+    trust: Trust,
     provider: Arc<rustls::crypto::CryptoProvider>,
 }
 
-impl ServerCertVerifier for TrustedOrPinned {
+impl ServerCertVerifier for Verifier {
     fn verify_server_cert(
         &self,
         end_entity: &CertificateDer<'_>,
@@ -143,7 +150,10 @@ impl ServerCertVerifier for TrustedOrPinned {
         ocsp: &[u8],
         now: UnixTime,
     ) -> Result<ServerCertVerified, rustls::Error> {
-        let chained = match &self.webpki {
+        let Trust::ChainedOrPinned { webpki, pinned } = &self.trust else {
+            return Ok(ServerCertVerified::assertion());
+        };
+        let chained = match webpki {
             Some(v) => v.verify_server_cert(end_entity, intermediates, server_name, ocsp, now),
             None => Err(rustls::Error::InvalidCertificate(
                 rustls::CertificateError::UnknownIssuer,
@@ -151,12 +161,7 @@ impl ServerCertVerifier for TrustedOrPinned {
         };
         match chained {
             Ok(verified) => Ok(verified),
-            Err(e)
-                if self
-                    .pinned
-                    .iter()
-                    .any(|p| p.as_ref() == end_entity.as_ref()) =>
-            {
+            Err(e) if pinned.iter().any(|p| p.as_ref() == end_entity.as_ref()) => {
                 let parsed = rustls::server::ParsedCertificate::try_from(end_entity)?;
                 rustls::client::verify_server_name(&parsed, server_name).map_err(|_| e)?;
                 Ok(ServerCertVerified::assertion())
@@ -197,55 +202,5 @@ impl ServerCertVerifier for TrustedOrPinned {
         self.provider
             .signature_verification_algorithms
             .supported_schemes()
-    }
-}
-
-/// `insecure = true`: accepts any certificate (signatures still checked so
-/// the handshake is well-formed).
-#[derive(Debug)]
-struct AcceptAny(Arc<rustls::crypto::CryptoProvider>);
-
-impl ServerCertVerifier for AcceptAny {
-    fn verify_server_cert(
-        &self,
-        _: &CertificateDer<'_>,
-        _: &[CertificateDer<'_>],
-        _: &ServerName<'_>,
-        _: &[u8],
-        _: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        Ok(ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
     }
 }

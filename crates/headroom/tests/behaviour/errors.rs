@@ -3,7 +3,7 @@
 //! reset; the generator running out of file descriptors. And every legal
 //! response framing is read as a success.
 
-use crate::common::{read_request, run, run_with, RawServer, Target};
+use crate::common::{answering, read_request, run, run_with, RawServer, Target};
 use std::io::Write;
 use std::os::unix::process::CommandExt;
 use std::sync::atomic::Ordering;
@@ -76,18 +76,6 @@ fn graceful_stop_cuts_off_slow_requests_as_aborted() {
     assert_eq!(r.total(), 3);
     // Counted `aborted`, not answered: the 5 s requests were cut off.
     assert_eq!(target.requests(), 3);
-}
-
-/// Serves every request with `response`, then closes when `close` is set.
-fn answering(response: &'static [u8], close: bool) -> RawServer {
-    RawServer::start(move |mut s, count| {
-        while read_request(&mut s) {
-            count.fetch_add(1, Ordering::SeqCst);
-            if s.write_all(response).is_err() || close {
-                return;
-            }
-        }
-    })
 }
 
 fn classified(server: &RawServer, class: &str) {

@@ -301,6 +301,19 @@ impl Drop for RawServer {
     }
 }
 
+/// Serves every request with `response` (keep-alive), and closes the
+/// connection after each when `close` is set.
+pub fn answering(response: &'static [u8], close: bool) -> RawServer {
+    RawServer::start(move |mut s, count| {
+        while read_request(&mut s) {
+            count.fetch_add(1, Ordering::SeqCst);
+            if s.write_all(response).is_err() || close {
+                return;
+            }
+        }
+    })
+}
+
 /// A listening socket that never accepts: with a tiny backlog, the kernel
 /// drops further SYNs (connect timeouts, listen-queue overflows).
 pub fn unaccepted_listener(backlog: i32) -> (socket2::Socket, SocketAddr) {
