@@ -144,7 +144,7 @@ impl fmt::Display for Bound {
 }
 
 fn trim(x: f64) -> String {
-    let s = format!("{x:.3}");
+    let s = format!("{x:.6}");
     s.trim_end_matches('0').trim_end_matches('.').to_string()
 }
 
@@ -275,13 +275,24 @@ fn parse_bound(part: &str) -> Result<Bound, SloError> {
                 ))
             })?
     };
+    if limit > MAX_LIMIT {
+        return Err(err(format!(
+            "`{value}` is beyond any run (at most {MAX_LIMIT:e} in its unit)"
+        )));
+    }
     Ok(Bound {
         metric,
         op,
-        limit,
+        // Kept to a millionth of its unit, which is how it prints: an
+        // objective reads back the same as it is shown.
+        limit: (limit * 1e6).round() / 1e6,
         request,
     })
 }
+
+/// The largest limit a bound may have (ms, %, req/s): a million seconds is
+/// beyond any request, and below it a millionth of the unit is exact.
+const MAX_LIMIT: f64 = 1e9;
 
 /// A time with its unit, in milliseconds.
 fn latency_ms(value: &str) -> Option<f64> {
@@ -441,5 +452,21 @@ mod tests {
         assert!(e.message.contains("METRIC<VALUE"), "{e}");
         assert!(Slo::parse(" , ").is_err());
         assert!(Slo::parse("errors<101%").is_err());
+    }
+
+    #[test]
+    fn an_objective_prints_back_to_itself() {
+        // Found by the fuzzer: more decimals than were printed.
+        for text in [
+            "p90<500933.3333333333333333376766666ms",
+            "p99<1.1s",
+            "p50<800us",
+            "errors<0.1234567%",
+        ] {
+            let slo = Slo::parse(text).unwrap();
+            assert_eq!(Slo::parse(&slo.to_string()).unwrap(), slo, "{text} → {slo}");
+        }
+        assert_eq!(Slo::parse("p99<1.1s").unwrap().to_string(), "p99<1100ms");
+        assert!(Slo::parse("p90<1e300ms").is_err());
     }
 }
