@@ -3,7 +3,7 @@
 //! reset; the generator running out of file descriptors. And every legal
 //! response framing is read as a success.
 
-use crate::common::{answering, read_request, run, run_with, RawServer, Target};
+use crate::common::{answering, never_answering, read_request, run, run_with, RawServer, Target};
 use std::io::Write;
 use std::os::unix::process::CommandExt;
 use std::sync::atomic::Ordering;
@@ -36,12 +36,7 @@ fn refused_port_is_counted_and_exits_2() {
 
 #[test]
 fn never_answering_server_times_out_on_time() {
-    let server = RawServer::start(|mut s, count| {
-        if read_request(&mut s) {
-            count.fetch_add(1, Ordering::SeqCst);
-            std::thread::sleep(Duration::from_secs(30));
-        }
-    });
+    let server = never_answering(Duration::from_secs(30));
     let r = run(&[
         "--url",
         &server.url("/"),

@@ -5,7 +5,8 @@
 //! requests.not_delivered` and the figure the bug used to get wrong.
 
 use crate::common::{
-    answering, headroom_bin, read_request, read_request_head, run, run_with, RawServer,
+    answering, headroom_bin, never_answering, read_request, read_request_head, run, run_with,
+    RawServer,
 };
 use std::io::Write;
 use std::os::unix::process::CommandExt;
@@ -206,12 +207,7 @@ fn a_second_without_completions_has_no_latency_not_zero() {
 #[test]
 fn a_run_whose_requests_were_all_cut_off_did_connect() {
     // Accepts, reads, never answers; the graceful stop cuts every request.
-    let server = RawServer::start(|mut s, count| {
-        if read_request(&mut s) {
-            count.fetch_add(1, Ordering::SeqCst);
-            std::thread::sleep(Duration::from_secs(8));
-        }
-    });
+    let server = never_answering(Duration::from_secs(8));
     let r = run(&[
         "--url",
         &server.url("/"),

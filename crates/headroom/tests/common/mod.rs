@@ -314,6 +314,17 @@ pub fn answering(response: &'static [u8], close: bool) -> RawServer {
     })
 }
 
+/// Reads one request per connection and answers nothing, holding the
+/// connection open for `hold`.
+pub fn never_answering(hold: Duration) -> RawServer {
+    RawServer::start(move |mut s, count| {
+        if read_request(&mut s) {
+            count.fetch_add(1, Ordering::SeqCst);
+            std::thread::sleep(hold);
+        }
+    })
+}
+
 /// A listening socket that never accepts: with a tiny backlog, the kernel
 /// drops further SYNs (connect timeouts, listen-queue overflows).
 pub fn unaccepted_listener(backlog: i32) -> (socket2::Socket, SocketAddr) {
