@@ -63,7 +63,7 @@ pub fn measure(
     let t = &outcome.total;
     Measured {
         results,
-        never_connected: t.requests > 0 && t.connections_opened == 0,
+        never_connected: t.requests > 0 && t.connections_opened() == 0,
         latency_intervals: outcome.latency_intervals,
         started_at: outcome.started_at,
     }

@@ -443,7 +443,7 @@ pub fn warnings(plan: &Plan, outcome: &RunOutcome, fd_limit: (u64, u64)) -> Vec<
             headroom_engine::plan::limits::MAX_COOKIES_PER_USER
         ));
     }
-    if t.requests > 0 && t.connections_opened == 0 {
+    if t.requests > 0 && t.connections_opened() == 0 {
         w.push("no connection to the server succeeded".into());
     }
     let not_sent = t.error_count(ErrorClass::NotSent);
@@ -550,7 +550,7 @@ impl Results {
                 })
                 .collect(),
             timeline: outcome.timeline.clone(),
-            connections_opened: t.connections_opened,
+            connections_opened: t.connections_opened(),
             connections: Connections::from_stats(t),
             limits_reached: LimitsReached {
                 body_capture: t.limit_count(LimitReached::BodyCapture),

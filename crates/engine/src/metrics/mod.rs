@@ -196,8 +196,6 @@ pub struct Stats {
     /// Failures per scenario check (index = check id); their sum is
     /// `errors[CheckFailed]`. Grows on first use.
     pub checks: Vec<u64>,
-    /// TCP connections the generator opened successfully.
-    pub connections_opened: u64,
     /// What happened to kept-alive connections (see [`ConnectionEvent`]).
     pub connection_events: [u64; ConnectionEvent::COUNT],
     /// How often a per-user memory bound was reached (see [`LimitReached`]).
@@ -240,22 +238,6 @@ pub enum ConnectionEvent {
 
 impl ConnectionEvent {
     pub const COUNT: usize = 4;
-    pub const ALL: [ConnectionEvent; Self::COUNT] = [
-        Self::Opened,
-        Self::ReconnectIdleClosed,
-        Self::RetriedStale,
-        Self::UnrequestedBytes,
-    ];
-
-    /// Stable key in results files (`connections` object).
-    pub fn key(self) -> &'static str {
-        match self {
-            Self::Opened => "opened",
-            Self::ReconnectIdleClosed => "reconnects_idle_closed",
-            Self::RetriedStale => "retried_stale",
-            Self::UnrequestedBytes => "closed_unrequested_bytes",
-        }
-    }
 }
 
 impl Default for Stats {
@@ -278,7 +260,6 @@ impl Stats {
             status: vec![0; MAX_STATUS + 1],
             errors: [0; ErrorClass::COUNT],
             checks: Vec::new(),
-            connections_opened: 0,
             connection_events: [0; ConnectionEvent::COUNT],
             limits_reached: [0; LimitReached::COUNT],
         }
@@ -290,6 +271,11 @@ impl Stats {
 
     pub fn limit_count(&self, limit: LimitReached) -> u64 {
         self.limits_reached[limit as usize]
+    }
+
+    /// TCP (and TLS) connections the generator opened successfully.
+    pub fn connections_opened(&self) -> u64 {
+        self.connection_count(ConnectionEvent::Opened)
     }
 
     pub fn connection_count(&self, event: ConnectionEvent) -> u64 {
@@ -336,7 +322,6 @@ impl AddAssign<&Stats> for Stats {
         for (a, b) in self.checks.iter_mut().zip(&other.checks) {
             *a += b;
         }
-        self.connections_opened += other.connections_opened;
         for (a, b) in self
             .connection_events
             .iter_mut()

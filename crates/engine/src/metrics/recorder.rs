@@ -114,9 +114,6 @@ impl Recorder {
         self.advance_to(Instant::now());
         for stats in [&mut self.current.stats, &mut self.per_request[request]] {
             stats.connection_events[event as usize] += 1;
-            if event == ConnectionEvent::Opened {
-                stats.connections_opened += 1;
-            }
         }
     }
 
