@@ -10,9 +10,11 @@ use std::rc::Rc;
 use std::time::Instant;
 
 pub(crate) async fn run(shared: Rc<Shared>, load: &ClosedLoad) {
-    // Users are striped over workers: worker w runs users w, w+W, w+2W, ...
-    let users: Vec<_> = (shared.id as u64..load.vus as u64)
-        .step_by(shared.workers)
+    // Users are numbered over the whole plan and striped over shards and
+    // workers (see `plan::shard`); each keeps its place in the ramp-up.
+    let stride = shared.stride();
+    let users: Vec<_> = (stride.first..load.vus as u64)
+        .step_by(stride.step as usize)
         .map(|user| {
             let offset = load.ramp_up.mul_f64(user as f64 / load.vus as f64);
             tokio::task::spawn_local(user_loop(shared.clone(), load.clone(), user, offset))

@@ -82,6 +82,10 @@ pub struct RunOutcome {
     /// feeder running dry, the caller's stop — if it was.
     pub stopped_after: Option<Duration>,
     pub threads: usize,
+    /// How long after its start time the run began: zero, unless it was
+    /// started late (a shard that missed the shared `--start-at`); the
+    /// open-model arrivals due meanwhile are counted `not_sent`.
+    pub late_by: Duration,
     /// Open model: arrivals that waited for a connection because the pool
     /// was at its cap (`--connections`).
     pub waited_for_connection: u64,
@@ -114,7 +118,10 @@ pub fn run(plan: &Plan, stop: &StopSignal, on_second: impl FnMut(Progress)) -> R
 }
 
 /// As [`run`], with the run's clock starting at `start` (so a monitor can
-/// sample on the same interval boundaries).
+/// sample on the same interval boundaries, or shards on several machines
+/// share one time axis). A `start` already past is joined late: the run
+/// follows the schedule from now on, and counts the open-model arrivals it
+/// missed as `not_sent`.
 pub fn run_at(
     plan: &Plan,
     stop: &StopSignal,
@@ -130,8 +137,12 @@ pub fn run_at(
     let stop = &StopSignal::new();
     stop.follow(caller);
     let (tx, rx) = mpsc::channel();
-    let budget = plan.max_requests.map(|n| Arc::new(AtomicU64::new(n)));
+    // A shard's budget is its share of the plan's.
+    let budget = plan
+        .max_requests
+        .map(|n| Arc::new(AtomicU64::new(plan.shard.share(n))));
     let started_at = wall_clock(start);
+    let joined = Instant::now().max(start);
     let handles: Vec<_> = (0..threads)
         .map(|id| {
             let ctx = worker::WorkerCtx {
@@ -139,6 +150,7 @@ pub fn run_at(
                 workers: threads,
                 plan: plan.clone(),
                 start,
+                joined,
                 stop: stop.clone(),
                 tx: tx.clone(),
                 budget: budget.clone(),
@@ -241,6 +253,7 @@ pub fn run_at(
         stop_reason: stop.reason().or_else(|| caller.reason()),
         stopped_after,
         threads,
+        late_by: joined - start,
         waited_for_connection,
     }
 }

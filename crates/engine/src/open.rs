@@ -43,13 +43,29 @@ pub(crate) async fn run(shared: Rc<Shared>, load: &OpenLoad, queue: Queue) {
     let idle = Rc::new(Cell::new(0usize));
     let mut connections = Vec::new();
     let limit = shared.plan.max_requests.unwrap_or(u64::MAX);
-    // Arrivals are striped over workers: worker w takes n = w, w+W, ...
-    let mut n = shared.id as u64;
+    // Arrivals are numbered over the whole schedule and striped over
+    // shards and workers (see `plan::shard`).
+    let step = shared.stride().step;
+    // A run that joins late (its start lies in the past, as a shard started
+    // after the shared `--start-at`) counts what it missed as not sent and
+    // follows the schedule from where it is.
+    let joined = shared.joined;
+    let mut n = shared.next_arrival.get();
     while n < limit {
         let Some(offset) = load.schedule.at(n) else {
             break;
         };
         let intended = shared.start + offset;
+        if intended < joined {
+            let request = crate::worker::first_request(&shared.plan, shared.pick());
+            shared
+                .recorder
+                .borrow_mut()
+                .record_not_sent(request, intended, joined);
+            n += step;
+            shared.next_arrival.set(n);
+            continue;
+        }
         let wake = intended.checked_sub(TIMER_TICK).unwrap_or(intended);
         if wake > Instant::now() {
             if !shared.sleep_until(wake).await {
@@ -80,7 +96,7 @@ pub(crate) async fn run(shared: Rc<Shared>, load: &OpenLoad, queue: Queue) {
                 shared.recorder.borrow_mut().arrival_waited_for_connection();
             }
         }
-        n += shared.workers as u64;
+        n += step;
         shared.next_arrival.set(n);
     }
     // Nothing more is due: connections drain the queue, then end.

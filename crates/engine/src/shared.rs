@@ -3,6 +3,7 @@
 //! failed, or cut off by the stop.
 
 use crate::metrics::{ErrorClass, Outcome, Recorder};
+use crate::plan::shard::Stride;
 use crate::plan::{Flow, Plan};
 use crate::stop::{Phase, StopSignal};
 use std::cell::RefCell;
@@ -16,6 +17,9 @@ pub(crate) struct Shared {
     pub workers: usize,
     pub plan: Arc<Plan>,
     pub start: Instant,
+    /// When the run actually began: `start`, or later when the run was
+    /// started after its own start time (a late shard).
+    pub joined: Instant,
     pub stop: StopSignal,
     pub recorder: RefCell<Recorder>,
     budget: Option<Arc<AtomicU64>>,
@@ -33,7 +37,7 @@ impl Shared {
         id: usize,
         workers: usize,
         plan: Arc<Plan>,
-        start: Instant,
+        (start, joined): (Instant, Instant),
         stop: StopSignal,
         budget: Option<Arc<AtomicU64>>,
     ) -> Shared {
@@ -52,14 +56,27 @@ impl Shared {
             id,
             workers,
             recorder: RefCell::new(Recorder::new(start, plan.requests.len())),
-            plan,
             start,
+            joined,
             stop,
             budget,
             rng: RefCell::new(fastrand::Rng::new()),
             cumulative,
-            next_arrival: std::cell::Cell::new(id as u64),
+            next_arrival: std::cell::Cell::new(0),
+            plan,
         }
+        .with_first_arrival()
+    }
+
+    fn with_first_arrival(self) -> Shared {
+        self.next_arrival.set(self.stride().first);
+        self
+    }
+
+    /// The users (closed) or arrivals (open) of the whole plan this worker
+    /// takes: its stripe of its shard's.
+    pub fn stride(&self) -> Stride {
+        self.plan.shard.stride(self.id, self.workers)
     }
 
     /// Takes one request from the run's `--requests` budget.

@@ -32,6 +32,8 @@ pub(crate) struct WorkerCtx {
     pub workers: usize,
     pub plan: Arc<Plan>,
     pub start: Instant,
+    /// When the run began (later than `start` for a late shard).
+    pub joined: Instant,
     pub stop: StopSignal,
     pub tx: Sender<WorkerMsg>,
     /// Requests left in a `--requests N` run, shared by all workers.
@@ -67,7 +69,7 @@ pub(crate) fn run(ctx: WorkerCtx) {
         ctx.id,
         ctx.workers,
         ctx.plan.clone(),
-        ctx.start,
+        (ctx.start, ctx.joined),
         ctx.stop.clone(),
         ctx.budget,
     ));
@@ -134,12 +136,12 @@ fn count_unreached_arrivals(shared: &Shared, load: &OpenLoad, stop: &StopSignal,
         }
         let request = first_request(&shared.plan, shared.pick());
         recorder.record_not_sent(request, intended, now);
-        n += shared.workers as u64;
+        n += shared.stride().step;
     }
 }
 
 /// The request an arrival would have sent first (to file it as not sent).
-fn first_request(plan: &Plan, pick: usize) -> usize {
+pub(crate) fn first_request(plan: &Plan, pick: usize) -> usize {
     fn first(steps: &[Step]) -> Option<usize> {
         steps.iter().find_map(|s| match s {
             Step::Request(i) => Some(*i),

@@ -113,7 +113,10 @@ fn sample_loop(
         .clone()
         .map(|r| remote::Puller::new(r, start_unix_ms));
     let mut samples = vec![];
-    let mut k = 1u32;
+    // A run joined late (a shard after the shared start) samples from now
+    // on, not a burst of the intervals already past.
+    let past = Instant::now().saturating_duration_since(start);
+    let mut k = (past.as_secs_f64() / config.interval.as_secs_f64()).floor() as u32 + 1;
     loop {
         let due = start + config.interval * k;
         // Sleep in short steps so a stop is noticed promptly.

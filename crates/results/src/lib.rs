@@ -7,6 +7,7 @@
 
 pub mod check;
 pub mod measure;
+pub mod merge;
 pub mod record;
 
 pub use measure::{measure, Measured, Recording};

@@ -34,6 +34,8 @@ pub struct Measured {
     /// Each second's latency histogram (base64), for `--hdr-log`.
     pub latency_intervals: Vec<String>,
     pub started_at: std::time::SystemTime,
+    /// How long after its start time the run began (a late shard).
+    pub late_by: std::time::Duration,
 }
 
 /// Runs `plan` with a monitor per `watch`; `on_second` sees each finished
@@ -43,10 +45,24 @@ pub fn measure(
     stop: &StopSignal,
     watch: MonitorConfig,
     recording: &Recording,
+    on_second: impl FnMut(&Progress, Option<&Sample>),
+) -> Measured {
+    let start = headroom_engine::start_soon();
+    measure_from(plan, stop, watch, recording, start, on_second)
+}
+
+/// As [`measure`], with the run's clock starting at `start` — ahead (the
+/// run waits), or already past (the run joins late; see
+/// [`headroom_engine::run_at`]).
+pub fn measure_from(
+    plan: &Plan,
+    stop: &StopSignal,
+    watch: MonitorConfig,
+    recording: &Recording,
+    start: std::time::Instant,
     mut on_second: impl FnMut(&Progress, Option<&Sample>),
 ) -> Measured {
     let fd_limit = machine::raise_fd_limit();
-    let start = headroom_engine::start_soon();
     let monitor = Monitor::start(watch, start, headroom_engine::wall_clock(start));
     let outcome = headroom_engine::run_at(plan, stop, start, |p| {
         on_second(&p, monitor.latest().as_ref())
@@ -66,5 +82,6 @@ pub fn measure(
         never_connected: t.requests > 0 && t.connections_opened() == 0,
         latency_intervals: outcome.latency_intervals,
         started_at: outcome.started_at,
+        late_by: outcome.late_by,
     }
 }

@@ -80,7 +80,45 @@ pub struct Results {
     /// on the run's clock; with findings.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server: Option<ServerReport>,
+    /// `run --shard K/N`: which part of which plan this file measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<ShardInfo>,
+    /// `run --start-at`: the shared start time, and how late this run
+    /// began after it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_at: Option<StartAt>,
+    /// A merged file: the server and machine as each shard's generator saw
+    /// them, keyed by shard (`"2/3"`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub shard_servers: BTreeMap<String, ServerReport>,
     pub histograms: Histograms,
+}
+
+/// `shard` in results.json.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ShardInfo {
+    /// 1-based, as in `--shard K/N`.
+    pub index: u32,
+    pub count: u32,
+    /// The plan's fingerprint (SHA-256): equal in every shard of one plan.
+    pub plan_hash: String,
+}
+
+impl ShardInfo {
+    /// `K/N`, as on the command line.
+    pub fn label(&self) -> String {
+        format!("{}/{}", self.index, self.count)
+    }
+}
+
+/// `start_at` in results.json.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct StartAt {
+    /// RFC 3339, UTC, to the millisecond.
+    pub at: String,
+    /// How long after `at` the run actually began; open-model arrivals due
+    /// meanwhile are counted `not_sent`.
+    pub late_ms: f64,
 }
 
 /// `connections` in results.json (see [`ConnectionEvent`]).
@@ -128,6 +166,26 @@ pub struct Meta {
     pub generator_threads: usize,
     /// Open-files limit of the generator (soft, hard).
     pub fd_limit: [u64; 2],
+    /// `started_at` to the millisecond (Unix time), so shards' timelines
+    /// can be laid on one axis.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at_unix_ms: Option<u64>,
+    /// A merged file: the shard files it was made from.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub shards: Vec<ShardInput>,
+}
+
+/// One input of a merge (`meta.shards`).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct ShardInput {
+    pub file: String,
+    /// `K/N`.
+    pub shard: String,
+    pub host: String,
+    pub started_at: String,
+    pub requests: u64,
+    #[serde(default)]
+    pub late_ms: f64,
 }
 
 /// The load as it was run, so results are a reproducible record.
@@ -254,6 +312,20 @@ pub struct Histograms {
     pub latency_ok: String,
     pub service_time: String,
     pub send_lag: String,
+    /// Sharded runs (so a merge is exact per request and per second): each
+    /// request's latency histograms, by name.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub per_request: BTreeMap<String, RequestHistograms>,
+    /// Sharded runs: each timeline second's latency histogram, in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub per_second: Vec<String>,
+}
+
+/// One request's histograms (`histograms.per_request`).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct RequestHistograms {
+    pub latency: String,
+    pub latency_ok: String,
 }
 
 fn percent(part: u64, whole: u64) -> f64 {
@@ -456,6 +528,14 @@ pub fn warnings(plan: &Plan, outcome: &RunOutcome, fd_limit: (u64, u64)) -> Vec<
     if outcome.interrupted {
         w.push("the run was interrupted: figures cover the part that ran".into());
     }
+    if let Load::Closed(c) = &plan.load {
+        if plan.shard.share(c.vus as u64) == 0 {
+            w.push(format!(
+                "shard {} ran no users: the plan has {} users for {} shards",
+                plan.shard, c.vus, plan.shard.count
+            ));
+        }
+    }
     w
 }
 
@@ -503,6 +583,8 @@ impl Results {
                 let ran = schedule_that_ran(&l.schedule, plan.max_requests, outcome);
                 let due = l.schedule.arrivals_before(ran);
                 let due = plan.max_requests.map_or(due, |n| due.min(n));
+                // A shard was asked for its share of the arrivals.
+                let due = plan.shard.share(due);
                 // Late sends past the end of the part that ran lower it.
                 let window = outcome.send_window.max(ran).as_secs_f64();
                 let ran = ran.as_secs_f64();
@@ -529,6 +611,12 @@ impl Results {
                 machine: Machine::current(),
                 generator_threads: outcome.threads,
                 fd_limit: [fd_limit.0, fd_limit.1],
+                started_at_unix_ms: outcome
+                    .started_at
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .ok()
+                    .map(|d| d.as_millis() as u64),
+                shards: Vec::new(),
             },
             config: RunConfig::from_plan(plan),
             summary: Summary::new(t, outcome.duration, buckets_ms, &plan.check_names),
@@ -563,12 +651,49 @@ impl Results {
             generator_bound_reasons: Vec::new(),
             thresholds: Vec::new(),
             server: None,
-            histograms: Histograms {
-                unit: "us".into(),
-                latency: histogram::to_base64(&t.latency),
-                latency_ok: histogram::to_base64(&t.latency_ok),
-                service_time: histogram::to_base64(&t.service_time),
-                send_lag: histogram::to_base64(&t.send_lag),
+            shard: (!plan.shard.is_whole()).then(|| ShardInfo {
+                index: plan.shard.index + 1,
+                count: plan.shard.count,
+                plan_hash: plan.fingerprint(),
+            }),
+            start_at: None,
+            shard_servers: BTreeMap::new(),
+            histograms: Histograms::new(plan, outcome),
+        }
+    }
+}
+
+impl Histograms {
+    /// The run's histograms; per request and per second too when the run is
+    /// a shard, for an exact merge.
+    fn new(plan: &Plan, outcome: &RunOutcome) -> Histograms {
+        let t = &outcome.total;
+        let sharded = !plan.shard.is_whole();
+        Histograms {
+            unit: "us".into(),
+            latency: histogram::to_base64(&t.latency),
+            latency_ok: histogram::to_base64(&t.latency_ok),
+            service_time: histogram::to_base64(&t.service_time),
+            send_lag: histogram::to_base64(&t.send_lag),
+            per_request: if sharded {
+                plan.requests
+                    .iter()
+                    .zip(&outcome.per_request)
+                    .map(|(r, s)| {
+                        let h = RequestHistograms {
+                            latency: histogram::to_base64(&s.latency),
+                            latency_ok: histogram::to_base64(&s.latency_ok),
+                        };
+                        (r.name.clone(), h)
+                    })
+                    .collect()
+            } else {
+                BTreeMap::new()
+            },
+            per_second: if sharded {
+                outcome.latency_intervals.clone()
+            } else {
+                Vec::new()
             },
         }
     }

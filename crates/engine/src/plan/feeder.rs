@@ -7,6 +7,7 @@
 //! Scopes: `shared` (one cursor for all users, across worker threads) or
 //! `per_user` (each user walks the rows on its own).
 
+use super::shard::{Shard, Stride};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -43,6 +44,9 @@ pub struct Feeder {
     shared_cursor: AtomicU64,
     /// For `unique`: the shuffled row order.
     permutation: Vec<u32>,
+    /// Which of the whole plan's shared draws this process makes: all of
+    /// them, or one shard's (see [`Feeder::for_shard`]).
+    draws: Stride,
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -85,6 +89,29 @@ impl Feeder {
             scope,
             shared_cursor: AtomicU64::new(0),
             permutation,
+            draws: Stride { first: 0, step: 1 },
+        }
+    }
+
+    /// This feeder as shard `shard` of a sharded run uses it: of the whole
+    /// plan's shared draws 0, 1, 2, … it makes those the shard owns, so
+    /// `sequential` and `unique` rows are never used by two shards and
+    /// `circular` ones are used as in one run. `unique` is shuffled with
+    /// `seed`, which every shard must share (the plan's fingerprint).
+    /// `random` and `per_user` feeders are unchanged (each process draws
+    /// with its own random seed; users are already split between shards).
+    pub fn for_shard(&self, shard: Shard, seed: u64) -> Feeder {
+        let mut permutation: Vec<u32> = (0..self.rows.len() as u32).collect();
+        fastrand::Rng::with_seed(seed).shuffle(&mut permutation);
+        Feeder {
+            name: self.name.clone(),
+            columns: self.columns.clone(),
+            rows: self.rows.clone(),
+            order: self.order,
+            scope: self.scope,
+            shared_cursor: AtomicU64::new(0),
+            permutation,
+            draws: shard.stride(0, 1),
         }
     }
 
@@ -122,6 +149,12 @@ impl Feeder {
         Ok(Feeder::from_rows(name, columns, rows, order, scope))
     }
 
+    /// The columns and rows as text, for the plan's fingerprint.
+    pub(crate) fn write_rows(&self, out: &mut String) {
+        use std::fmt::Write;
+        let _ = write!(out, "{:?}{:?}", self.columns, self.rows);
+    }
+
     pub fn len(&self) -> usize {
         self.rows.len()
     }
@@ -139,7 +172,9 @@ impl Feeder {
     ) -> Result<&[String], RanDry> {
         let n = self.rows.len() as u64;
         let i = match self.scope {
-            FeederScope::Shared => self.shared_cursor.fetch_add(1, Ordering::Relaxed),
+            FeederScope::Shared => self
+                .draws
+                .nth(self.shared_cursor.fetch_add(1, Ordering::Relaxed)),
             FeederScope::PerUser => {
                 let i = *user_cursor;
                 *user_cursor += 1;
@@ -265,6 +300,32 @@ mod tests {
             .map(|_| draw(&f, &mut c, &mut rng).unwrap())
             .collect();
         assert_eq!(seen.len(), 5, "random covers the rows");
+    }
+
+    #[test]
+    fn shards_split_rows_without_overlap() {
+        let mut rng = fastrand::Rng::with_seed(1);
+        for order in [FeederOrder::Sequential, FeederOrder::Unique] {
+            let whole = feeder(order, FeederScope::Shared);
+            let mut used = Vec::new();
+            for index in 0..3 {
+                let shard = whole.for_shard(Shard { index, count: 3 }, 42);
+                let mut c = 0;
+                while let Ok(row) = draw(&shard, &mut c, &mut rng) {
+                    used.push(row);
+                }
+            }
+            used.sort();
+            assert_eq!(used, ["0", "1", "2", "3", "4"], "{order:?}: each row once");
+        }
+        // Circular: shard 2 of 2 takes the whole plan's draws 1, 3, 5, …
+        let whole = feeder(FeederOrder::Circular, FeederScope::Shared);
+        let second = whole.for_shard(Shard { index: 1, count: 2 }, 0);
+        let mut c = 0;
+        let got: Vec<_> = (0..4)
+            .map(|_| draw(&second, &mut c, &mut rng).unwrap())
+            .collect();
+        assert_eq!(got, ["1", "3", "0", "2"]);
     }
 
     #[test]

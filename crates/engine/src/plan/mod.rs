@@ -7,11 +7,13 @@
 //! - [`check`]: checks and extractions on responses.
 //! - [`schedule`]: the open model's arrival times (pure maths).
 //! - [`limits`]: the largest durations, rates and jars a plan may ask for.
+//! - [`shard`]: one plan split exactly over several processes.
 
 pub mod check;
 pub mod feeder;
 pub mod limits;
 pub mod schedule;
+pub mod shard;
 pub mod template;
 
 use crate::metrics::ErrorClass;
@@ -20,6 +22,7 @@ use feeder::Feeder;
 use headroom_http::tls::{TlsClient, TlsError, TlsOptions};
 use headroom_http::{Capture, Endpoint, EndpointError};
 use schedule::Schedule;
+use shard::Shard;
 use std::sync::Arc;
 use std::time::Duration;
 use template::{Scope, Template};
@@ -62,6 +65,9 @@ pub struct Plan {
     /// Which requests are sent again when a reused connection turns out to
     /// have been closed by the server before the request reached it.
     pub stale_retry: StaleRetry,
+    /// The part of the plan this process runs (all of it unless sharded;
+    /// set with [`Plan::set_shard`]).
+    pub shard: Shard,
 }
 
 /// Whether a request that met a connection the server had already closed
@@ -161,7 +167,70 @@ impl Plan {
             threads: default_threads(),
             max_requests: None,
             stale_retry: StaleRetry::default(),
+            shard: Shard::WHOLE,
         })
+    }
+
+    /// Runs only shard `shard` of this plan: its users, its arrivals, its
+    /// share of the budget and of the feeders' rows (see [`shard`]).
+    pub fn set_shard(&mut self, shard: Shard) {
+        let seed = u64::from_str_radix(&self.fingerprint()[..16], 16).unwrap_or(0);
+        self.feeders = self
+            .feeders
+            .iter()
+            .map(|f| Arc::new(f.for_shard(shard, seed)))
+            .collect();
+        self.shard = shard;
+    }
+
+    /// A hash (SHA-256, hex) of everything that makes the plan's load what
+    /// it is — requests, flow, feeders' data, load, HTTP settings — and of
+    /// nothing that may differ between the machines running its shards
+    /// (threads, TLS roots, which shard). Shards of one plan share it; a
+    /// merge refuses files whose fingerprints differ.
+    pub fn fingerprint(&self) -> String {
+        use std::fmt::Write;
+        let mut text = String::new();
+        let _ = write!(
+            text,
+            "{}|{}|{:?}|",
+            self.endpoint.https, self.endpoint.host_header, self.endpoint.addr
+        );
+        for r in &self.requests {
+            let _ = write!(
+                text,
+                "{}|{}|{}|{}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|",
+                r.name,
+                r.method,
+                r.target,
+                r.weight,
+                r.expect,
+                r.encoded,
+                r.template,
+                r.timeout,
+                r.checks,
+                r.extracts
+            );
+        }
+        for f in &self.feeders {
+            let _ = write!(text, "{}|{:?}|{:?}|", f.name, f.order, f.scope);
+            f.write_rows(&mut text);
+        }
+        let _ = write!(
+            text,
+            "{:?}|{:?}|{}|{}|{:?}|{:?}|{:?}|{:?}|{:?}",
+            self.flow,
+            self.load,
+            self.keep_alive,
+            self.cookies,
+            self.connect_timeout,
+            self.request_timeout,
+            self.graceful_stop,
+            self.max_requests,
+            self.stale_retry
+        );
+        let digest = ring::digest::digest(&ring::digest::SHA256, text.as_bytes());
+        digest.as_ref().iter().map(|b| format!("{b:02x}")).collect()
     }
 
     /// When the load itself ends (not counting the graceful stop); `None`
@@ -176,7 +245,7 @@ impl Plan {
     /// Threads actually worth starting: no more than there are users.
     pub fn effective_threads(&self) -> usize {
         let most = match &self.load {
-            Load::Closed(c) => c.vus as usize,
+            Load::Closed(c) => self.shard.share(c.vus as u64) as usize,
             Load::Open(_) => usize::MAX,
         };
         self.threads.clamp(1, most.max(1))

@@ -194,6 +194,83 @@ pub struct RunArgs {
     pub monitor_interval: Duration,
 }
 
+/// `headroom run`: the run's flags, and how it is spread over processes
+/// and machines.
+#[derive(Args, Debug, Clone)]
+pub struct RunCmdArgs {
+    #[command(flatten)]
+    pub run: RunArgs,
+    #[command(flatten)]
+    pub scale: ScaleArgs,
+}
+
+/// Scale-out: shards of one plan that together run exactly the plan.
+#[derive(Args, Debug, Clone, Default)]
+#[command(next_help_heading = "Scale-out")]
+pub struct ScaleArgs {
+    /// Run shard K of N (K = 1…N): its share of the users, arrivals,
+    /// --requests budget and feeder rows. The N shards together are exactly
+    /// the plan; merge their results with `headroom merge`.
+    #[arg(long, value_name = "K/N", value_parser = parse_shard, conflicts_with = "processes")]
+    pub shard: Option<headroom_engine::plan::shard::Shard>,
+
+    /// Start the load at TIME — RFC 3339 UTC (2026-11-23T10:00:00Z) or
+    /// +DURATION from now (+30s) — so shards on several machines share one
+    /// time axis. A run started after TIME says how late it was and counts
+    /// the arrivals it missed as not sent.
+    #[arg(long, value_name = "TIME", value_parser = parse_start_at)]
+    pub start_at: Option<std::time::SystemTime>,
+
+    /// Run P shards as child processes of this one and merge their results:
+    /// one command, one summary, for more connections than one process's
+    /// open-files limit allows.
+    #[arg(long, value_name = "P", value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub processes: Option<u32>,
+}
+
+pub fn parse_shard(s: &str) -> Result<headroom_engine::plan::shard::Shard, String> {
+    headroom_engine::plan::shard::Shard::parse(s)
+}
+
+/// The latest start accepted: a day ahead (a typo should not leave a
+/// process waiting for a year).
+const MAX_START_AHEAD: Duration = Duration::from_secs(24 * 3600);
+
+pub fn parse_start_at(s: &str) -> Result<std::time::SystemTime, String> {
+    let now = std::time::SystemTime::now();
+    let t = s.trim();
+    let at = if let Some(ahead) = t.strip_prefix('+') {
+        now + parse_duration(ahead)?
+    } else {
+        humantime::parse_rfc3339_weak(t).map_err(|e| {
+            format!("`{s}` is not a start time ({e}); write RFC 3339 UTC, e.g. 2026-11-23T10:00:00Z, or +30s")
+        })?
+    };
+    if at.duration_since(now).is_ok_and(|d| d > MAX_START_AHEAD) {
+        return Err(format!("`{s}` is more than a day ahead"));
+    }
+    Ok(at)
+}
+
+/// `headroom merge`.
+#[derive(Args, Debug, Clone)]
+pub struct MergeArgs {
+    /// The shards' results files (`run --shard K/N --out FILE`).
+    #[arg(required = true, value_name = "SHARD.json")]
+    pub files: Vec<std::path::PathBuf>,
+    /// Write the merged results (JSON) to this file.
+    #[arg(short = 'o', long, value_name = "FILE")]
+    pub out: Option<std::path::PathBuf>,
+    /// Merge even when shards are missing (a warning names them).
+    #[arg(long)]
+    pub allow_partial: bool,
+    /// Print no summary.
+    #[arg(short = 'q', long)]
+    pub quiet: bool,
+    #[command(flatten)]
+    pub reports: ReportArgs,
+}
+
 /// Outputs for people, shared by run, study, capacity, report, compare.
 #[derive(Args, Debug, Clone, Default)]
 pub struct ReportArgs {

@@ -8,12 +8,15 @@
 mod args;
 mod capacity;
 mod demo;
+mod merge;
+mod processes;
 mod report;
 mod run;
 mod study;
 
 use args::{
-    CapacityArgs, CompareArgs, DemoArgs, MonitorArgs, ReportCmdArgs, RunArgs, StudyArgs, TargetArgs,
+    CapacityArgs, CompareArgs, DemoArgs, MergeArgs, MonitorArgs, ReportCmdArgs, RunCmdArgs,
+    StudyArgs, TargetArgs,
 };
 use clap::{Parser, Subcommand};
 use headroom_monitor::remote;
@@ -54,7 +57,7 @@ struct Cli {
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Load one HTTP server and report exact counts and latencies.
-    Run(Box<RunArgs>),
+    Run(Box<RunCmdArgs>),
     /// Find the highest load that still meets an objective (SLO), the
     /// knee, and what ran out first.
     Capacity(Box<CapacityArgs>),
@@ -71,6 +74,9 @@ enum Command {
     /// Compare runs (or studies' configurations) side by side: deltas, and
     /// which differences are within noise.
     Compare(CompareArgs),
+    /// Merge the results of a plan's shards (`run --shard K/N`) into one,
+    /// exactly: counts summed, percentiles from the merged histograms.
+    Merge(MergeArgs),
     /// Print the JSON Schema of scenario files (for editors).
     Schema,
     /// Watch a server process on its host and serve the samples to
@@ -95,6 +101,7 @@ pub fn main() -> i32 {
         Command::Demo(args) => demo::demo(args),
         Command::Report(args) => report::report(args),
         Command::Compare(args) => report::compare(args),
+        Command::Merge(args) => merge::merge(args),
         Command::Schema => schema(),
         Command::Monitor(args) => monitor(args),
     };

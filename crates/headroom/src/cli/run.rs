@@ -2,7 +2,7 @@
 //! results file and summary. Flags override the scenario file; the
 //! one-liner is turned into a scenario too, so both are validated alike.
 
-use super::args::RunArgs;
+use super::args::{RunArgs, RunCmdArgs};
 use super::recording;
 use super::report::write_file;
 use super::{exit_interrupted, EXIT_ERROR, EXIT_OK, EXIT_THRESHOLDS};
@@ -18,13 +18,15 @@ use headroom_objectives::slo::Slo;
 use headroom_report::html;
 use headroom_report::live::Live;
 use headroom_report::terminal;
-use headroom_results::measure::{measure, Recording};
+use headroom_results::measure::{measure_from, Recording};
+use headroom_results::record::StartAt;
+use headroom_results::Results;
 use headroom_scenario::raw::{
     Model, RawExpect, RawHttp, RawLoad, RawRequest, RawScenario, RawStage, RawStaleRetry, RawStatus,
 };
 use headroom_scenario::Scenario;
 use std::path::Path;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 fn duration_text(d: Duration) -> String {
     humantime::format_duration(d).to_string()
@@ -416,6 +418,7 @@ impl<'args> Outputs<'args> {
 
 /// Runs a plan with live progress and the monitor, writes the results file
 /// and the other outputs (even when interrupted), prints the summary.
+/// `start`: when the load starts (soon, unless `--start-at` says).
 /// Returns the exit code.
 pub fn execute(
     scenario: &Scenario,
@@ -423,6 +426,7 @@ pub fn execute(
     watch: Watch,
     recording: &Recording,
     outputs: &Outputs,
+    start: Option<SystemTime>,
 ) -> anyhow::Result<i32> {
     let plan = &scenario.plan;
     if plan.tls.as_ref().is_some_and(|t| t.insecure) {
@@ -431,14 +435,72 @@ pub fn execute(
             headroom_results::record::INSECURE_TLS
         );
     }
+    let start_instant = match start {
+        Some(at) => {
+            let instant = instant_of(at);
+            let now = std::time::Instant::now();
+            if instant > now && !outputs.quiet {
+                eprintln!(
+                    "headroom: waiting for the start at {} (in {:.1} s)",
+                    humantime::format_rfc3339_millis(at),
+                    (instant - now).as_secs_f64()
+                );
+            }
+            instant
+        }
+        None => headroom_engine::start_soon(),
+    };
     let live = Live::new(plan.load_duration());
-    let measured = measure(plan, stop, watch.config.clone(), recording, |p, sample| {
-        live.update(p, sample)
-    });
+    let measured = measure_from(
+        plan,
+        stop,
+        watch.config.clone(),
+        recording,
+        start_instant,
+        |p, sample| live.update(p, sample),
+    );
     live.finish();
     drop(watch.server);
     let mut results = measured.results;
-    let mut thresholds = scenario.thresholds.clone();
+    if let Some(at) = start {
+        let late_ms = measured.late_by.as_secs_f64() * 1000.0;
+        results.start_at = Some(StartAt {
+            at: humantime::format_rfc3339_millis(at).to_string(),
+            late_ms,
+        });
+        if late_ms >= 1.0 {
+            results.warnings.push(format!(
+                "started {late_ms:.0} ms after --start-at: the open-model arrivals due meanwhile \
+                 are counted not_sent"
+            ));
+        }
+    }
+    finish(
+        results,
+        &scenario.thresholds,
+        outputs,
+        &measured.latency_intervals,
+    )
+}
+
+/// The `Instant` of a wall-clock time (ahead or past).
+pub fn instant_of(at: SystemTime) -> std::time::Instant {
+    let now = std::time::Instant::now();
+    match at.duration_since(SystemTime::now()) {
+        Ok(ahead) => now + ahead,
+        Err(past) => now.checked_sub(past.duration()).unwrap_or(now),
+    }
+}
+
+/// Checks the thresholds (the plan's and the flags'), writes every output
+/// and prints the summary of measured `results`. Returns the exit code.
+pub fn finish(
+    mut results: Results,
+    plan_thresholds: &Slo,
+    outputs: &Outputs,
+    latency_intervals: &[String],
+) -> anyhow::Result<i32> {
+    let mut thresholds = plan_thresholds.clone();
     thresholds
         .bounds
         .extend(outputs.thresholds.bounds.iter().cloned());
@@ -458,10 +520,13 @@ pub fn execute(
         println!("CSV files written to {}", dir.display());
     }
     if let Some(path) = outputs.hdr_log {
-        let log = headroom_report::hdrlog::interval_log(
-            &measured.latency_intervals,
-            measured.started_at,
-        )?;
+        let started_at = results
+            .meta
+            .started_at_unix_ms
+            .map_or_else(SystemTime::now, |ms| {
+                std::time::UNIX_EPOCH + Duration::from_millis(ms)
+            });
+        let log = headroom_report::hdrlog::interval_log(latency_intervals, started_at)?;
         write_file(path, "HdrHistogram interval log", &log)?;
     }
     if let Some(path) = outputs.junit {
@@ -493,9 +558,11 @@ pub fn execute(
             writeln!(stdout, "\nresults written to {}", path.display())?;
         }
     }
+    let t = &results.summary.requests;
+    let never_connected = t.total > 0 && results.connections_opened == 0;
     let exit_code = if results.interrupted {
         exit_interrupted()
-    } else if measured.never_connected {
+    } else if never_connected {
         let why = results
             .summary
             .errors
@@ -505,7 +572,7 @@ pub fn execute(
             .map_or("no request was sent", |c| c.describe());
         eprintln!(
             "headroom: error: could not connect to {} ({why}): every request failed to connect",
-            plan.endpoint.addr,
+            results.config.url,
         );
         EXIT_ERROR
     } else if breached {
@@ -523,8 +590,15 @@ pub fn execute(
     Ok(exit_code)
 }
 
-pub fn run(args: RunArgs) -> anyhow::Result<i32> {
-    let scenario = scenario_from_args(&args)?;
+pub fn run(args: RunCmdArgs) -> anyhow::Result<i32> {
+    if let Some(processes) = args.scale.processes {
+        return super::processes::run(&args, processes);
+    }
+    let RunCmdArgs { run: args, scale } = args;
+    let mut scenario = scenario_from_args(&args)?;
+    if let Some(shard) = scale.shard {
+        scenario.plan.set_shard(shard);
+    }
     let outputs = Outputs::from_args(&args);
     check_request_names(&outputs.thresholds, &scenario.plan, "--threshold")?;
     outputs.check_writable()?;
@@ -532,7 +606,14 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
     install_interrupt(&stop)?;
     let watch = watch_from_args(&args, &scenario.plan)?;
     let recording = recording(&args.buckets, &args.secret_header);
-    execute(&scenario, &stop, watch, &recording, &outputs)
+    execute(
+        &scenario,
+        &stop,
+        watch,
+        &recording,
+        &outputs,
+        scale.start_at,
+    )
 }
 
 /// Bounds that name a request (`p95{login}<500ms`) must name one of the

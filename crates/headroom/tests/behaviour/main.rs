@@ -16,6 +16,7 @@ mod layout;
 mod reports;
 mod ruby_servers;
 mod scenario;
+mod shards;
 mod study;
 mod target;
 mod tls;

@@ -117,6 +117,7 @@ impl Builder<'_> {
                 Some(RawStaleRetry::All) => StaleRetry::All,
                 Some(RawStaleRetry::Never) => StaleRetry::Never,
             },
+            shard: Default::default(),
         };
         Ok(Scenario {
             plan,

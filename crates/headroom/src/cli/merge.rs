@@ -1,0 +1,51 @@
+//! `headroom merge SHARD.json… --out merged.json`: the shards of one plan
+//! as one results file, which `report`, `compare` and thresholds read like
+//! any other.
+
+use super::args::MergeArgs;
+use super::run::{finish, Outputs};
+use anyhow::Context;
+use headroom_objectives::slo::Slo;
+use headroom_results::merge::{merge as merge_shards, ShardFile};
+use headroom_results::Results;
+
+pub fn merge(args: MergeArgs) -> anyhow::Result<i32> {
+    let outputs = Outputs {
+        out: args.out.as_deref(),
+        html: args.reports.html.as_deref(),
+        markdown: args.reports.markdown,
+        quiet: args.quiet,
+        ..Outputs::default()
+    };
+    outputs.check_writable()?;
+    let mut files = Vec::new();
+    for path in &args.files {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read {}", path.display()))?;
+        let results: Results = serde_json::from_str(&text).map_err(|e| {
+            anyhow::anyhow!(
+                "{} is not a headroom results file (line {}, column {}: {e})",
+                path.display(),
+                e.line(),
+                e.column()
+            )
+        })?;
+        files.push(ShardFile {
+            file: path.display().to_string(),
+            results,
+        });
+    }
+    // The shards' thresholds, checked again against the whole.
+    let mut thresholds = Slo::default();
+    if let Some(first) = files.first() {
+        for check in &first.results.thresholds {
+            let bound = Slo::parse(&check.bound)
+                .with_context(|| format!("threshold `{}` of {}", check.bound, first.file))?;
+            thresholds.bounds.extend(bound.bounds);
+        }
+    }
+    let command = super::recording(&[], &[]).command;
+    let results = merge_shards(files, args.allow_partial, command)?;
+    let intervals = results.histograms.per_second.clone();
+    finish(results, &thresholds, &outputs, &intervals)
+}

@@ -1,0 +1,253 @@
+//! `headroom run … --processes P`: the plan's P shards as child processes
+//! of this one, on one shared start, merged at the end into one results
+//! file and one summary. For loads past what one process may hold (its
+//! open-files limit) or drive (one event loop per core is not always
+//! enough when a run does heavy TLS or templating).
+//!
+//! ```text
+//!  parent: parses and checks the plan, starts/watches the server (the
+//!          monitor flags stay here), picks a start 1 s + 0.1 s × P ahead
+//!     ├── headroom run <same flags> --shard 1/P --start-at T --out dir/shard-1.json -q
+//!     ├── …                                       (own process group each)
+//!     └── headroom run <same flags> --shard P/P …
+//!  Ctrl-C / SIGTERM → the parent passes it on once to every child; each
+//!  writes what it measured; the parent merges what there is.
+//! ```
+
+use super::args::RunCmdArgs;
+use super::run::{self, install_interrupt, scenario_from_args, watch_from_args, Outputs};
+use super::{recording, INTERRUPTED_BY};
+use anyhow::{bail, Context};
+use headroom_engine::StopSignal;
+use headroom_monitor::{machine, Monitor};
+use headroom_results::merge::{merge, ShardFile};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, SystemTime};
+
+/// Flags the children do not get: the parent writes the outputs, watches
+/// the server and checks the thresholds; the children get their own
+/// shard, start and output file. (long name, short name, takes a value)
+const PARENT_ONLY: &[(&str, Option<char>, bool)] = &[
+    ("--processes", None, true),
+    ("--shard", None, true),
+    ("--start-at", None, true),
+    ("--out", Some('o'), true),
+    ("--html", None, true),
+    ("--csv", None, true),
+    ("--hdr-log", None, true),
+    ("--junit", None, true),
+    ("--threshold", None, true),
+    ("--markdown", None, false),
+    ("--quiet", Some('q'), false),
+    ("--monitor-pid", None, true),
+    ("--monitor-pidfile", None, true),
+    ("--monitor-cmd", None, true),
+    ("--monitor-url", None, true),
+    ("--monitor-token", None, true),
+    ("--monitor-interval", None, true),
+    ("--monitor-ready-timeout", None, true),
+];
+
+/// The command line after `run`, without the parent-only flags (in any of
+/// clap's spellings: `--out F`, `--out=F`, `-o F`, `-oF`).
+pub fn child_args(args: &[String]) -> Vec<String> {
+    let mut kept = Vec::new();
+    let mut i = 0;
+    while i < args.len() {
+        let arg = &args[i];
+        i += 1;
+        if arg == "--" {
+            kept.extend(args[i - 1..].iter().cloned());
+            break;
+        }
+        let flag = PARENT_ONLY.iter().find(|(long, short, _)| {
+            arg == long
+                || arg.starts_with(&format!("{long}="))
+                || short
+                    .is_some_and(|c| arg.starts_with(&format!("-{c}")) && !arg.starts_with("--"))
+        });
+        match flag {
+            Some((long, short, true)) => {
+                let joined = arg.contains('=') && arg.starts_with(long)
+                    || short.is_some_and(|c| arg.len() > 2 && arg.starts_with(&format!("-{c}")));
+                if !joined {
+                    i += 1; // the value is the next word
+                }
+            }
+            Some((_, _, false)) => {}
+            None => kept.push(arg.clone()),
+        }
+    }
+    kept
+}
+
+/// A child process, killed (by its pid) if the parent ends first.
+struct ShardChild {
+    child: Child,
+    out: std::path::PathBuf,
+    log: std::path::PathBuf,
+}
+
+impl Drop for ShardChild {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+pub fn run(args: &RunCmdArgs, processes: u32) -> anyhow::Result<i32> {
+    let run_args = &args.run;
+    // The plan is built and checked here first, so a bad flag fails once,
+    // before any child starts.
+    let scenario = scenario_from_args(run_args)?;
+    let outputs = Outputs::from_args(run_args);
+    run::check_request_names(&outputs.thresholds, &scenario.plan, "--threshold")?;
+    outputs.check_writable()?;
+    let stop = StopSignal::new();
+    install_interrupt(&stop)?;
+    let watch = watch_from_args(run_args, &scenario.plan)?;
+
+    let start = args.scale.start_at.unwrap_or_else(|| {
+        SystemTime::now() + Duration::from_millis(1000 + 100 * processes as u64)
+    });
+    let dir = tempfile::Builder::new()
+        .prefix("headroom-processes-")
+        .tempdir()
+        .context("cannot make a folder for the shards' results")?;
+    let words: Vec<String> = std::env::args().collect();
+    let after_run = words
+        .iter()
+        .position(|w| w == "run")
+        .map_or(&words[1..], |i| &words[i + 1..]);
+    let mut common = child_args(after_run);
+    if run_args.threads.is_none() {
+        // The machine's cores shared out, rather than P × all of them.
+        let threads = (machine::available_cores() / processes as usize).max(1);
+        common.extend(["--threads".into(), threads.to_string()]);
+    }
+    let exe = std::env::current_exe().context("cannot find headroom's own executable")?;
+    let start_text = humantime::format_rfc3339_millis(start).to_string();
+    let mut children = Vec::new();
+    for k in 1..=processes {
+        let out = dir.path().join(format!("shard-{k}.json"));
+        let log = dir.path().join(format!("shard-{k}.log"));
+        let mut command = Command::new(&exe);
+        command
+            .arg("run")
+            .args(&common)
+            .args(["--shard", &format!("{k}/{processes}")])
+            .args(["--start-at", &start_text])
+            .arg("--out")
+            .arg(&out)
+            .arg("-q")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log)?);
+        // Its own process group: a Ctrl-C at the terminal reaches only the
+        // parent, which passes it on exactly once (a second one aborts).
+        std::os::unix::process::CommandExt::process_group(&mut command, 0);
+        let child = command
+            .spawn()
+            .with_context(|| format!("cannot start shard {k}/{processes}"))?;
+        children.push(ShardChild { child, out, log });
+    }
+    if !outputs.quiet {
+        eprintln!("headroom: {processes} processes, one shard each, starting at {start_text}",);
+    }
+    let start_instant = run::instant_of(start);
+    let monitor = Monitor::start(watch.config.clone(), start_instant, start);
+
+    let mut passed_on = false;
+    let mut exits = vec![None; children.len()];
+    while exits.iter().any(Option::is_none) {
+        if stop.was_interrupted() && !passed_on {
+            passed_on = true;
+            let signal = match INTERRUPTED_BY.load(std::sync::atomic::Ordering::SeqCst) {
+                0 => libc::SIGINT,
+                s => s,
+            };
+            for c in &children {
+                // SAFETY: kill(2) on the pid of a child we started and
+                // have not reaped.
+                unsafe { libc::kill(c.child.id() as i32, signal) };
+            }
+        }
+        for (c, exit) in children.iter_mut().zip(exits.iter_mut()) {
+            if exit.is_none() {
+                *exit = c.child.try_wait()?;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    drop(watch.server);
+
+    let mut files = Vec::new();
+    let mut failed = Vec::new();
+    for (k, (c, exit)) in children.iter().zip(&exits).enumerate() {
+        let exit = exit.expect("every child has exited");
+        match std::fs::read_to_string(&c.out)
+            .ok()
+            .and_then(|t| serde_json::from_str(&t).ok())
+        {
+            Some(results) => files.push(ShardFile {
+                file: format!("shard {}/{processes}", k + 1),
+                results,
+            }),
+            None => {
+                let log = std::fs::read_to_string(&c.log).unwrap_or_default();
+                failed.push(format!(
+                    "shard {}/{processes} wrote no results ({exit}): {}",
+                    k + 1,
+                    log.trim()
+                ));
+            }
+        }
+    }
+    for f in &failed {
+        eprintln!("headroom: {f}");
+    }
+    if files.is_empty() {
+        bail!("no shard wrote results");
+    }
+    let mut results = merge(
+        files,
+        true,
+        recording(&run_args.buckets, &run_args.secret_header).command,
+    )?;
+    let report = monitor.finish(machine::available_cores(), &results.client_facts());
+    if watch.config.root.is_some() || watch.config.remote.is_some() {
+        results.attach_server(report);
+    }
+    if stop.was_interrupted() {
+        results.interrupted = true;
+    }
+    let intervals = results.histograms.per_second.clone();
+    run::finish(results, &scenario.thresholds, &outputs, &intervals)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn words(s: &str) -> Vec<String> {
+        s.split_whitespace().map(String::from).collect()
+    }
+
+    #[test]
+    fn children_keep_the_plan_and_lose_the_parents_flags() {
+        let got = child_args(&words(
+            "--url http://127.0.0.1:1/ -c 500 --processes 4 -o out.json --html=r.html \
+             -q --threshold p99<1s --monitor-cmd x -d 10s --out=o2 -oo3 --rate 100",
+        ));
+        assert_eq!(
+            got,
+            words("--url http://127.0.0.1:1/ -c 500 -d 10s --rate 100")
+        );
+        assert_eq!(
+            child_args(&words("scenario.toml --markdown --shard 1/2")),
+            words("scenario.toml")
+        );
+    }
+}

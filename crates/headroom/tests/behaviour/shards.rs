@@ -1,0 +1,342 @@
+//! Scale-out: shards (`run --shard K/N`) that together are exactly the
+//! plan, `headroom merge` that is exact and refuses what does not belong
+//! together, and `run --processes P` — real processes against the built-in
+//! target and nginx, counted on the server.
+
+use crate::common::{headroom_bin, invoke, run, scenario_dir, Nginx, Run, Target};
+use headroom_engine::metrics::histogram;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// A start time `secs` ahead, as RFC 3339 (what shards on several machines
+/// would be given).
+fn start_in(secs: f64) -> String {
+    let now = std::time::SystemTime::now();
+    let by = std::time::Duration::from_secs_f64(secs.abs());
+    let at = if secs >= 0.0 { now + by } else { now - by };
+    humantime::format_rfc3339_millis(at).to_string()
+}
+
+/// Runs the N shards of `args` in parallel with one shared start; returns
+/// their results files (in `dir`) once all have finished.
+fn run_shards(dir: &Path, count: u32, args: &[&str]) -> Vec<PathBuf> {
+    let start = start_in(1.5);
+    let children: Vec<_> = (1..=count)
+        .map(|k| {
+            let out = dir.join(format!("shard-{k}.json"));
+            let child = Command::new(headroom_bin())
+                .arg("run")
+                .args(args)
+                .args(["--shard", &format!("{k}/{count}"), "--start-at", &start])
+                .arg("--out")
+                .arg(&out)
+                .arg("-q")
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap();
+            (child, out)
+        })
+        .collect();
+    children
+        .into_iter()
+        .map(|(child, out)| {
+            let o = child.wait_with_output().unwrap();
+            assert!(
+                o.status.success(),
+                "shard failed: {}",
+                String::from_utf8_lossy(&o.stderr)
+            );
+            out
+        })
+        .collect()
+}
+
+fn merge(files: &[PathBuf], extra: &[&str]) -> Run {
+    let mut args: Vec<&str> = files.iter().map(|f| f.to_str().unwrap()).collect();
+    args.extend_from_slice(extra);
+    invoke("merge", &args, |_| {})
+}
+
+fn read(path: &Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+fn total(v: &Value) -> u64 {
+    v["requests"]["total"].as_u64().unwrap()
+}
+
+#[test]
+fn open_model_shards_add_up_to_the_whole_schedule_on_the_target() {
+    let target = Target::start(1, 8);
+    let dir = tempfile::tempdir().unwrap();
+    let before = target.requests();
+    let url = target.url("/hello");
+    let files = run_shards(dir.path(), 3, &["--url", &url, "--rate", "300", "-d", "2s"]);
+    let shards: Vec<Value> = files.iter().map(|f| read(f)).collect();
+    // 600 arrivals: n mod 3 gives each shard exactly 200.
+    for (k, s) in shards.iter().enumerate() {
+        assert_eq!(total(s), 200, "shard {}", k + 1);
+        assert_eq!(s["shard"]["index"], k as u64 + 1);
+        assert_eq!(s["shard"]["count"], 3);
+        assert_eq!(s["shard"]["plan_hash"], shards[0]["shard"]["plan_hash"]);
+        assert!(s["target_rate_rps"].as_f64().unwrap() - 100.0 < 1e-9);
+    }
+    let merged = merge(&files, &[]);
+    assert_eq!(merged.code, 0, "{}", merged.stderr);
+    let m = merged.results();
+    assert_eq!(total(m), 600);
+    assert_eq!(m["requests"]["ok"], 600);
+    assert_eq!(target.requests() - before, 600, "the server's count");
+    assert_eq!(m["target_rate_rps"].as_f64().unwrap().round(), 300.0);
+    let timeline_sum: u64 = m["timeline"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["requests"].as_u64().unwrap())
+        .sum();
+    assert_eq!(timeline_sum, 600, "the merged timeline adds up");
+    assert_eq!(m["meta"]["shards"].as_array().unwrap().len(), 3);
+    assert!(m.get("shard").is_none(), "a merged file is the whole plan");
+
+    // Percentiles are the merged histograms', not an average of the shards'.
+    let mut by_hand = histogram::new();
+    for s in &shards {
+        let h = histogram::from_base64(s["histograms"]["latency"].as_str().unwrap()).unwrap();
+        histogram::add(&mut by_hand, &h);
+    }
+    for (field, q) in [("p50", 0.5), ("p99", 0.99), ("p999", 0.999)] {
+        assert_eq!(
+            m["latency_ms"][field].as_f64().unwrap(),
+            histogram::ms(by_hand.value_at_quantile(q)),
+            "{field}"
+        );
+    }
+    assert_eq!(
+        m["latency_ms"]["max"].as_f64().unwrap(),
+        histogram::ms(by_hand.max())
+    );
+
+    // A merged file reads like any other.
+    let html = dir.path().join("merged.html");
+    let report = Command::new(headroom_bin())
+        .arg("report")
+        .arg(merged.results_path())
+        .arg("--html")
+        .arg(&html)
+        .output()
+        .unwrap();
+    assert!(
+        report.status.success(),
+        "{}",
+        String::from_utf8_lossy(&report.stderr)
+    );
+    assert!(std::fs::read_to_string(&html).unwrap().contains("600"));
+}
+
+#[test]
+fn closed_model_budgets_and_users_split_exactly_on_nginx() {
+    let nginx = Nginx::start();
+    let dir = tempfile::tempdir().unwrap();
+    let url = nginx.url("/");
+    // --requests 100 over 3 shards: 34 + 33 + 33.
+    let files = run_shards(
+        dir.path(),
+        3,
+        &["--url", &url, "--vus", "4", "--requests", "100"],
+    );
+    let totals: Vec<u64> = files.iter().map(|f| total(&read(f))).collect();
+    assert_eq!(totals, [34, 33, 33]);
+    let merged = merge(&files, &[]);
+    assert_eq!(total(merged.results()), 100);
+    assert_eq!(nginx.requests(), 100);
+
+    // 5 users × 7 iterations over 2 shards: users 0, 2, 4 and 1, 3.
+    let dir = tempfile::tempdir().unwrap();
+    let files = run_shards(
+        dir.path(),
+        2,
+        &["--url", &url, "--vus", "5", "--iterations", "7"],
+    );
+    let totals: Vec<u64> = files.iter().map(|f| total(&read(f))).collect();
+    assert_eq!(totals, [21, 14]);
+    assert_eq!(total(merge(&files, &[]).results()), 35);
+    assert_eq!(nginx.requests(), 135);
+}
+
+#[test]
+fn no_row_of_a_unique_or_sequential_feeder_is_used_by_two_shards() {
+    for order in ["unique", "sequential"] {
+        let nginx = Nginx::start();
+        let rows: String = std::iter::once("id".to_string())
+            .chain((1..=30).map(|i| format!("r{i}")))
+            .collect::<Vec<_>>()
+            .join("\n");
+        let dir = scenario_dir(&[("ids.csv", &rows)]);
+        let scenario = dir.path().join("s.toml");
+        std::fs::write(
+            &scenario,
+            format!(
+                r#"
+base_url = "{}"
+[load]
+vus = 3
+max_requests = 1000
+[[feeder]]
+name = "ids"
+file = "ids.csv"
+order = "{order}"
+[[request]]
+name = "get"
+path = "/f?id={{{{id}}}}"
+"#,
+                nginx.url("")
+            ),
+        )
+        .unwrap();
+        let out = tempfile::tempdir().unwrap();
+        let files = run_shards(out.path(), 3, &[scenario.to_str().unwrap()]);
+        // Each shard runs until its share of the rows is used up.
+        let totals: Vec<u64> = files.iter().map(|f| total(&read(f))).collect();
+        assert_eq!(totals, [10, 10, 10], "{order}");
+        let mut ids: Vec<String> = nginx
+            .paths()
+            .iter()
+            .map(|p| p.trim_start_matches("/f?id=").to_string())
+            .collect();
+        ids.sort_by_key(|id| id[1..].parse::<u32>().unwrap());
+        let want: Vec<String> = (1..=30).map(|i| format!("r{i}")).collect();
+        assert_eq!(ids, want, "{order}: every row once");
+    }
+}
+
+#[test]
+fn merge_refuses_what_does_not_belong_together() {
+    let target = Target::start(1, 4);
+    let url = target.url("/hello");
+    let a = tempfile::tempdir().unwrap();
+    let files = run_shards(a.path(), 2, &["--url", &url, "--requests", "20"]);
+    let b = tempfile::tempdir().unwrap();
+    let other = run_shards(b.path(), 2, &["--url", &url, "--requests", "30"]);
+
+    let refused = |files: &[PathBuf], extra: &[&str], says: &[&str]| {
+        let r = merge(files, extra);
+        assert_eq!(r.code, 2, "{:?} should be refused", files);
+        for s in says {
+            assert!(r.stderr.contains(s), "`{s}` not in: {}", r.stderr);
+        }
+        assert!(r.results.is_none(), "nothing is written");
+    };
+    let (one, two) = (files[0].clone(), files[1].clone());
+    let file = |p: &PathBuf| p.display().to_string();
+    refused(
+        &[one.clone(), other[1].clone()],
+        &[],
+        &["different plans", &file(&one), &file(&other[1])],
+    );
+    let copy = a.path().join("copy.json");
+    std::fs::copy(&one, &copy).unwrap();
+    refused(&[one.clone(), copy.clone()], &[], &["both shard 1/2"]);
+    refused(
+        std::slice::from_ref(&one),
+        &[],
+        &["shard 2/2 missing", "--allow-partial"],
+    );
+    let whole = run(&["--url", &url, "--requests", "5"]);
+    refused(
+        &[whole.results_path().to_path_buf(), two.clone()],
+        &[],
+        &["is not a shard's results"],
+    );
+    let junk = a.path().join("junk.json");
+    std::fs::write(&junk, r#"{"configurations": []}"#).unwrap();
+    refused(
+        &[junk, two.clone()],
+        &[],
+        &["is not a headroom results file"],
+    );
+
+    // With --allow-partial what there is is merged, and the gap said.
+    let partial = merge(std::slice::from_ref(&one), &["--allow-partial"]);
+    assert_eq!(partial.code, 0, "{}", partial.stderr);
+    assert_eq!(total(partial.results()), 10);
+    let warnings = partial.results()["warnings"].to_string();
+    assert!(
+        warnings.contains("partial merge: shard 2/2 missing"),
+        "{warnings}"
+    );
+    let complete = merge(&[two, one], &[]);
+    assert_eq!(total(complete.results()), 20);
+}
+
+#[test]
+fn a_late_shard_counts_the_arrivals_it_missed_as_not_sent() {
+    let target = Target::start(1, 4);
+    let before = target.requests();
+    let started_ago = start_in(-1.0);
+    let r = run(&[
+        "--url",
+        &target.url("/hello"),
+        "--rate",
+        "100",
+        "-d",
+        "3s",
+        "--start-at",
+        &started_ago,
+    ]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let res = r.results();
+    let late = res["start_at"]["late_ms"].as_f64().unwrap();
+    assert!(late >= 1000.0, "late by {late} ms");
+    // The whole schedule is accounted for: sent, or missed and said so.
+    assert_eq!(r.total(), 300);
+    let not_sent = r.error("not_sent");
+    assert!(not_sent >= 100, "{not_sent} of the first second's arrivals");
+    assert_eq!(target.requests() - before, 300 - not_sent);
+    assert!(res["warnings"].to_string().contains("after --start-at"));
+}
+
+fn processes_run(args: &[&str]) -> (Output, Value, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("r.json");
+    let o = Command::new(headroom_bin())
+        .arg("run")
+        .args(args)
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    let v = std::fs::read_to_string(&out)
+        .map(|t| serde_json::from_str(&t).unwrap())
+        .unwrap_or(Value::Null);
+    (o, v, dir)
+}
+
+#[test]
+fn processes_run_the_shards_and_print_one_summary() {
+    let target = Target::start(1, 8);
+    let before = target.requests();
+    let (o, v, _dir) = processes_run(&[
+        "--url",
+        &target.url("/hello"),
+        "--rate",
+        "200",
+        "-d",
+        "2s",
+        "--processes",
+        "3",
+        "--threshold",
+        "errors<1%",
+    ]);
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(total(&v), 400);
+    assert_eq!(target.requests() - before, 400);
+    assert_eq!(v["meta"]["shards"].as_array().unwrap().len(), 3);
+    assert_eq!(stdout.matches("headroom run —").count(), 1, "{stdout}");
+    assert!(
+        stdout.contains("pass errors 0 % (bound errors<1%)"),
+        "{stdout}"
+    );
+}

@@ -1,0 +1,496 @@
+//! `headroom merge`: the results of a plan's shards (`run --shard K/N`) as
+//! one run, exactly. Counts, statuses, errors, bytes and distribution
+//! buckets are summed; every latency figure is read from the shards' HDR
+//! histograms merged (never an average of percentiles); timelines are laid
+//! on one axis by absolute second. What cannot be summed is said: each
+//! shard's server samples are kept apart (`shard_servers`), and a second's
+//! send-lag p99 is the highest of the shards'.
+
+use crate::record::{
+    Histograms, LatencySummary, RequestHistograms, Requests, Results, ShardInfo, ShardInput,
+    Summary,
+};
+use hdrhistogram::Histogram;
+use headroom_engine::metrics::aggregate::TimelinePoint;
+use headroom_engine::metrics::histogram;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// One input: where it came from (for messages) and what it holds.
+pub struct ShardFile {
+    pub file: String,
+    pub results: Results,
+}
+
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum MergeError {
+    #[error("nothing to merge: give the shards' results files")]
+    Empty,
+    #[error("{file} is not a shard's results (it has no `shard` field): merge takes the results files of `headroom run --shard K/N`")]
+    NotShard { file: String },
+    #[error("{a} and {b} are shards of different plans (plan_hash {hash_a:.12}… vs {hash_b:.12}…): every shard must run the same scenario and flags")]
+    DifferentPlans {
+        a: String,
+        b: String,
+        hash_a: String,
+        hash_b: String,
+    },
+    #[error("{a} is shard {shard_a} but {b} is shard {shard_b}: the plan was split into different numbers of shards")]
+    DifferentCounts {
+        a: String,
+        b: String,
+        shard_a: String,
+        shard_b: String,
+    },
+    #[error("{a} and {b} are both shard {shard}")]
+    Duplicate { a: String, b: String, shard: String },
+    #[error("shard {missing} missing (given: {given}); merge what there is with --allow-partial")]
+    Missing { missing: String, given: String },
+    #[error("{file}: {what}")]
+    Damaged { file: String, what: String },
+}
+
+/// Merges the shards. With `allow_partial`, missing shards are named in a
+/// warning instead of refused. `command` is recorded as the merged file's
+/// `meta.command`.
+pub fn merge(
+    mut files: Vec<ShardFile>,
+    allow_partial: bool,
+    command: Vec<String>,
+) -> Result<Results, MergeError> {
+    let shards = check_inputs(&mut files)?;
+    let count = shards[0].count;
+    let present: BTreeSet<u32> = shards.iter().map(|s| s.index).collect();
+    let missing: Vec<String> = (1..=count)
+        .filter(|i| !present.contains(i))
+        .map(|i| format!("{i}/{count}"))
+        .collect();
+    if !missing.is_empty() && !allow_partial {
+        return Err(MergeError::Missing {
+            missing: missing.join(", "),
+            given: shards
+                .iter()
+                .map(ShardInfo::label)
+                .collect::<Vec<_>>()
+                .join(", "),
+        });
+    }
+    let parts: Vec<&Results> = files.iter().map(|f| &f.results).collect();
+    let decoded = files
+        .iter()
+        .map(Decoded::new)
+        .collect::<Result<Vec<_>, _>>()?;
+
+    // One time axis: the earliest start; each shard's seconds shifted by
+    // how much later it started (whole seconds: shards with a shared
+    // `--start-at` start together).
+    let starts: Vec<u64> = parts.iter().map(|r| start_ms(r)).collect();
+    let first_start = *starts.iter().min().expect("at least one shard");
+    let last_end = parts
+        .iter()
+        .zip(&starts)
+        .map(|(r, s)| s + (r.duration_s * 1000.0).round() as u64)
+        .max()
+        .unwrap_or(first_start);
+    let duration_s = (last_end - first_start) as f64 / 1000.0;
+
+    let base = parts[0];
+    let mut merged = base.clone();
+    let latency = sum_histograms(decoded.iter().map(|d| &d.latency));
+    let latency_ok = sum_histograms(decoded.iter().map(|d| &d.latency_ok));
+    let service_time = sum_histograms(decoded.iter().map(|d| &d.service_time));
+    let send_lag = sum_histograms(decoded.iter().map(|d| &d.send_lag));
+    merged.summary = merge_summary(
+        parts.iter().map(|r| &r.summary),
+        &latency,
+        &latency_ok,
+        duration_s,
+    );
+    merged.duration_s = duration_s;
+    merged.service_time_ms = LatencySummary::from_histogram(&service_time);
+    merged.send_lag_ms = base
+        .send_lag_ms
+        .map(|_| LatencySummary::from_histogram(&send_lag));
+    merged.target_rate_rps = sum_options(parts.iter().map(|r| r.target_rate_rps));
+    merged.achieved_rate_rps = sum_options(parts.iter().map(|r| r.achieved_rate_rps));
+    merged.waited_for_connection = sum_options(parts.iter().map(|r| r.waited_for_connection));
+
+    let mut per_request_histograms = BTreeMap::new();
+    merged.per_request = BTreeMap::new();
+    for name in base.per_request.keys() {
+        let summaries = parts.iter().filter_map(|r| r.per_request.get(name));
+        let hists: Vec<&RequestDecoded> = decoded
+            .iter()
+            .filter_map(|d| d.per_request.get(name))
+            .collect();
+        let lat = sum_histograms(hists.iter().map(|h| &h.latency));
+        let lat_ok = sum_histograms(hists.iter().map(|h| &h.latency_ok));
+        merged.per_request.insert(
+            name.clone(),
+            merge_summary(summaries, &lat, &lat_ok, duration_s),
+        );
+        per_request_histograms.insert(
+            name.clone(),
+            RequestHistograms {
+                latency: histogram::to_base64(&lat),
+                latency_ok: histogram::to_base64(&lat_ok),
+            },
+        );
+    }
+
+    let offsets: Vec<u32> = starts
+        .iter()
+        .map(|s| ((s - first_start) as f64 / 1000.0).round() as u32)
+        .collect();
+    let (timeline, per_second) = merge_timelines(&parts, &decoded, &offsets);
+    merged.timeline = timeline;
+
+    merged.connections_opened = parts.iter().map(|r| r.connections_opened).sum();
+    merged.connections = Default::default();
+    merged.limits_reached = Default::default();
+    for r in &parts {
+        let (c, l) = (&mut merged.connections, &mut merged.limits_reached);
+        c.opened += r.connections.opened;
+        c.reconnects_idle_closed += r.connections.reconnects_idle_closed;
+        c.retried_stale += r.connections.retried_stale;
+        c.closed_unrequested_bytes += r.connections.closed_unrequested_bytes;
+        l.body_capture += r.limits_reached.body_capture;
+        l.cookie_jar += r.limits_reached.cookie_jar;
+    }
+    merged.interrupted = parts.iter().any(|r| r.interrupted);
+    merged.stop_reason = joined_per_shard(&parts, |r| r.stop_reason.iter().cloned().collect());
+    merged.warnings = per_shard_union(&parts, |r| r.warnings.clone());
+    if !missing.is_empty() {
+        merged.warnings.insert(
+            0,
+            format!(
+                "partial merge: shard {} missing — the figures cover {} of {count} shards",
+                missing.join(", "),
+                parts.len()
+            ),
+        );
+    }
+    merged.generator_bound = parts.iter().any(|r| r.generator_bound);
+    merged.generator_bound_reasons = per_shard_union(&parts, |r| r.generator_bound_reasons.clone());
+    merged.thresholds = Vec::new();
+    merged.server = None;
+    merged.shard = None;
+    merged.start_at = None;
+    merged.shard_servers = files
+        .iter()
+        .zip(&shards)
+        .filter_map(|(f, s)| f.results.server.clone().map(|srv| (s.label(), srv)))
+        .collect();
+    merged.meta.command = command;
+    merged.meta.started_at = humantime::format_rfc3339_millis(
+        std::time::UNIX_EPOCH + std::time::Duration::from_millis(first_start),
+    )
+    .to_string();
+    merged.meta.started_at_unix_ms = Some(first_start);
+    merged.meta.generator_threads = parts.iter().map(|r| r.meta.generator_threads).sum();
+    merged.meta.shards = files
+        .iter()
+        .zip(&shards)
+        .map(|(f, s)| ShardInput {
+            file: f.file.clone(),
+            shard: s.label(),
+            host: f.results.meta.machine.hostname.clone(),
+            started_at: f.results.meta.started_at.clone(),
+            requests: f.results.summary.requests.total,
+            late_ms: f.results.start_at.as_ref().map_or(0.0, |s| s.late_ms),
+        })
+        .collect();
+    merged.histograms = Histograms {
+        unit: "us".into(),
+        latency: histogram::to_base64(&latency),
+        latency_ok: histogram::to_base64(&latency_ok),
+        service_time: histogram::to_base64(&service_time),
+        send_lag: histogram::to_base64(&send_lag),
+        per_request: per_request_histograms,
+        per_second: per_second.iter().map(histogram::to_base64).collect(),
+    };
+    Ok(merged)
+}
+
+/// Every input is a shard of one plan, split the same way, each shard
+/// once; sorted by shard. Returns their `shard` fields.
+fn check_inputs(files: &mut [ShardFile]) -> Result<Vec<ShardInfo>, MergeError> {
+    if files.is_empty() {
+        return Err(MergeError::Empty);
+    }
+    for f in files.iter() {
+        if f.results.shard.is_none() {
+            return Err(MergeError::NotShard {
+                file: f.file.clone(),
+            });
+        }
+    }
+    files.sort_by_key(|f| f.results.shard.as_ref().map(|s| s.index));
+    let shard = |f: &ShardFile| f.results.shard.clone().expect("checked above");
+    let first = &files[0];
+    let s0 = shard(first);
+    for f in files.iter().skip(1) {
+        let s = shard(f);
+        if s.plan_hash != s0.plan_hash {
+            return Err(MergeError::DifferentPlans {
+                a: first.file.clone(),
+                b: f.file.clone(),
+                hash_a: s0.plan_hash.clone(),
+                hash_b: s.plan_hash,
+            });
+        }
+        if s.count != s0.count {
+            return Err(MergeError::DifferentCounts {
+                a: first.file.clone(),
+                b: f.file.clone(),
+                shard_a: s0.label(),
+                shard_b: s.label(),
+            });
+        }
+    }
+    for pair in files.windows(2) {
+        let (a, b) = (shard(&pair[0]), shard(&pair[1]));
+        if a.index == b.index {
+            return Err(MergeError::Duplicate {
+                a: pair[0].file.clone(),
+                b: pair[1].file.clone(),
+                shard: a.label(),
+            });
+        }
+    }
+    Ok(files.iter().map(shard).collect())
+}
+
+/// A shard's histograms, decoded.
+struct Decoded {
+    latency: Histogram<u64>,
+    latency_ok: Histogram<u64>,
+    service_time: Histogram<u64>,
+    send_lag: Histogram<u64>,
+    per_request: BTreeMap<String, RequestDecoded>,
+    per_second: Vec<Histogram<u64>>,
+}
+
+struct RequestDecoded {
+    latency: Histogram<u64>,
+    latency_ok: Histogram<u64>,
+}
+
+impl Decoded {
+    fn new(f: &ShardFile) -> Result<Decoded, MergeError> {
+        let h = &f.results.histograms;
+        let decode = |text: &str, what: &str| {
+            histogram::from_base64(text).map_err(|e| MergeError::Damaged {
+                file: f.file.clone(),
+                what: format!("histograms.{what}: {e}"),
+            })
+        };
+        if h.per_second.len() != f.results.timeline.len() {
+            return Err(MergeError::Damaged {
+                file: f.file.clone(),
+                what: format!(
+                    "histograms.per_second has {} seconds but the timeline {}",
+                    h.per_second.len(),
+                    f.results.timeline.len()
+                ),
+            });
+        }
+        let mut per_request = BTreeMap::new();
+        for name in f.results.per_request.keys() {
+            let r = h.per_request.get(name).ok_or_else(|| MergeError::Damaged {
+                file: f.file.clone(),
+                what: format!("histograms.per_request has no `{name}`"),
+            })?;
+            per_request.insert(
+                name.clone(),
+                RequestDecoded {
+                    latency: decode(&r.latency, "per_request.latency")?,
+                    latency_ok: decode(&r.latency_ok, "per_request.latency_ok")?,
+                },
+            );
+        }
+        Ok(Decoded {
+            latency: decode(&h.latency, "latency")?,
+            latency_ok: decode(&h.latency_ok, "latency_ok")?,
+            service_time: decode(&h.service_time, "service_time")?,
+            send_lag: decode(&h.send_lag, "send_lag")?,
+            per_request,
+            per_second: h
+                .per_second
+                .iter()
+                .map(|s| decode(s, "per_second"))
+                .collect::<Result<_, _>>()?,
+        })
+    }
+}
+
+fn start_ms(r: &Results) -> u64 {
+    r.meta.started_at_unix_ms.unwrap_or_else(|| {
+        humantime::parse_rfc3339(&r.meta.started_at)
+            .ok()
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map_or(0, |d| d.as_millis() as u64)
+    })
+}
+
+fn sum_histograms<'a>(parts: impl Iterator<Item = &'a Histogram<u64>>) -> Histogram<u64> {
+    let mut sum = histogram::new();
+    for h in parts {
+        histogram::add(&mut sum, h);
+    }
+    sum
+}
+
+fn sum_options<T: std::iter::Sum<T> + Copy>(parts: impl Iterator<Item = Option<T>>) -> Option<T> {
+    let parts: Vec<T> = parts.flatten().collect();
+    (!parts.is_empty()).then(|| parts.into_iter().sum())
+}
+
+fn add_maps(into: &mut BTreeMap<String, u64>, from: &BTreeMap<String, u64>) {
+    for (k, v) in from {
+        *into.entry(k.clone()).or_default() += v;
+    }
+}
+
+/// The shards' summaries as one: counts summed, latency from the merged
+/// histograms, rates over the merged duration.
+fn merge_summary<'a>(
+    parts: impl Iterator<Item = &'a Summary>,
+    latency: &Histogram<u64>,
+    latency_ok: &Histogram<u64>,
+    duration_s: f64,
+) -> Summary {
+    let parts: Vec<&Summary> = parts.collect();
+    let mut requests = Requests {
+        total: 0,
+        ok: 0,
+        failed: 0,
+        not_delivered: 0,
+        error_rate: 0.0,
+    };
+    let (mut bytes, mut status_codes, mut errors) = (0, BTreeMap::new(), BTreeMap::new());
+    let mut distribution = parts
+        .first()
+        .map_or_else(Vec::new, |p| p.distribution.clone());
+    distribution.iter_mut().for_each(|b| b.count = 0);
+    for p in &parts {
+        requests.total += p.requests.total;
+        requests.ok += p.requests.ok;
+        requests.failed += p.requests.failed;
+        requests.not_delivered += p.requests.not_delivered;
+        bytes += p.bytes_received;
+        add_maps(&mut status_codes, &p.status_codes);
+        add_maps(&mut errors, &p.errors);
+        for (into, b) in distribution.iter_mut().zip(&p.distribution) {
+            into.count += b.count;
+        }
+    }
+    let share = |n: u64| {
+        if requests.total == 0 {
+            0.0
+        } else {
+            n as f64 / requests.total as f64
+        }
+    };
+    requests.error_rate = share(requests.failed);
+    distribution
+        .iter_mut()
+        .for_each(|b| b.percent = share(b.count) * 100.0);
+    let per_s = |x: f64| {
+        if duration_s > 0.0 {
+            x / duration_s
+        } else {
+            0.0
+        }
+    };
+    Summary {
+        requests,
+        throughput_rps: per_s(requests.total as f64),
+        bytes_received: bytes,
+        received_kib_per_s: per_s(bytes as f64 / 1024.0),
+        latency_ms: LatencySummary::from_histogram(latency),
+        latency_ms_ok: LatencySummary::from_histogram(latency_ok),
+        distribution,
+        status_codes,
+        errors,
+    }
+}
+
+/// The timelines on one axis: shard i's second t is merged second
+/// t + offsets[i]. Returns the points and each merged second's histogram.
+fn merge_timelines(
+    parts: &[&Results],
+    decoded: &[Decoded],
+    offsets: &[u32],
+) -> (Vec<TimelinePoint>, Vec<Histogram<u64>>) {
+    let len = parts
+        .iter()
+        .zip(offsets)
+        .map(|(r, o)| r.timeline.len() as u32 + o)
+        .max()
+        .unwrap_or(0) as usize;
+    let mut points: Vec<TimelinePoint> = (0..len)
+        .map(|i| TimelinePoint {
+            t_s: i as u32 + 1,
+            ..TimelinePoint::default()
+        })
+        .collect();
+    let mut seconds: Vec<Histogram<u64>> = (0..len).map(|_| histogram::new()).collect();
+    for ((r, d), &offset) in parts.iter().zip(decoded).zip(offsets) {
+        for (i, (p, h)) in r.timeline.iter().zip(&d.per_second).enumerate() {
+            let at = i + offset as usize;
+            let m = &mut points[at];
+            m.requests += p.requests;
+            m.ok += p.ok;
+            m.failed += p.failed;
+            m.bytes += p.bytes;
+            m.active_users += p.active_users;
+            m.in_flight += p.in_flight;
+            add_maps(&mut m.errors, &p.errors);
+            m.send_lag_p99_ms = match (m.send_lag_p99_ms, p.send_lag_p99_ms) {
+                (Some(a), Some(b)) => Some(a.max(b)),
+                (a, b) => a.or(b),
+            };
+            histogram::add(&mut seconds[at], h);
+        }
+    }
+    for (m, h) in points.iter_mut().zip(&seconds) {
+        if !h.is_empty() {
+            let q = |q: f64| Some(histogram::ms(h.value_at_quantile(q)));
+            m.p50_ms = q(0.5);
+            m.p90_ms = q(0.9);
+            m.p99_ms = q(0.99);
+            m.max_ms = Some(histogram::ms(h.max()));
+            m.mean_ms = Some(h.mean() / 1000.0);
+        }
+    }
+    (points, seconds)
+}
+
+/// Lines every shard said kept once; lines only some said prefixed with
+/// the shards that said them.
+fn per_shard_union(parts: &[&Results], lines: impl Fn(&Results) -> Vec<String>) -> Vec<String> {
+    let mut said: Vec<(String, Vec<String>)> = Vec::new();
+    for r in parts {
+        let label = r.shard.as_ref().map_or_else(String::new, ShardInfo::label);
+        for line in lines(r) {
+            match said.iter_mut().find(|(l, _)| *l == line) {
+                Some((_, by)) => by.push(label.clone()),
+                None => said.push((line, vec![label.clone()])),
+            }
+        }
+    }
+    said.into_iter()
+        .map(|(line, by)| {
+            if by.len() == parts.len() {
+                line
+            } else {
+                format!("shard {}: {line}", by.join(", "))
+            }
+        })
+        .collect()
+}
+
+fn joined_per_shard(parts: &[&Results], lines: impl Fn(&Results) -> Vec<String>) -> Option<String> {
+    let all = per_shard_union(parts, lines);
+    (!all.is_empty()).then(|| all.join("; "))
+}
