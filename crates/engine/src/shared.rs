@@ -30,6 +30,8 @@ pub(crate) struct Shared {
     /// Open model: the next arrival this worker's scheduler would have
     /// queued (so arrivals it never reached can be counted).
     pub next_arrival: std::cell::Cell<u64>,
+    /// Connections this worker has opened: which source address is next.
+    connects: std::cell::Cell<usize>,
 }
 
 impl Shared {
@@ -63,6 +65,7 @@ impl Shared {
             rng: RefCell::new(fastrand::Rng::new()),
             cumulative,
             next_arrival: std::cell::Cell::new(0),
+            connects: std::cell::Cell::new(id),
             plan,
         }
         .with_first_arrival()
@@ -70,6 +73,7 @@ impl Shared {
 
     fn with_first_arrival(self) -> Shared {
         self.next_arrival.set(self.stride().first);
+        self.connects.set(self.stride().first as usize);
         self
     }
 
@@ -77,6 +81,18 @@ impl Shared {
     /// takes: its stripe of its shard's.
     pub fn stride(&self) -> Stride {
         self.plan.shard.stride(self.id, self.workers)
+    }
+
+    /// The source address of the next connection, in turn over the plan's
+    /// (workers start at different ones, so all are used from the start).
+    pub fn next_local_address(&self) -> Option<std::net::IpAddr> {
+        let list = &self.plan.local_addresses;
+        if list.is_empty() {
+            return None;
+        }
+        let i = self.connects.get();
+        self.connects.set(i.wrapping_add(1));
+        Some(list[i % list.len()])
     }
 
     /// Takes one request from the run's `--requests` budget.

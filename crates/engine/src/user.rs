@@ -336,8 +336,13 @@ impl User {
     /// ones that have connections.
     async fn connect(&mut self, shared: &Shared, index: usize) -> Result<Connection, Failure> {
         let plan = &shared.plan;
-        let result =
-            Connection::connect(plan.endpoint.addr, plan.connect_timeout, plan.tls.as_ref()).await;
+        let result = Connection::connect(
+            plan.endpoint.addr,
+            shared.next_local_address(),
+            plan.connect_timeout,
+            plan.tls.as_ref(),
+        )
+        .await;
         match &result {
             Ok(_) => {
                 self.backoff.reset();

@@ -284,18 +284,34 @@ pub struct Connection {
     answered: bool,
 }
 
+/// Connects to `addr` from source address `ip` (any free port).
+async fn connect_from(ip: std::net::IpAddr, addr: SocketAddr) -> std::io::Result<TcpStream> {
+    let socket = if ip.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()?
+    } else {
+        tokio::net::TcpSocket::new_v6()?
+    };
+    socket.bind(SocketAddr::new(ip, 0))?;
+    socket.connect(addr).await
+}
+
 impl Connection {
     /// Opens a TCP connection (and the TLS session, when `tls` is given),
-    /// all within `timeout`.
+    /// all within `timeout`; from source address `local` when given (one
+    /// source address reaches one destination through at most ~28k
+    /// ephemeral ports).
     pub async fn connect(
         addr: SocketAddr,
+        local: Option<std::net::IpAddr>,
         timeout: Duration,
         tls: Option<&TlsClient>,
     ) -> Result<Connection, Failure> {
         let open = async {
-            let tcp = TcpStream::connect(addr)
-                .await
-                .map_err(|e| connect_error_class(&e))?;
+            let tcp = match local {
+                None => TcpStream::connect(addr).await,
+                Some(ip) => connect_from(ip, addr).await,
+            }
+            .map_err(|e| connect_error_class(&e))?;
             // Requests are written whole; Nagle would only add delay.
             let _ = tcp.set_nodelay(true);
             match tls {

@@ -68,6 +68,10 @@ pub struct Plan {
     /// The part of the plan this process runs (all of it unless sharded;
     /// set with [`Plan::set_shard`]).
     pub shard: Shard,
+    /// Source addresses connections are opened from, in turn (empty: the
+    /// kernel's choice). One source address reaches a destination through
+    /// at most ~28k ephemeral ports; more connections need more addresses.
+    pub local_addresses: Vec<std::net::IpAddr>,
 }
 
 /// Whether a request that met a connection the server had already closed
@@ -168,6 +172,7 @@ impl Plan {
             max_requests: None,
             stale_retry: StaleRetry::default(),
             shard: Shard::WHOLE,
+            local_addresses: Vec::new(),
         })
     }
 

@@ -120,6 +120,12 @@ pub struct RunArgs {
     #[arg(long, value_name = "WHICH", value_parser = ["idempotent", "all", "never"])]
     pub stale_connection_retry: Option<String>,
 
+    /// Open connections from these source addresses, in turn: a list and
+    /// ranges, e.g. 127.0.0.2-127.0.0.9 (one source address reaches a server
+    /// address and port through at most ~28k ephemeral ports).
+    #[arg(long, value_name = "ADDRS", value_parser = parse_local_addresses)]
+    pub local_address: Option<LocalAddresses>,
+
     /// Generator threads (one event loop each) [default: the CPUs available].
     #[arg(long, value_name = "N")]
     pub threads: Option<usize>,
@@ -471,6 +477,51 @@ pub struct DemoArgs {
 #[derive(Clone, Debug, PartialEq)]
 pub struct StageList(pub Vec<Stage>);
 
+#[derive(Clone, Debug, PartialEq)]
+pub struct LocalAddresses(pub Vec<std::net::IpAddr>);
+
+/// At most this many source addresses (a /16).
+const MAX_LOCAL_ADDRESSES: usize = 65_536;
+
+/// `127.0.0.2-127.0.0.9,::1`: addresses and IPv4 ranges.
+pub fn parse_local_addresses(s: &str) -> Result<LocalAddresses, String> {
+    use std::net::{IpAddr, Ipv4Addr};
+    let mut all = Vec::new();
+    for part in s.split(',').map(str::trim) {
+        let bad = |what: &str| format!("`{part}` in --local-address: {what}");
+        match part.split_once('-') {
+            None => all.push(
+                part.parse::<IpAddr>()
+                    .map_err(|_| bad("not an IP address"))?,
+            ),
+            Some((a, b)) => {
+                let a: Ipv4Addr = a
+                    .trim()
+                    .parse()
+                    .map_err(|_| bad("ranges are IPv4, e.g. 127.0.0.2-127.0.0.9"))?;
+                let b: Ipv4Addr = b
+                    .trim()
+                    .parse()
+                    .map_err(|_| bad("ranges are IPv4, e.g. 127.0.0.2-127.0.0.9"))?;
+                let (a, b) = (u32::from(a), u32::from(b));
+                if a > b {
+                    return Err(bad("the range goes backwards"));
+                }
+                if (b - a) as usize >= MAX_LOCAL_ADDRESSES {
+                    return Err(bad("more than 65536 addresses"));
+                }
+                all.extend((a..=b).map(|n| IpAddr::V4(Ipv4Addr::from(n))));
+            }
+        }
+        if all.len() > MAX_LOCAL_ADDRESSES {
+            return Err(format!(
+                "--local-address: more than {MAX_LOCAL_ADDRESSES} addresses"
+            ));
+        }
+    }
+    Ok(LocalAddresses(all))
+}
+
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let d = humantime::parse_duration(s.trim())
         .map_err(|e| format!("`{s}` is not a duration ({e}); write e.g. 500ms, 30s, 2m, 1h30m"))?;
@@ -597,6 +648,12 @@ mod tests {
         );
         assert!(parse_header("nocolon").is_err());
         assert!(parse_status("99").is_err());
+        let local = parse_local_addresses("127.0.0.2-127.0.0.4, ::1").unwrap().0;
+        assert_eq!(local.len(), 4);
+        assert_eq!(local[2].to_string(), "127.0.0.4");
+        for bad in ["127.0.0.9-127.0.0.2", "x", "::1-::2", "10.0.0.0-10.2.0.0"] {
+            assert!(parse_local_addresses(bad).is_err(), "{bad}");
+        }
         assert_eq!(parse_status("404").unwrap(), 404);
     }
 }

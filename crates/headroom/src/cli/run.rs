@@ -230,6 +230,14 @@ fn one_liner(args: &RunArgs, url: &str) -> anyhow::Result<RawScenario> {
 /// The scenario file with the flags over it, or the one-liner.
 pub fn scenario_from_args(args: &RunArgs) -> anyhow::Result<Scenario> {
     check_flags(args)?;
+    let mut scenario = file_or_one_liner(args)?;
+    if let Some(local) = &args.local_address {
+        scenario.plan.local_addresses = local.0.clone();
+    }
+    Ok(scenario)
+}
+
+fn file_or_one_liner(args: &RunArgs) -> anyhow::Result<Scenario> {
     match (&args.scenario, &args.url) {
         (Some(path), _) => {
             let mut file = headroom_scenario::read(path)?;

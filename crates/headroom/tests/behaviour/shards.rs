@@ -340,3 +340,27 @@ fn processes_run_the_shards_and_print_one_summary() {
         "{stdout}"
     );
 }
+
+#[test]
+fn local_addresses_spread_connections_over_source_addresses() {
+    let nginx = Nginx::start();
+    let r = run(&[
+        "--url",
+        &nginx.url("/"),
+        "--vus",
+        "6",
+        "--requests",
+        "60",
+        "--no-keepalive",
+        "--local-address",
+        "127.0.0.2-127.0.0.4",
+    ]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(r.total(), 60);
+    let log = std::fs::read_to_string(nginx.dir.path().join("access.log")).unwrap();
+    let mut sources: Vec<&str> = log.lines().filter_map(|l| l.split(' ').next()).collect();
+    assert_eq!(sources.len(), 60);
+    sources.sort();
+    sources.dedup();
+    assert_eq!(sources, ["127.0.0.2", "127.0.0.3", "127.0.0.4"]);
+}

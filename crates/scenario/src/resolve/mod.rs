@@ -118,6 +118,7 @@ impl Builder<'_> {
                 Some(RawStaleRetry::Never) => StaleRetry::Never,
             },
             shard: Default::default(),
+            local_addresses: Vec::new(),
         };
         Ok(Scenario {
             plan,
