@@ -196,10 +196,12 @@ impl Plan {
     pub fn fingerprint(&self) -> String {
         use std::fmt::Write;
         let mut text = String::new();
+        // The URL, not the address it resolved to (which may differ between
+        // the machines of one run).
         let _ = write!(
             text,
-            "{}|{}|{:?}|",
-            self.endpoint.https, self.endpoint.host_header, self.endpoint.addr
+            "{}|{}|",
+            self.endpoint.https, self.endpoint.host_header
         );
         for r in &self.requests {
             let _ = write!(

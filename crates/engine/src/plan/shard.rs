@@ -59,7 +59,17 @@ impl Shard {
     pub fn parse(text: &str) -> Result<Shard, String> {
         let bad = || format!("`{text}` is not a shard; write K/N with 1 ≤ K ≤ N, e.g. 2/3");
         let (k, n) = text.trim().split_once('/').ok_or_else(bad)?;
-        let k: u32 = k.trim().parse().map_err(|_| bad())?;
+        // `J+1/N`: a 0-based index, as Kubernetes' JOB_COMPLETION_INDEX
+        // counts, written into the arguments of an Indexed Job's pods.
+        let k: u32 = match k.split_once('+') {
+            Some((j, one)) if one.trim() == "1" => j
+                .trim()
+                .parse::<u32>()
+                .ok()
+                .and_then(|j| j.checked_add(1))
+                .ok_or_else(bad)?,
+            _ => k.trim().parse().map_err(|_| bad())?,
+        };
         let n: u32 = n.trim().parse().map_err(|_| bad())?;
         if n == 0 || k == 0 || k > n {
             return Err(bad());
@@ -106,7 +116,11 @@ mod tests {
         assert_eq!(Shard::parse("1/3"), Ok(Shard { index: 0, count: 3 }));
         assert_eq!(Shard::parse(" 3/3 "), Ok(Shard { index: 2, count: 3 }));
         assert_eq!(Shard::parse("2/3").unwrap().to_string(), "2/3");
-        for bad in ["0/3", "4/3", "1/0", "1", "a/b", "1/3/4", "-1/3"] {
+        assert_eq!(Shard::parse("0+1/3"), Ok(Shard { index: 0, count: 3 }));
+        assert_eq!(Shard::parse("2+1/3"), Ok(Shard { index: 2, count: 3 }));
+        for bad in [
+            "0/3", "4/3", "1/0", "1", "a/b", "1/3/4", "-1/3", "3+1/3", "1+2/3", "$(X)+1/3",
+        ] {
             assert!(Shard::parse(bad).is_err(), "{bad}");
         }
     }

@@ -139,7 +139,8 @@ pub struct RunArgs {
     )]
     pub buckets: Vec<u64>,
 
-    /// Write the results (JSON) to this file.
+    /// Write the results (JSON) to this file; `-` writes them to standard
+    /// output (and the summary to standard error).
     #[arg(short = 'o', long, value_name = "FILE")]
     pub out: Option<std::path::PathBuf>,
 
@@ -273,6 +274,81 @@ pub struct MergeArgs {
     /// Print no summary.
     #[arg(short = 'q', long)]
     pub quiet: bool,
+    #[command(flatten)]
+    pub reports: ReportArgs,
+}
+
+/// `headroom k8s`: manifests for an Indexed Job, or (`collect`) its results.
+#[derive(Args, Debug, Clone)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
+pub struct K8sArgs {
+    #[command(subcommand)]
+    pub collect: Option<K8sCommand>,
+    #[command(flatten)]
+    pub job: K8sJobArgs,
+}
+
+#[derive(clap::Subcommand, Debug, Clone)]
+pub enum K8sCommand {
+    /// Read the results of the Job's pods (`kubectl logs`) and merge them.
+    Collect(K8sCollectArgs),
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct K8sJobArgs {
+    /// The scenario file; it and the files it reads (feeders, bodies, CA
+    /// file) go into a ConfigMap.
+    #[arg(value_name = "SCENARIO", required = true)]
+    pub scenario: Option<std::path::PathBuf>,
+    /// Shards, one pod each.
+    #[arg(long, value_name = "N", required = true)]
+    pub shards: Option<u32>,
+    /// The container image with headroom (see the Dockerfile).
+    #[arg(long, value_name = "IMAGE", required = true)]
+    pub image: Option<String>,
+    /// The Kubernetes namespace.
+    #[arg(short = 'n', long, value_name = "NS", default_value = "default")]
+    pub namespace: String,
+    /// The Job's name [default: headroom-<scenario name>].
+    #[arg(long, value_name = "NAME")]
+    pub name: Option<String>,
+    /// When every shard starts: RFC 3339 UTC or +DURATION from now. Apply
+    /// the manifests before then.
+    #[arg(long, value_name = "TIME", value_parser = parse_start_at, default_value = "+2m")]
+    pub start_at: std::time::SystemTime,
+    /// CPU requested per pod.
+    #[arg(long, default_value = "1")]
+    pub cpu: String,
+    /// Memory requested (and limited to) per pod.
+    #[arg(long, default_value = "1Gi")]
+    pub memory: String,
+    /// Folder the YAML manifests are written into.
+    #[arg(short = 'o', long, value_name = "DIR", required = true)]
+    pub out: Option<std::path::PathBuf>,
+    /// More `headroom run` flags for every pod, after `--`, e.g. -- --threads 2
+    #[arg(last = true, value_name = "RUN FLAGS")]
+    pub run_flags: Vec<String>,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct K8sCollectArgs {
+    /// The Job's name.
+    pub job: String,
+    /// The Kubernetes namespace.
+    #[arg(short = 'n', long, value_name = "NS", default_value = "default")]
+    pub namespace: String,
+    /// Write the merged results (JSON) here.
+    #[arg(short = 'o', long, value_name = "FILE")]
+    pub out: Option<std::path::PathBuf>,
+    /// Keep each shard's results file in this folder too.
+    #[arg(long, value_name = "DIR")]
+    pub shards_dir: Option<std::path::PathBuf>,
+    /// Merge even when shards are missing (a warning names them).
+    #[arg(long)]
+    pub allow_partial: bool,
+    /// The kubectl to run.
+    #[arg(long, value_name = "PATH", default_value = "kubectl")]
+    pub kubectl: String,
     #[command(flatten)]
     pub reports: ReportArgs,
 }

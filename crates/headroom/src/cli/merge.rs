@@ -35,7 +35,17 @@ pub fn merge(args: MergeArgs) -> anyhow::Result<i32> {
             results,
         });
     }
-    // The shards' thresholds, checked again against the whole.
+    merge_and_report(files, args.allow_partial, &outputs)
+}
+
+/// Merges shards' results and writes and prints what `outputs` asks for;
+/// the thresholds the shards were checked against are checked again
+/// against the whole.
+pub fn merge_and_report(
+    files: Vec<ShardFile>,
+    allow_partial: bool,
+    outputs: &Outputs,
+) -> anyhow::Result<i32> {
     let mut thresholds = Slo::default();
     if let Some(first) = files.first() {
         for check in &first.results.thresholds {
@@ -45,7 +55,7 @@ pub fn merge(args: MergeArgs) -> anyhow::Result<i32> {
         }
     }
     let command = super::recording(&[], &[]).command;
-    let results = merge_shards(files, args.allow_partial, command)?;
+    let results = merge_shards(files, allow_partial, command)?;
     let intervals = results.histograms.per_second.clone();
-    finish(results, &thresholds, &outputs, &intervals)
+    finish(results, &thresholds, outputs, &intervals)
 }

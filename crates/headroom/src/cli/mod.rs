@@ -8,6 +8,7 @@
 mod args;
 mod capacity;
 mod demo;
+mod k8s;
 mod merge;
 mod processes;
 mod report;
@@ -15,8 +16,8 @@ mod run;
 mod study;
 
 use args::{
-    CapacityArgs, CompareArgs, DemoArgs, MergeArgs, MonitorArgs, ReportCmdArgs, RunCmdArgs,
-    StudyArgs, TargetArgs,
+    CapacityArgs, CompareArgs, DemoArgs, K8sArgs, MergeArgs, MonitorArgs, ReportCmdArgs,
+    RunCmdArgs, StudyArgs, TargetArgs,
 };
 use clap::{Parser, Subcommand};
 use headroom_monitor::remote;
@@ -77,6 +78,9 @@ enum Command {
     /// Merge the results of a plan's shards (`run --shard K/N`) into one,
     /// exactly: counts summed, percentiles from the merged histograms.
     Merge(MergeArgs),
+    /// Run a plan's shards on Kubernetes: write an Indexed Job's manifests,
+    /// or (`collect JOB`) gather and merge its pods' results.
+    K8s(Box<K8sArgs>),
     /// Print the JSON Schema of scenario files (for editors).
     Schema,
     /// Watch a server process on its host and serve the samples to
@@ -102,6 +106,7 @@ pub fn main() -> i32 {
         Command::Report(args) => report::report(args),
         Command::Compare(args) => report::compare(args),
         Command::Merge(args) => merge::merge(args),
+        Command::K8s(args) => k8s::k8s(*args),
         Command::Schema => schema(),
         Command::Monitor(args) => monitor(args),
     };

@@ -25,6 +25,7 @@ use headroom_scenario::raw::{
     Model, RawExpect, RawHttp, RawLoad, RawRequest, RawScenario, RawStage, RawStaleRetry, RawStatus,
 };
 use headroom_scenario::Scenario;
+use std::io::Write;
 use std::path::Path;
 use std::time::{Duration, SystemTime};
 
@@ -389,7 +390,7 @@ impl<'args> Outputs<'args> {
     /// Every output path can be written: checked before the load.
     pub fn check_writable(&self) -> anyhow::Result<()> {
         for (path, flag) in [
-            (self.out, "--out"),
+            (self.out.filter(|p| !is_stdout(p)), "--out"),
             (self.html, "--html"),
             (self.hdr_log, "--hdr-log"),
             (self.junit, "--junit"),
@@ -491,6 +492,11 @@ pub fn execute(
     )
 }
 
+/// `-` as an output file: standard output.
+pub fn is_stdout(path: &Path) -> bool {
+    path == Path::new("-")
+}
+
 /// The `Instant` of a wall-clock time (ahead or past).
 pub fn instant_of(at: SystemTime) -> std::time::Instant {
     let now = std::time::Instant::now();
@@ -514,10 +520,25 @@ pub fn finish(
         .extend(outputs.thresholds.bounds.iter().cloned());
     results.thresholds = headroom_results::check::against(&thresholds, &results, None);
     let breached = results.thresholds.iter().any(|c| !c.passed);
+    // `--out -`: the results JSON is stdout; everything for people goes to
+    // stderr, so the JSON can be piped as it is.
+    let json_to_stdout = outputs.out.is_some_and(is_stdout);
+    let mut people: Box<dyn std::io::Write> = if json_to_stdout {
+        Box::new(std::io::stderr().lock())
+    } else {
+        Box::new(std::io::stdout().lock())
+    };
     if let Some(path) = outputs.out {
-        let json = serde_json::to_string_pretty(&results)?;
-        headroom_results::write_replacing(path, (json + "\n").as_bytes())
-            .with_context(|| format!("cannot write results to {}", path.display()))?;
+        let json = serde_json::to_string_pretty(&results)? + "\n";
+        if json_to_stdout {
+            use std::io::Write;
+            let mut stdout = std::io::stdout().lock();
+            stdout.write_all(json.as_bytes())?;
+            stdout.flush()?;
+        } else {
+            headroom_results::write_replacing(path, json.as_bytes())
+                .with_context(|| format!("cannot write results to {}", path.display()))?;
+        }
     }
     if let Some(path) = outputs.html {
         write_file(path, "HTML report", html::run_report(&results).as_bytes())?;
@@ -525,7 +546,7 @@ pub fn finish(
     if let Some(dir) = outputs.csv {
         headroom_report::csv::write_run(dir, &results)
             .with_context(|| format!("cannot write CSV files into {}", dir.display()))?;
-        println!("CSV files written to {}", dir.display());
+        writeln!(people, "CSV files written to {}", dir.display())?;
     }
     if let Some(path) = outputs.hdr_log {
         let started_at = results
@@ -546,11 +567,10 @@ pub fn finish(
         write_file(path, "JUnit XML", xml.as_bytes())?;
     }
     if outputs.markdown {
-        print!("{}", super::report::run_markdown(&results));
+        write!(people, "{}", super::report::run_markdown(&results))?;
     } else if !outputs.quiet {
-        let mut stdout = std::io::stdout().lock();
-        terminal::write_summary(&mut stdout, &results)?;
-        use std::io::Write;
+        let stdout = &mut people;
+        terminal::write_summary(stdout, &results)?;
         if !results.thresholds.is_empty() {
             writeln!(stdout, "\nThresholds:")?;
             for c in &results.thresholds {
@@ -562,10 +582,12 @@ pub fn finish(
                 )?;
             }
         }
-        if let Some(path) = outputs.out {
+        if let Some(path) = outputs.out.filter(|p| !is_stdout(p)) {
             writeln!(stdout, "\nresults written to {}", path.display())?;
         }
     }
+    people.flush()?;
+    drop(people);
     let t = &results.summary.requests;
     let never_connected = t.total > 0 && results.connections_opened == 0;
     let exit_code = if results.interrupted {

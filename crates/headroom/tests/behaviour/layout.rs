@@ -7,7 +7,7 @@ use serde_json::Value;
 use std::process::Command;
 
 /// Bottom floor first (the README's Layout table).
-const FLOORS: [&str; 11] = [
+const FLOORS: [&str; 12] = [
     "headroom-http",
     "headroom-engine",
     "headroom-objectives",
@@ -17,6 +17,7 @@ const FLOORS: [&str; 11] = [
     "headroom-scenario",
     "headroom-study",
     "headroom-report",
+    "headroom-k8s",
     "headroom-sample-server",
     "headroom",
 ];

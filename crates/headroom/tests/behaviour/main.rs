@@ -12,6 +12,7 @@ mod cli;
 mod counts;
 mod errors;
 mod hostile;
+mod kubernetes;
 mod layout;
 mod reports;
 mod ruby_servers;
