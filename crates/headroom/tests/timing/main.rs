@@ -11,4 +11,5 @@ mod capacity;
 mod models;
 mod monitor;
 mod reports;
+mod shards;
 mod study;
