@@ -589,9 +589,29 @@ pub fn finish(
     people.flush()?;
     drop(people);
     let t = &results.summary.requests;
-    let never_connected = t.total > 0 && results.connections_opened == 0;
+    let not_sent = results
+        .summary
+        .errors
+        .get(headroom_engine::metrics::ErrorClass::NotSent.key())
+        .copied()
+        .unwrap_or(0);
+    let never_connected = t.total > not_sent && results.connections_opened == 0;
     let exit_code = if results.interrupted {
         exit_interrupted()
+    } else if t.total > 0 && t.total == not_sent {
+        let late = results.start_at.as_ref().filter(|s| s.late_ms >= 1.0);
+        match late {
+            Some(s) => eprintln!(
+                "headroom: error: no request was sent: the run began {:.0} ms after --start-at {}, \
+                 when every arrival of its schedule was already past",
+                s.late_ms, s.at
+            ),
+            None => eprintln!(
+                "headroom: error: no request was sent: every arrival was due while no connection \
+                 was free"
+            ),
+        }
+        EXIT_ERROR
     } else if never_connected {
         let why = results
             .summary

@@ -364,3 +364,161 @@ fn local_addresses_spread_connections_over_source_addresses() {
     sources.dedup();
     assert_eq!(sources, ["127.0.0.2", "127.0.0.3", "127.0.0.4"]);
 }
+
+/// Network namespaces made for one test, deleted (with their links) when
+/// it ends, pass or fail.
+struct Namespaces(Vec<String>);
+
+impl Drop for Namespaces {
+    fn drop(&mut self) {
+        for ns in &self.0 {
+            let _ = Command::new("ip").args(["netns", "del", ns]).status();
+        }
+    }
+}
+
+fn ip(args: &[&str]) -> Result<(), String> {
+    let out = Command::new("ip")
+        .args(args)
+        .output()
+        .map_err(|e| format!("cannot run ip: {e}"))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "ip {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
+    }
+}
+
+/// A server host and three generator hosts, as network namespaces joined
+/// by a bridge in the server's: 10.213.0.1 (server), .11 .12 .13. The
+/// addresses exist only inside the namespaces.
+fn four_hosts(tag: &str) -> Result<Namespaces, String> {
+    let server = format!("hr-{tag}-srv");
+    let mut made = Namespaces(Vec::new());
+    ip(&["netns", "add", &server])?;
+    made.0.push(server.clone());
+    let in_server = |args: &[&str]| {
+        let mut all = vec!["-n", server.as_str()];
+        all.extend_from_slice(args);
+        ip(&all)
+    };
+    in_server(&["link", "add", "br0", "type", "bridge"])?;
+    in_server(&["addr", "add", "10.213.0.1/24", "dev", "br0"])?;
+    in_server(&["link", "set", "br0", "up"])?;
+    in_server(&["link", "set", "lo", "up"])?;
+    for i in 1..=3 {
+        let host = format!("hr-{tag}-g{i}");
+        ip(&["netns", "add", &host])?;
+        made.0.push(host.clone());
+        let (outer, inner) = (format!("hr{tag}g{i}a"), format!("hr{tag}g{i}b"));
+        ip(&[
+            "-n", &host, "link", "add", &inner, "type", "veth", "peer", "name", &outer, "netns",
+            &server,
+        ])?;
+        ip(&[
+            "-n",
+            &host,
+            "addr",
+            "add",
+            &format!("10.213.0.{}/24", 10 + i),
+            "dev",
+            &inner,
+        ])?;
+        ip(&["-n", &host, "link", "set", &inner, "up"])?;
+        ip(&["-n", &host, "link", "set", "lo", "up"])?;
+        in_server(&["link", "set", &outer, "master", "br0"])?;
+        in_server(&["link", "set", &outer, "up"])?;
+    }
+    Ok(made)
+}
+
+#[test]
+fn shards_on_three_hosts_share_one_start_and_add_up() {
+    let tag = format!("{}", std::process::id() % 100_000);
+    let hosts = match four_hosts(&tag) {
+        Ok(h) => h,
+        Err(why) => {
+            eprintln!(
+                "SKIPPED shards_on_three_hosts_share_one_start_and_add_up: cannot make \
+                 network namespaces here ({why}); it needs root (CAP_SYS_ADMIN)"
+            );
+            return;
+        }
+    };
+    let server_ns = hosts.0[0].clone();
+    let port = crate::common::free_port();
+    let listen = format!("10.213.0.1:{port}");
+    let target = crate::common::ProcessGuard {
+        child: Command::new("ip")
+            .args(["netns", "exec", &server_ns, headroom_bin(), "target"])
+            .args(["--listen", &listen, "--public", "--threads", "8"])
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    };
+    let stats_url = format!("http://{listen}/stats");
+    let served = || -> Option<u64> {
+        let out = Command::new("ip")
+            .args(["netns", "exec", &server_ns, "python3", "-c"])
+            .arg(format!(
+                "import urllib.request; print(urllib.request.urlopen('{stats_url}').read().decode())"
+            ))
+            .output()
+            .ok()?;
+        let v: Value = serde_json::from_slice(&out.stdout).ok()?;
+        v["requests"].as_u64()
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let before = loop {
+        if let Some(n) = served() {
+            break n;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the target did not start"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+
+    let dir = tempfile::tempdir().unwrap();
+    let start = start_in(2.0);
+    let url = format!("http://{listen}/hello");
+    let shards: Vec<_> = (1..=3)
+        .map(|k| {
+            let out = dir.path().join(format!("shard-{k}.json"));
+            let child = Command::new("ip")
+                .args(["netns", "exec", &hosts.0[k], headroom_bin(), "run"])
+                .args(["--url", &url, "--rate", "300", "-d", "2s", "-q"])
+                .args(["--shard", &format!("{k}/3"), "--start-at", &start])
+                .arg("--out")
+                .arg(&out)
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap();
+            (child, out)
+        })
+        .collect();
+    let files: Vec<PathBuf> = shards
+        .into_iter()
+        .map(|(child, out)| {
+            let o = child.wait_with_output().unwrap();
+            assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+            out
+        })
+        .collect();
+    let merged = merge(&files, &[]);
+    assert_eq!(merged.code, 0, "{}", merged.stderr);
+    let m = merged.results();
+    assert_eq!(total(m), 600);
+    assert_eq!(m["requests"]["ok"], 600);
+    assert_eq!(served().unwrap() - before, 600, "the server's count");
+    for (k, s) in m["meta"]["shards"].as_array().unwrap().iter().enumerate() {
+        assert_eq!(s["shard"], format!("{}/3", k + 1));
+        assert_eq!(s["requests"], 200);
+    }
+    drop(target);
+}

@@ -51,7 +51,10 @@ fn three_shards_at_900_per_second_merge_into_one_run() {
              throughput {throughput:.2} req/s, p99 {} ms",
             m["latency_ms"]["p99"]
         );
-        ensure!((achieved - 900.0).abs() / 900.0 < 0.01, "achieved {achieved}");
+        ensure!(
+            (achieved - 900.0).abs() / 900.0 < 0.01,
+            "achieved {achieved}"
+        );
         ensure!(
             (throughput - 900.0).abs() / 900.0 < 0.01,
             "throughput {throughput}"
@@ -80,10 +83,17 @@ fn ctrl_c_stops_every_process_and_merges_what_they_measured() {
     let res: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
     assert_eq!(res["interrupted"], true);
-    assert_eq!(res["meta"]["shards"].as_array().unwrap().len(), 3, "every child's part");
+    assert_eq!(
+        res["meta"]["shards"].as_array().unwrap().len(),
+        3,
+        "every child's part"
+    );
     let total = res["requests"]["total"].as_u64().unwrap();
     let not_sent = res["errors"]["not_sent"].as_u64().unwrap_or(0);
-    assert!(total > 30 && total < 600, "{total} requests in ~3 s at 60/s");
+    assert!(
+        total > 30 && total < 600,
+        "{total} requests in ~3 s at 60/s"
+    );
     assert_eq!(target.requests() - before, total - not_sent);
     // No child is left running.
     let url = target.url("/hello");
