@@ -57,7 +57,7 @@ pub(crate) async fn run(shared: Rc<Shared>, load: &OpenLoad, queue: Queue) {
         };
         let intended = shared.start + offset;
         if intended < joined {
-            let request = crate::worker::first_request(&shared.plan, shared.pick());
+            let request = shared.plan.first_request(shared.pick());
             shared
                 .recorder
                 .borrow_mut()

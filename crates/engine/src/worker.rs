@@ -4,7 +4,7 @@
 
 use super::stop::{Phase, StopSignal};
 use crate::metrics::{Interval, Recorder, WorkerReport};
-use crate::plan::{Flow, Load, OpenLoad, Plan, Step};
+use crate::plan::{Load, OpenLoad, Plan};
 use crate::shared::Shared;
 use crate::{closed, open};
 use std::rc::Rc;
@@ -97,7 +97,7 @@ pub(crate) fn run(ctx: WorkerCtx) {
     drop(runtime);
     let now = Instant::now();
     while let Ok(arrival) = queue.1.try_recv() {
-        let request = first_request(&ctx.plan, arrival.pick);
+        let request = ctx.plan.first_request(arrival.pick);
         shared
             .recorder
             .borrow_mut()
@@ -134,24 +134,8 @@ fn count_unreached_arrivals(shared: &Shared, load: &OpenLoad, stop: &StopSignal,
         if intended >= due_until {
             break;
         }
-        let request = first_request(&shared.plan, shared.pick());
+        let request = shared.plan.first_request(shared.pick());
         recorder.record_not_sent(request, intended, now);
         n += shared.stride().step;
-    }
-}
-
-/// The request an arrival would have sent first (to file it as not sent).
-pub(crate) fn first_request(plan: &Plan, pick: usize) -> usize {
-    fn first(steps: &[Step]) -> Option<usize> {
-        steps.iter().find_map(|s| match s {
-            Step::Request(i) => Some(*i),
-            Step::Repeat { steps, .. } => first(steps),
-            Step::Choice(branches) => branches.iter().find_map(|(_, s)| first(s)),
-            Step::Think { .. } | Step::Feed(_) => None,
-        })
-    }
-    match &plan.flow {
-        Flow::Mix => pick,
-        Flow::Sessions(sessions) => first(&sessions[pick].steps).unwrap_or(0),
     }
 }

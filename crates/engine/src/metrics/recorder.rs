@@ -86,11 +86,25 @@ impl Recorder {
     /// one thread, one monotonic clock).
     fn advance_to(&mut self, at: Instant) {
         let index = self.interval_index(at);
-        if index > self.current.index {
-            let next = Interval::new(index, self.active, self.in_flight);
-            self.completed
-                .push(std::mem::replace(&mut self.current, next));
+        self.move_to(index);
+    }
+
+    /// Closes the current interval and opens `index`. Seconds skipped on
+    /// the way (a thread starved past a tick) still get an interval with
+    /// the users and requests that were active through them: a gauge does
+    /// not drop to 0 because nothing happened.
+    fn move_to(&mut self, index: u32) {
+        if index <= self.current.index {
+            return;
         }
+        for skipped in self.current.index + 1..index {
+            let gauge = Interval::new(skipped, self.active, self.in_flight);
+            self.completed
+                .push(std::mem::replace(&mut self.current, gauge));
+        }
+        let next = Interval::new(index, self.active, self.in_flight);
+        self.completed
+            .push(std::mem::replace(&mut self.current, next));
     }
 
     pub fn user_started(&mut self) {
@@ -172,11 +186,7 @@ impl Recorder {
 
     /// Intervals that ended before `upto` (an interval index), oldest first.
     pub fn take_completed(&mut self, upto: u32) -> Vec<Interval> {
-        if self.current.index < upto {
-            let next = Interval::new(upto, self.active, self.in_flight);
-            self.completed
-                .push(std::mem::replace(&mut self.current, next));
-        }
+        self.move_to(upto);
         std::mem::take(&mut self.completed)
     }
 
@@ -239,6 +249,25 @@ fn record_into(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A worker starved past its tick: the seconds it skipped keep the
+    /// users that were running through them.
+    #[test]
+    fn skipped_seconds_keep_their_gauges() {
+        let start = Instant::now();
+        let mut r = Recorder::new(start, 1);
+        for _ in 0..3 {
+            r.user_started();
+        }
+        let mut got = r.take_completed(1);
+        r.connection_event(0, ConnectionEvent::Opened);
+        // An event in second 4 before the ticks for seconds 2, 3 and 4 ran.
+        r.advance_to(start + Duration::from_millis(4200));
+        got.extend(r.take_completed(2));
+        got.extend(r.take_completed(5));
+        let seconds: Vec<(u32, u32)> = got.iter().map(|i| (i.index, i.active_peak)).collect();
+        assert_eq!(seconds, [(0, 3), (1, 3), (2, 3), (3, 3), (4, 3)]);
+    }
 
     #[test]
     fn outcomes_land_in_the_second_they_complete() {

@@ -249,6 +249,23 @@ impl Plan {
         }
     }
 
+    /// The request an arrival would send first, for `pick` (a request of
+    /// the mix, or a session): to file an arrival never sent under it.
+    pub fn first_request(&self, pick: usize) -> usize {
+        fn first(steps: &[Step]) -> Option<usize> {
+            steps.iter().find_map(|s| match s {
+                Step::Request(i) => Some(*i),
+                Step::Repeat { steps, .. } => first(steps),
+                Step::Choice(branches) => branches.iter().find_map(|(_, s)| first(s)),
+                Step::Think { .. } | Step::Feed(_) => None,
+            })
+        }
+        match &self.flow {
+            Flow::Mix => pick,
+            Flow::Sessions(sessions) => first(&sessions[pick].steps).unwrap_or(0),
+        }
+    }
+
     /// Threads actually worth starting: no more than there are users.
     pub fn effective_threads(&self) -> usize {
         let most = match &self.load {

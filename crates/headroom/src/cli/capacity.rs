@@ -60,7 +60,7 @@ pub fn capacity(args: CapacityArgs) -> anyhow::Result<i32> {
         .resolve()
         .map_err(anyhow::Error::msg)?;
     super::run::check_request_names(&opts.slo, plan, "the objective")?;
-    super::run::Outputs::from_args(&args.run).check_writable()?;
+    super::outputs::Outputs::from_args(&args.run).check_writable()?;
     let stop = StopSignal::new();
     install_interrupt(&stop)?;
     let watch = watch_from_args(&args.run, plan)?;

@@ -6,7 +6,7 @@
 
 use super::args::{K8sArgs, K8sCollectArgs, K8sCommand, K8sJobArgs};
 use super::merge::merge_and_report;
-use super::run::Outputs;
+use super::outputs::Outputs;
 use super::EXIT_OK;
 use anyhow::{bail, Context};
 use headroom_k8s::{manifests, results_in_log, to_yaml, JobPlan, ScenarioFile};

@@ -3,7 +3,7 @@
 //! any other.
 
 use super::args::MergeArgs;
-use super::run::{finish, Outputs};
+use super::outputs::{finish, Outputs};
 use anyhow::Context;
 use headroom_objectives::slo::Slo;
 use headroom_results::merge::{merge as merge_shards, ShardFile};

@@ -10,6 +10,7 @@ mod capacity;
 mod demo;
 mod k8s;
 mod merge;
+mod outputs;
 mod processes;
 mod report;
 mod run;
@@ -98,7 +99,10 @@ pub fn main() -> i32 {
         }
     };
     let result = match cli.command {
-        Command::Run(args) => run::run(*args),
+        Command::Run(args) => match args.scale.processes {
+            Some(processes) => processes::run(&args, processes),
+            None => run::run(*args),
+        },
         Command::Capacity(args) => capacity::capacity(*args),
         Command::Target(args) => target(args),
         Command::Study(args) => study::study(args),

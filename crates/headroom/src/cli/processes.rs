@@ -15,7 +15,8 @@
 //! ```
 
 use super::args::RunCmdArgs;
-use super::run::{self, install_interrupt, scenario_from_args, watch_from_args, Outputs};
+use super::outputs::{finish, Outputs};
+use super::run::{self, install_interrupt, scenario_from_args, watch_from_args};
 use super::{recording, INTERRUPTED_BY};
 use anyhow::{bail, Context};
 use headroom_engine::StopSignal;
@@ -224,7 +225,7 @@ pub fn run(args: &RunCmdArgs, processes: u32) -> anyhow::Result<i32> {
         results.interrupted = true;
     }
     let intervals = results.histograms.per_second.clone();
-    run::finish(results, &scenario.thresholds, &outputs, &intervals)
+    finish(results, &scenario.thresholds, &outputs, &intervals)
 }
 
 #[cfg(test)]

@@ -1,0 +1,208 @@
+//! What a measured run leaves behind: the results file (or `--out -`:
+//! JSON on stdout), HTML, CSV, the HdrHistogram log, JUnit, the summary —
+//! and the exit code. Shared by `run`, `run --processes`, `merge` and
+//! `k8s collect`, so a merged run is written exactly as a single one.
+
+use super::args::RunArgs;
+use super::report::write_file;
+use super::{exit_interrupted, EXIT_ERROR, EXIT_OK, EXIT_THRESHOLDS};
+use anyhow::Context;
+use headroom_objectives::slo::Slo;
+use headroom_report::html;
+use headroom_report::terminal;
+use headroom_results::Results;
+use std::io::Write;
+use std::path::Path;
+use std::time::{Duration, SystemTime};
+
+/// Where `execute` writes what it measured, besides the summary.
+#[derive(Default)]
+pub struct Outputs<'args> {
+    pub out: Option<&'args Path>,
+    pub html: Option<&'args Path>,
+    pub csv: Option<&'args Path>,
+    pub hdr_log: Option<&'args Path>,
+    pub junit: Option<&'args Path>,
+    pub markdown: bool,
+    pub quiet: bool,
+    /// Flags' thresholds (the plan's own are added).
+    pub thresholds: Slo,
+}
+
+impl<'args> Outputs<'args> {
+    /// Every output path can be written: checked before the load.
+    pub fn check_writable(&self) -> anyhow::Result<()> {
+        for (path, flag) in [
+            (self.out.filter(|p| !is_stdout(p)), "--out"),
+            (self.html, "--html"),
+            (self.hdr_log, "--hdr-log"),
+            (self.junit, "--junit"),
+        ] {
+            if let Some(path) = path {
+                super::report::check_writable(path, flag)?;
+            }
+        }
+        if let Some(dir) = self.csv {
+            super::report::check_writable_dir(dir, "--csv")?;
+        }
+        Ok(())
+    }
+
+    pub fn from_args(args: &'args RunArgs) -> Outputs<'args> {
+        Outputs {
+            out: args.out.as_deref(),
+            html: args.reports.html.as_deref(),
+            csv: args.csv.as_deref(),
+            hdr_log: args.hdr_log.as_deref(),
+            junit: args.junit.as_deref(),
+            markdown: args.reports.markdown,
+            quiet: args.quiet,
+            thresholds: Slo {
+                bounds: args
+                    .thresholds
+                    .iter()
+                    .flat_map(|s| s.bounds.clone())
+                    .collect(),
+            },
+        }
+    }
+}
+
+/// `-` as an output file: standard output.
+pub fn is_stdout(path: &Path) -> bool {
+    path == Path::new("-")
+}
+
+/// Checks the thresholds (the plan's and the flags'), writes every output
+/// and prints the summary of measured `results`. Returns the exit code.
+pub fn finish(
+    mut results: Results,
+    plan_thresholds: &Slo,
+    outputs: &Outputs,
+    latency_intervals: &[String],
+) -> anyhow::Result<i32> {
+    let mut thresholds = plan_thresholds.clone();
+    thresholds
+        .bounds
+        .extend(outputs.thresholds.bounds.iter().cloned());
+    results.thresholds = headroom_results::check::against(&thresholds, &results, None);
+    let breached = results.thresholds.iter().any(|c| !c.passed);
+    // `--out -`: the results JSON is stdout; everything for people goes to
+    // stderr, so the JSON can be piped as it is.
+    let json_to_stdout = outputs.out.is_some_and(is_stdout);
+    let mut people: Box<dyn std::io::Write> = if json_to_stdout {
+        Box::new(std::io::stderr().lock())
+    } else {
+        Box::new(std::io::stdout().lock())
+    };
+    if let Some(path) = outputs.out {
+        let json = serde_json::to_string_pretty(&results)? + "\n";
+        if json_to_stdout {
+            use std::io::Write;
+            let mut stdout = std::io::stdout().lock();
+            stdout.write_all(json.as_bytes())?;
+            stdout.flush()?;
+        } else {
+            headroom_results::write_replacing(path, json.as_bytes())
+                .with_context(|| format!("cannot write results to {}", path.display()))?;
+        }
+    }
+    if let Some(path) = outputs.html {
+        write_file(path, "HTML report", html::run_report(&results).as_bytes())?;
+    }
+    if let Some(dir) = outputs.csv {
+        headroom_report::csv::write_run(dir, &results)
+            .with_context(|| format!("cannot write CSV files into {}", dir.display()))?;
+        writeln!(people, "CSV files written to {}", dir.display())?;
+    }
+    if let Some(path) = outputs.hdr_log {
+        let started_at = results
+            .meta
+            .started_at_unix_ms
+            .map_or_else(SystemTime::now, |ms| {
+                std::time::UNIX_EPOCH + Duration::from_millis(ms)
+            });
+        let log = headroom_report::hdrlog::interval_log(latency_intervals, started_at)?;
+        write_file(path, "HdrHistogram interval log", &log)?;
+    }
+    if let Some(path) = outputs.junit {
+        let xml = headroom_report::thresholds::junit_xml(
+            &results.config.url,
+            &results.thresholds,
+            results.duration_s,
+        );
+        write_file(path, "JUnit XML", xml.as_bytes())?;
+    }
+    if outputs.markdown {
+        write!(people, "{}", super::report::run_markdown(&results))?;
+    } else if !outputs.quiet {
+        let stdout = &mut people;
+        terminal::write_summary(stdout, &results)?;
+        if !results.thresholds.is_empty() {
+            writeln!(stdout, "\nThresholds:")?;
+            for c in &results.thresholds {
+                writeln!(
+                    stdout,
+                    "  {} {}",
+                    if c.passed { "pass" } else { "FAIL" },
+                    c.describe()
+                )?;
+            }
+        }
+        if let Some(path) = outputs.out.filter(|p| !is_stdout(p)) {
+            writeln!(stdout, "\nresults written to {}", path.display())?;
+        }
+    }
+    people.flush()?;
+    drop(people);
+    let t = &results.summary.requests;
+    let not_sent = results
+        .summary
+        .errors
+        .get(headroom_engine::metrics::ErrorClass::NotSent.key())
+        .copied()
+        .unwrap_or(0);
+    let never_connected = t.total > not_sent && results.connections_opened == 0;
+    let exit_code = if results.interrupted {
+        exit_interrupted()
+    } else if t.total > 0 && t.total == not_sent {
+        let late = results.start_at.as_ref().filter(|s| s.late_ms >= 1.0);
+        match late {
+            Some(s) => eprintln!(
+                "headroom: error: no request was sent: the run began {:.0} ms after --start-at {}, \
+                 when every arrival of its schedule was already past",
+                s.late_ms, s.at
+            ),
+            None => eprintln!(
+                "headroom: error: no request was sent: every arrival was due while no connection \
+                 was free"
+            ),
+        }
+        EXIT_ERROR
+    } else if never_connected {
+        let why = results
+            .summary
+            .errors
+            .keys()
+            .next()
+            .and_then(|k| headroom_engine::metrics::ErrorClass::from_key(k))
+            .map_or("no request was sent", |c| c.describe());
+        eprintln!(
+            "headroom: error: could not connect to {} ({why}): every request failed to connect",
+            results.config.url,
+        );
+        EXIT_ERROR
+    } else if breached {
+        let failed: Vec<&str> = results
+            .thresholds
+            .iter()
+            .filter(|c| !c.passed)
+            .map(|c| c.bound.as_str())
+            .collect();
+        eprintln!("headroom: thresholds breached: {}", failed.join(", "));
+        EXIT_THRESHOLDS
+    } else {
+        EXIT_OK
+    };
+    Ok(exit_code)
+}
