@@ -39,7 +39,10 @@ pub(crate) type Queue = (
 
 pub(crate) async fn run(shared: Rc<Shared>, load: &OpenLoad, queue: Queue) {
     let (tx, rx) = queue;
-    let cap = load.max_connections.div_ceil(shared.workers).max(1);
+    // A shard's cap is its share of the plan's, so the shards together
+    // hold no more connections than the plan allows.
+    let shard_cap = shared.plan.shard.share(load.max_connections as u64) as usize;
+    let cap = shard_cap.div_ceil(shared.workers).max(1);
     let idle = Rc::new(Cell::new(0usize));
     let mut connections = Vec::new();
     let limit = shared.plan.max_requests.unwrap_or(u64::MAX);

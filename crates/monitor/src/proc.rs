@@ -269,11 +269,22 @@ impl Sampler {
         m
     }
 
+    /// This headroom process — and, with `run --processes`, its shards,
+    /// the child processes that send the load (not the server it may
+    /// have started: that tree is the server's).
     fn generator(&mut self, dt: f64) -> ProcessSample {
         let Ok(stat) = Process::myself().and_then(|p| p.stat()) else {
             return ProcessSample::default();
         };
-        let ticks = stat.utime + stat.stime;
+        let page = procfs::page_size();
+        let mut ticks = stat.utime + stat.stime;
+        let mut rss = stat.rss * page;
+        let mut threads = stat.num_threads.max(0) as u64;
+        for child in self.generator_children(stat.pid) {
+            ticks += child.utime + child.stime;
+            rss += child.rss * page;
+            threads += child.num_threads.max(0) as u64;
+        }
         let cpu = self
             .prev_generator
             .map_or(0.0, |p| self.pct(ticks.saturating_sub(p), dt));
@@ -282,9 +293,41 @@ impl Sampler {
             pid: stat.pid,
             ppid: stat.ppid,
             cpu_pct: cpu,
-            rss_bytes: stat.rss * procfs::page_size(),
-            threads: stat.num_threads.max(0) as u64,
+            rss_bytes: rss,
+            threads,
             fds: 0,
         }
+    }
+
+    /// The descendants of `me` that are load generators: all but the
+    /// watched server's tree. Cheap when there are none (the usual case).
+    fn generator_children(&self, me: i32) -> Vec<procfs::process::Stat> {
+        let direct = std::fs::read_dir(format!("/proc/{me}/task"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|t| std::fs::read_to_string(t.path().join("children")).ok())
+            .any(|c| !c.trim().is_empty());
+        if !direct {
+            return Vec::new();
+        }
+        let mut children: HashMap<i32, Vec<procfs::process::Stat>> = HashMap::new();
+        if let Ok(all) = procfs::process::all_processes() {
+            for stat in all.flatten().filter_map(|p| p.stat().ok()) {
+                children.entry(stat.ppid).or_default().push(stat);
+            }
+        }
+        let mut found = Vec::new();
+        let mut todo = vec![me];
+        while let Some(pid) = todo.pop() {
+            for child in children.remove(&pid).unwrap_or_default() {
+                if Some(child.pid) == self.root {
+                    continue;
+                }
+                todo.push(child.pid);
+                found.push(child);
+            }
+        }
+        found
     }
 }

@@ -16,7 +16,8 @@ pub struct Sample {
     pub server: Option<TreeSample>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub machine: Option<MachineSample>,
-    /// The load generator (this headroom process).
+    /// The load generator: this headroom process, and with
+    /// `run --processes` its shard processes too.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub generator: Option<ProcessSample>,
 }

@@ -217,10 +217,10 @@ pub fn run(args: &RunCmdArgs, processes: u32) -> anyhow::Result<i32> {
         true,
         recording(&run_args.buckets, &run_args.secret_header).command,
     )?;
+    // The parent's monitor saw the server and the generator as a whole
+    // (itself and the shards): its findings judge the merged run.
     let report = monitor.finish(machine::available_cores(), &results.client_facts());
-    if watch.config.root.is_some() || watch.config.remote.is_some() {
-        results.attach_server(report);
-    }
+    results.attach_server(report);
     if stop.was_interrupted() {
         results.interrupted = true;
     }

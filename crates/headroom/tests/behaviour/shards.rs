@@ -339,6 +339,20 @@ fn processes_run_the_shards_and_print_one_summary() {
         stdout.contains("pass errors 0 % (bound errors<1%)"),
         "{stdout}"
     );
+    // The generator figures are the parent's and its shards' together:
+    // each shard process alone runs at least a worker, the signal and the
+    // monitor threads.
+    let most_threads = v["server"]["samples"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|s| s["generator"]["threads"].as_u64())
+        .max()
+        .unwrap();
+    assert!(
+        most_threads >= 3 * 3 + 2,
+        "{most_threads} generator threads"
+    );
 }
 
 #[test]
