@@ -48,6 +48,7 @@ async fn user_loop(shared: Rc<Shared>, load: ClosedLoad, id: u64, offset: std::t
             break;
         }
         if !load.think_time.is_zero() {
+            user.before_pause(load.think_time);
             let wake = Instant::now() + load.think_time;
             let wake = deadline.map_or(wake, |d| wake.min(d));
             if !shared.sleep_until(wake).await {

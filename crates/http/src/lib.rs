@@ -361,6 +361,15 @@ impl Connection {
         }
     }
 
+    /// Gives the read buffer back while the connection waits (a user's
+    /// think time): an idle keep-alive connection then holds no buffer,
+    /// and the next read allocates one. Only when nothing unread is in it.
+    pub fn release_buffer(&mut self) {
+        if self.buf.is_empty() {
+            self.buf = Vec::new();
+        }
+    }
+
     /// `failure` ended an exchange on a reused connection before any byte
     /// of a response came back: the server had closed the connection before
     /// the request reached it (RFC 9112 §9.3.1), so the request may be sent

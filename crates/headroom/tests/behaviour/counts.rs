@@ -98,3 +98,30 @@ fn requests_flag_stops_after_exactly_n() {
     ]);
     assert_eq!(r.total(), 150);
 }
+
+/// Users that think long give their buffers back while they wait
+/// (`User::before_pause`); the kept-alive connection stays, and every
+/// response is still read whole.
+#[test]
+fn long_think_times_keep_connections_and_counts() {
+    let nginx = Nginx::start();
+    let r = run(&[
+        "--url",
+        &nginx.url("/"),
+        "--vus",
+        "4",
+        "--iterations",
+        "5",
+        "--think-time",
+        "150ms",
+    ]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(r.total(), 20);
+    assert_eq!(r.results()["requests"]["ok"], 20);
+    assert_eq!(nginx.requests(), 20);
+    assert_eq!(
+        r.results()["connections"]["opened"],
+        4,
+        "one connection per user"
+    );
+}
