@@ -147,7 +147,9 @@ def run(a):
     d = tempfile.mkdtemp(prefix="headroom-conns-")
     port = free_port()
     nginx = start_nginx(d, port, a.nginx_workers, a.reuseport)
-    results = os.path.join(a.out or d, "results.json")
+    # The merged results stay in the temporary folder (hundreds of KB);
+    # --out keeps the summary and the per-second samples (bench.json).
+    results = os.path.join(d, "results.json")
     if a.out:
         os.makedirs(a.out, exist_ok=True)
     duration = a.ramp + a.hold
