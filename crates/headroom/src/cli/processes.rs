@@ -236,6 +236,59 @@ mod tests {
         s.split_whitespace().map(String::from).collect()
     }
 
+    /// Every flag of `run` is sorted here: a new one must be put on the
+    /// parent's side (outputs, monitor, scale-out) or the children's (what
+    /// the plan and its sending are), or every child would, say, write the
+    /// same new output file.
+    #[test]
+    fn every_run_flag_is_either_the_parents_or_passed_on() {
+        use clap::Args;
+        const PASSED_ON: &[&str] = &[
+            "--url",
+            "--base-url",
+            "--vus",
+            "--connections",
+            "--duration",
+            "--requests",
+            "--iterations",
+            "--ramp-up",
+            "--think-time",
+            "--rate",
+            "--stages",
+            "--no-keepalive",
+            "--connect-timeout",
+            "--timeout",
+            "--graceful-stop",
+            "--method",
+            "--header",
+            "--body",
+            "--expect-status",
+            "--insecure",
+            "--ca-file",
+            "--secret-header",
+            "--stale-connection-retry",
+            "--local-address",
+            "--threads",
+            "--buckets",
+        ];
+        let command = super::super::args::RunCmdArgs::augment_args(clap::Command::new("run"));
+        assert!(
+            command.get_arguments().count() > 40,
+            "run's flags were read"
+        );
+        for arg in command.get_arguments() {
+            let Some(long) = arg.get_long().map(|l| format!("--{l}")) else {
+                continue;
+            };
+            let parents = PARENT_ONLY.iter().any(|(p, _, _)| *p == long);
+            let passed = PASSED_ON.contains(&long.as_str());
+            assert!(
+                parents != passed,
+                "{long}: say in processes.rs whether the children get it"
+            );
+        }
+    }
+
     #[test]
     fn children_keep_the_plan_and_lose_the_parents_flags() {
         let got = child_args(&words(
