@@ -60,6 +60,9 @@ pub struct Progress<'a> {
     pub elapsed: Duration,
     pub second: &'a TimelinePoint,
     pub total: &'a Stats,
+    /// The last finished seconds' figures (up to a minute, newest last),
+    /// for judging rolling windows exactly.
+    pub recent: &'a std::collections::VecDeque<Stats>,
 }
 
 /// Everything a run measured.
@@ -89,6 +92,9 @@ pub struct RunOutcome {
     /// Open model: arrivals that waited for a connection because the pool
     /// was at its cap (`--connections`).
     pub waited_for_connection: u64,
+    /// Every request completed around the plan's events, in completion
+    /// order (empty without events).
+    pub trace: crate::metrics::trace::Trace,
 }
 
 /// How far ahead of "now" a run's clock starts: time for the worker
@@ -170,6 +176,7 @@ pub fn run_at(
     let mut last_sent: Option<Instant> = None;
     let mut last_done: Option<Instant> = None;
     let mut waited_for_connection = 0;
+    let mut traces = Vec::new();
     let mut done = 0;
     while done < threads {
         let now = Instant::now();
@@ -215,6 +222,7 @@ pub fn run_at(
                 last_sent = last_sent.max(report.last_sent);
                 last_done = last_done.max(report.last_done);
                 waited_for_connection += report.waited_for_connection;
+                traces.extend(report.trace);
                 aggregate.add_intervals(report.intervals);
                 aggregate.add_per_request(&report.per_request);
                 aggregate.worker_done(worker).len()
@@ -227,6 +235,7 @@ pub fn run_at(
                     elapsed: start.elapsed(),
                     second,
                     total,
+                    recent: aggregate.recent(),
                 });
             }
         }
@@ -255,5 +264,6 @@ pub fn run_at(
         threads,
         late_by: joined - start,
         waited_for_connection,
+        trace: crate::metrics::trace::Trace::merge(traces),
     }
 }

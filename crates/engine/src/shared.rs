@@ -57,7 +57,9 @@ impl Shared {
         Shared {
             id,
             workers,
-            recorder: RefCell::new(Recorder::new(start, plan.requests.len())),
+            recorder: RefCell::new(
+                Recorder::new(start, plan.requests.len()).tracing(&plan.trace_windows()),
+            ),
             start,
             joined,
             stop,

@@ -9,7 +9,7 @@
 //! | `memory` | available memory < 5 % of total (and whether swap grew) |
 //! | `fds` | a process's open files ≥ 90 % of its soft limit |
 //! | `listen_queue` | the kernel's ListenOverflows/ListenDrops grew during the run |
-//! | `server_exited` | the watched root process disappeared |
+//! | `server_exited` | nothing of the server is left (a restart is not an exit) |
 //! | `generator_cpu` | generator CPU ≥ 90 % of the cores it may use for 2 samples in a row |
 //! | `late_sends` | sends ran late (as below) while the generator was idle with connections to spare |
 //!
@@ -210,10 +210,15 @@ pub fn findings(samples: &[Sample], generator_cores: usize) -> Vec<Finding> {
             ),
         });
     }
-    if let Some(s) = samples
-        .iter()
-        .find(|s| s.server.as_ref().is_some_and(|t| !t.alive))
-    {
+    // Exited: nothing of the server is left from some sample to the end
+    // (a restart that comes back is `server.restarts`, not an exit).
+    let down = |s: &Sample| s.server.as_ref().is_some_and(|t| !t.alive);
+    let last_up = samples.iter().rposition(|s| !down(s));
+    let first_down_for_good = match last_up {
+        Some(i) => samples.get(i + 1),
+        None => samples.first(),
+    };
+    if let Some(s) = first_down_for_good.filter(|s| down(s)) {
         let pid = s.server.as_ref().map_or(0, |t| t.root_pid);
         out.push(Finding {
             kind: "server_exited".into(),

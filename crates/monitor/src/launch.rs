@@ -53,6 +53,10 @@ pub fn signal_by_name(name: &str) -> Option<i32> {
         "USR1" => libc::SIGUSR1,
         "USR2" => libc::SIGUSR2,
         "WINCH" => libc::SIGWINCH,
+        "TTIN" => libc::SIGTTIN,
+        "TTOU" => libc::SIGTTOU,
+        "STOP" => libc::SIGSTOP,
+        "CONT" => libc::SIGCONT,
         _ => return None,
     })
 }

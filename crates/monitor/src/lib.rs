@@ -20,10 +20,10 @@ mod proc;
 pub mod remote;
 pub mod sample;
 
-pub use proc::{unix_ms, Sampler};
+pub use proc::{unix_ms, Follow, Restart, Sampler};
 use sample::Sample;
 use serde::{Deserialize, Serialize};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime};
@@ -40,13 +40,17 @@ pub struct MonitorConfig {
     pub remote: Option<remote::RemoteSource>,
     /// How the server was named, for the report.
     pub source: String,
+    /// How to find the server again when its main process exits.
+    pub follow: Follow,
 }
 
 /// A monitor running beside a load test.
 pub struct Monitor {
     stop: Arc<AtomicBool>,
     latest: Arc<Mutex<Option<Sample>>>,
-    handle: JoinHandle<(Vec<Sample>, Vec<String>)>,
+    /// The server's main process now (0: none watched locally).
+    main_pid: Arc<AtomicI32>,
+    handle: JoinHandle<(Vec<Sample>, Vec<String>, Vec<Restart>)>,
     config: MonitorConfig,
 }
 
@@ -56,17 +60,26 @@ impl Monitor {
     pub fn start(config: MonitorConfig, start: Instant, start_wall: SystemTime) -> Monitor {
         let stop = Arc::new(AtomicBool::new(false));
         let latest = Arc::new(Mutex::new(None));
-        let (s, l, c) = (stop.clone(), latest.clone(), config.clone());
+        let main_pid = Arc::new(AtomicI32::new(
+            config.root.filter(|_| config.remote.is_none()).unwrap_or(0),
+        ));
+        let (s, l, c, m) = (
+            stop.clone(),
+            latest.clone(),
+            config.clone(),
+            main_pid.clone(),
+        );
         let start_unix_ms = start_wall
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as u64);
         let handle = std::thread::Builder::new()
             .name("headroom-monitor".into())
-            .spawn(move || sample_loop(c, start, start_unix_ms, s, l))
+            .spawn(move || sample_loop(c, start, start_unix_ms, s, l, m))
             .expect("a monitor thread can be spawned");
         Monitor {
             stop,
             latest,
+            main_pid,
             handle,
             config,
         }
@@ -77,10 +90,21 @@ impl Monitor {
         self.latest.lock().expect("monitor lock").clone()
     }
 
+    /// The watched server's main process now (it changes when the server
+    /// restarts), when a local server is watched: where signals go.
+    pub fn main_pid(&self) -> Option<i32> {
+        Some(self.main_pid.load(Ordering::SeqCst)).filter(|&p| p > 0)
+    }
+
+    /// A handle on [`Monitor::main_pid`] for another thread.
+    pub fn main_pid_handle(&self) -> Arc<AtomicI32> {
+        self.main_pid.clone()
+    }
+
     /// Stops (after one last sample) and returns the report.
     pub fn finish(self, generator_cores: usize, client: &findings::ClientFacts) -> ServerReport {
         self.stop.store(true, Ordering::SeqCst);
-        let (samples, errors) = self.handle.join().unwrap_or_default();
+        let (samples, errors, restarts) = self.handle.join().unwrap_or_default();
         let mut found = findings::findings(&samples, generator_cores);
         let summary = Summary::of(&samples);
         let generator_cpu_peak = summary.generator_cpu_pct.map(|c| c.peak);
@@ -95,6 +119,7 @@ impl Monitor {
             generator_bound: !generator_bound_reasons.is_empty(),
             generator_bound_reasons,
             errors,
+            restarts,
         }
     }
 }
@@ -105,9 +130,11 @@ fn sample_loop(
     start_unix_ms: u64,
     stop: Arc<AtomicBool>,
     latest: Arc<Mutex<Option<Sample>>>,
-) -> (Vec<Sample>, Vec<String>) {
+    main_pid: Arc<AtomicI32>,
+) -> (Vec<Sample>, Vec<String>, Vec<Restart>) {
     let local_server = config.remote.is_none();
-    let mut sampler = Sampler::new(config.root.filter(|_| local_server), local_server, true);
+    let mut sampler = Sampler::new(config.root.filter(|_| local_server), local_server, true)
+        .following(config.follow.clone());
     let mut remote = config
         .remote
         .clone()
@@ -134,6 +161,7 @@ fn sample_loop(
             r.fill(&mut s);
         }
         *latest.lock().expect("monitor lock") = Some(s.clone());
+        main_pid.store(sampler.root().unwrap_or(0), Ordering::SeqCst);
         samples.push(s);
         if stopping {
             break;
@@ -141,7 +169,7 @@ fn sample_loop(
         k += 1;
     }
     let errors = remote.map(|r| r.errors()).unwrap_or_default();
-    (samples, errors)
+    (samples, errors, sampler.restarts().to_vec())
 }
 
 /// Mean and peak of one figure over the run.
@@ -254,4 +282,7 @@ pub struct ServerReport {
     /// Problems while monitoring (e.g. a remote monitor that stopped answering).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub errors: Vec<String>,
+    /// Each time the server's main process changed during the run.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub restarts: Vec<Restart>,
 }

@@ -15,6 +15,7 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 #[derive(Clone, Copy)]
 struct Prev {
     starttime: u64,
+    ppid: i32,
     utime: u64,
     stime: u64,
     voluntary: u64,
@@ -37,7 +38,17 @@ impl CpuTicks {
 }
 
 pub struct Sampler {
+    /// The server's main process: the one signals go to. It changes when
+    /// the server restarts (see [`Follow`]).
     root: Option<i32>,
+    follow: Follow,
+    /// Processes that own the server's listening socket, found again
+    /// every `OWNERS_EVERY` samples.
+    owners: Vec<i32>,
+    restarts: Vec<Restart>,
+    /// The server had nothing left since this sample time (a restart in
+    /// progress, or the end).
+    down_since: Option<f64>,
     watch_machine: bool,
     watch_generator: bool,
     ticks_per_s: f64,
@@ -57,6 +68,39 @@ pub struct Sampler {
 }
 
 const LIMITS_EVERY: u64 = 10;
+const OWNERS_EVERY: u64 = 5;
+
+/// How the monitor finds the server again when its main process exits —
+/// a re-exec (Unicorn's USR2: the new master is a child of the old one,
+/// which then quits), a restart that writes a new pidfile, or processes
+/// that left the tree (Passenger's agents call `setsid`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Follow {
+    /// Re-read when the main process exits: the new main process.
+    pub pidfile: Option<std::path::PathBuf>,
+    /// The processes that own this port's listening socket are the
+    /// server's, whatever tree they are in.
+    pub listen_port: Option<u16>,
+    /// Children of headroom that are not headroom (a server's daemons
+    /// re-parented to headroom, the subreaper) are the server's.
+    pub adopt_orphans: bool,
+}
+
+/// The server's main process changed (`server.restarts[]`).
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize, PartialEq)]
+pub struct Restart {
+    /// Sample time (s from the start) at which the new process was found.
+    pub t_s: f64,
+    pub unix_ms: u64,
+    pub old_pid: i32,
+    pub new_pid: i32,
+    /// "pidfile", "child" (re-exec'd by the old one), or "listener".
+    pub how: String,
+    /// How long nothing of the server was running, when the restart went
+    /// through a stop (ms, sample precision).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub down_ms: Option<f64>,
+}
 
 fn uptime_ticks(ticks_per_s: f64) -> u64 {
     procfs::Uptime::current()
@@ -76,6 +120,10 @@ impl Sampler {
         let ticks_per_s = procfs::ticks_per_second() as f64;
         let mut s = Sampler {
             root,
+            follow: Follow::default(),
+            owners: Vec::new(),
+            restarts: Vec::new(),
+            down_since: None,
             watch_machine,
             watch_generator,
             ticks_per_s,
@@ -95,6 +143,23 @@ impl Sampler {
         s
     }
 
+    /// Follows the server through restarts as `follow` says.
+    pub fn following(mut self, follow: Follow) -> Sampler {
+        self.follow = follow;
+        self.owners = self.listen_owners();
+        self
+    }
+
+    /// The server's main process now.
+    pub fn root(&self) -> Option<i32> {
+        self.root
+    }
+
+    /// The restarts seen so far.
+    pub fn restarts(&self) -> &[Restart] {
+        &self.restarts
+    }
+
     pub fn sample(&mut self, t_s: f64) -> Sample {
         let now = Instant::now();
         let dt = now.duration_since(self.prev_at).as_secs_f64().max(1e-3);
@@ -102,7 +167,7 @@ impl Sampler {
         let sample = Sample {
             t_s,
             unix_ms: unix_ms(),
-            server: self.root.map(|root| self.tree(root, dt)),
+            server: self.root.map(|root| self.tree(root, dt, t_s)),
             machine: self.watch_machine.then(|| self.machine()),
             generator: self.watch_generator.then(|| self.generator(dt)),
         };
@@ -132,8 +197,8 @@ impl Sampler {
         }
     }
 
-    fn tree(&mut self, root: i32, dt: f64) -> TreeSample {
-        // One pass over /proc: parent links, then the root's descendants.
+    fn tree(&mut self, root: i32, dt: f64, t_s: f64) -> TreeSample {
+        // One pass over /proc: parent links, then the server's processes.
         let mut stats = HashMap::new();
         let mut children: HashMap<i32, Vec<i32>> = HashMap::new();
         if let Ok(all) = procfs::process::all_processes() {
@@ -145,18 +210,45 @@ impl Sampler {
                 }
             }
         }
+        if self.follow.listen_port.is_some()
+            && (self.samples_taken.is_multiple_of(OWNERS_EVERY) || !stats.contains_key(&root))
+        {
+            self.owners = self.listen_owners();
+        }
+        let root = if stats.contains_key(&root) {
+            root
+        } else {
+            self.next_root(root, &stats, &children, t_s)
+        };
+        // The main process's tree, and every process that was the
+        // server's at the last sample and still runs (old workers
+        // finishing after their master quit), the listening socket's
+        // owners and the adopted orphans.
+        let mut queue = vec![root];
+        let survivors = self.prev.iter().filter(|(pid, p)| {
+            stats
+                .get(pid)
+                .is_some_and(|(_, s)| s.starttime == p.starttime)
+        });
+        queue.extend(survivors.map(|(pid, _)| *pid));
+        queue.extend(self.owners.iter().copied());
+        if self.follow.adopt_orphans {
+            queue.extend(adopted_orphans(&children));
+        }
         let mut tree = TreeSample {
-            alive: stats.contains_key(&root),
+            alive: false,
             root_pid: root,
             ..TreeSample::default()
         };
-        let mut next_prev = HashMap::new();
-        let mut queue = vec![root];
+        let mut next_prev: HashMap<i32, Prev> = HashMap::new();
         let page = procfs::page_size();
         while let Some(pid) = queue.pop() {
             let Some((process, stat)) = stats.get(&pid) else {
                 continue;
             };
+            if next_prev.contains_key(&pid) {
+                continue;
+            }
             queue.extend(children.get(&pid).into_iter().flatten().copied());
             let (du, ds) = self.delta(pid, stat.starttime, stat.utime, stat.stime);
             let (voluntary, involuntary) = netstat::read_context_switches(pid);
@@ -172,6 +264,7 @@ impl Sampler {
                 pid,
                 Prev {
                     starttime: stat.starttime,
+                    ppid: stat.ppid,
                     utime: stat.utime,
                     stime: stat.stime,
                     voluntary,
@@ -217,8 +310,112 @@ impl Sampler {
         }
         tree.cpu_pct = tree.cpu_user_pct + tree.cpu_system_pct;
         tree.per_process.sort_by_key(|p| p.pid);
+        tree.alive = tree.processes > 0;
         self.prev = next_prev;
+        if tree.alive {
+            self.down_since = None;
+        } else {
+            self.down_since.get_or_insert(t_s);
+        }
         tree
+    }
+
+    /// The main process `old` is gone: its successor, if there is one
+    /// yet — the pidfile's process, the old one's child that outlived it
+    /// (a re-exec), or the listening socket's owner. The restart is
+    /// recorded; without a successor `old` stays, for the next sample.
+    fn next_root(
+        &mut self,
+        old: i32,
+        stats: &HashMap<i32, (Process, procfs::process::Stat)>,
+        children: &HashMap<i32, Vec<i32>>,
+        t_s: f64,
+    ) -> i32 {
+        let from_pidfile = self
+            .follow
+            .pidfile
+            .as_ref()
+            .and_then(|f| std::fs::read_to_string(f).ok())
+            .and_then(|t| t.trim().parse::<i32>().ok())
+            .filter(|pid| *pid != old && stats.contains_key(pid));
+        let heir = || {
+            // The old main's children that still run; the one with the
+            // most processes under it (a new master with its workers).
+            let descendants = |pid: i32| {
+                let mut n = 0;
+                let mut todo = vec![pid];
+                while let Some(p) = todo.pop() {
+                    n += 1;
+                    todo.extend(children.get(&p).into_iter().flatten());
+                }
+                n
+            };
+            self.prev
+                .iter()
+                .filter(|(pid, p)| {
+                    p.ppid == old
+                        && stats
+                            .get(pid)
+                            .is_some_and(|(_, s)| s.starttime == p.starttime)
+                })
+                .max_by_key(|(pid, p)| (descendants(**pid), std::cmp::Reverse(p.starttime)))
+                .map(|(pid, _)| *pid)
+        };
+        let owner = || self.owners.iter().copied().find(|p| stats.contains_key(p));
+        let found = from_pidfile
+            .map(|p| (p, "pidfile"))
+            .or_else(|| heir().map(|p| (p, "child")))
+            .or_else(|| owner().map(|p| (p, "listener")));
+        let Some((new, how)) = found else {
+            return old;
+        };
+        self.restarts.push(Restart {
+            t_s,
+            unix_ms: unix_ms(),
+            old_pid: old,
+            new_pid: new,
+            how: how.into(),
+            down_ms: self.down_since.map(|d| (t_s - d) * 1000.0),
+        });
+        self.root = Some(new);
+        new
+    }
+
+    /// The processes whose sockets listen on the followed port.
+    fn listen_owners(&self) -> Vec<i32> {
+        let Some(port) = self.follow.listen_port else {
+            return Vec::new();
+        };
+        let listening = |entries: procfs::ProcResult<Vec<procfs::net::TcpNetEntry>>| {
+            entries.into_iter().flatten().filter(move |e| {
+                e.state == procfs::net::TcpState::Listen && e.local_address.port() == port
+            })
+        };
+        let inodes: std::collections::HashSet<u64> = listening(procfs::net::tcp())
+            .chain(listening(procfs::net::tcp6()))
+            .map(|e| e.inode)
+            .collect();
+        if inodes.is_empty() {
+            return Vec::new();
+        }
+        let me = std::process::id() as i32;
+        let mut owners = Vec::new();
+        for p in procfs::process::all_processes()
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            if p.pid == me {
+                continue;
+            }
+            let owns = p.fd().into_iter().flatten().flatten().any(|fd| {
+                matches!(fd.target, procfs::process::FDTarget::Socket(i) if inodes.contains(&i))
+            });
+            if owns {
+                owners.push(p.pid);
+            }
+        }
+        owners
     }
 
     fn machine(&mut self) -> MachineSample {
@@ -302,6 +499,7 @@ impl Sampler {
     /// The descendants of `me` that are load generators: all but the
     /// watched server's tree. Cheap when there are none (the usual case).
     fn generator_children(&self, me: i32) -> Vec<procfs::process::Stat> {
+        let server: std::collections::HashSet<i32> = self.prev.keys().copied().collect();
         let direct = std::fs::read_dir(format!("/proc/{me}/task"))
             .into_iter()
             .flatten()
@@ -321,7 +519,7 @@ impl Sampler {
         let mut todo = vec![me];
         while let Some(pid) = todo.pop() {
             for child in children.remove(&pid).unwrap_or_default() {
-                if Some(child.pid) == self.root {
+                if Some(child.pid) == self.root || server.contains(&child.pid) {
                     continue;
                 }
                 todo.push(child.pid);
@@ -330,4 +528,20 @@ impl Sampler {
         }
         found
     }
+}
+
+/// Children of this process that are not headroom itself: with headroom as
+/// the subreaper of the servers it starts, a daemon that detached from its
+/// server's tree (double fork, `setsid`) lands here.
+fn adopted_orphans(children: &HashMap<i32, Vec<i32>>) -> Vec<i32> {
+    let me = std::process::id() as i32;
+    let exe = |pid: i32| std::fs::read_link(format!("/proc/{pid}/exe")).ok();
+    let mine = exe(me);
+    children
+        .get(&me)
+        .into_iter()
+        .flatten()
+        .copied()
+        .filter(|&pid| exe(pid) != mine)
+        .collect()
 }

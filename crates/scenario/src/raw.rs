@@ -38,7 +38,72 @@ pub struct RawScenario {
     /// errors = "<1%" (`<` is implied for latency and errors, `>` for
     /// achieved and throughput). A breach makes the exit code 1.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub thresholds: Option<BTreeMap<String, String>>,
+    pub thresholds: Option<BTreeMap<String, RawThreshold>>,
+    /// Commands or signals at planned moments of the run, e.g. a server
+    /// restarted under load; what users saw around each is measured.
+    #[serde(default, rename = "event", skip_serializing_if = "Vec::is_empty")]
+    pub events: Vec<RawEvent>,
+}
+
+/// A threshold: a bound ("<500ms"), or a table that may also stop the run
+/// early when the bound is breached (k6's abortOnFail).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum RawThreshold {
+    Bound(String),
+    Table(RawThresholdTable),
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawThresholdTable {
+    /// The bound, e.g. "<2s" or "<5%".
+    pub bound: String,
+    /// Stop the run as soon as the bound is breached over the rolling
+    /// window (results are written; exit code 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub abort: Option<bool>,
+    /// Do not judge for abort before this long into the run (default 0s).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delay: Option<String>,
+    /// The rolling window an abort is judged on (default 10s, at most 60s).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window: Option<String>,
+}
+
+impl RawThreshold {
+    pub fn bound(&self) -> &str {
+        match self {
+            RawThreshold::Bound(b) => b,
+            RawThreshold::Table(t) => &t.bound,
+        }
+    }
+}
+
+/// `[[event]]`: one command or signal at a planned moment.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawEvent {
+    /// A time from the start of the load ("10s") or the start of a stage
+    /// of the open model's stages ("stage:2").
+    pub at: String,
+    /// A shell command (run with `sh -c`, output captured).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
+    /// A signal ("USR2", "HUP", "TERM", …) for the monitored server's main
+    /// process, or for the process named in `pidfile`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signal: Option<String>,
+    /// With `signal`: the file holding the pid to signal.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pidfile: Option<String>,
+    /// The event's name in reports (default: the command or signal).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
+    /// How long after the event users are watched (default: until the
+    /// latency is back within the pre-event p99 for 5 s, at most 60 s).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window: Option<String>,
 }
 
 /// `[capacity]`: the objective and how to search for the highest load

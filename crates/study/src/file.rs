@@ -20,7 +20,7 @@
 use headroom_monitor::launch::signal_by_name;
 use headroom_objectives::capacity::Settings;
 use headroom_scenario::errors::{Locator, Problem, ScenarioError};
-use headroom_scenario::raw::{RawCapacity, RawScenario};
+use headroom_scenario::raw::{RawCapacity, RawEvent, RawScenario};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -78,6 +78,15 @@ pub struct RawServer {
     /// Then SIGKILL after this long (default 10s).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stop_grace: Option<String>,
+    /// The file the server writes its main process id to (relative to
+    /// `dir`): the monitor re-reads it when that process exits, to follow
+    /// a restart.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pidfile: Option<String>,
+    /// Events during this server's measured runs (as a scenario's
+    /// `[[event]]`, with the server's placeholders), e.g. a restart.
+    #[serde(default, rename = "event", skip_serializing_if = "Vec::is_empty")]
+    pub events: Vec<RawEvent>,
     /// Every combination of these parameter values is a configuration.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub grid: Option<BTreeMap<String, Vec<Value>>>,
@@ -171,6 +180,10 @@ pub struct Server {
     pub env: Vec<(String, String)>,
     pub stop_signal: i32,
     pub stop_grace: Duration,
+    /// With placeholders; relative to `dir`.
+    pub pidfile: Option<String>,
+    /// With placeholders, added to the scenario's events.
+    pub events: Vec<RawEvent>,
 }
 
 /// One configuration: a server and its parameter values.
@@ -570,6 +583,8 @@ impl Checker<'_> {
                 &s.stop_grace,
                 Duration::from_secs(10),
             ),
+            pidfile: s.pidfile.clone(),
+            events: s.events.clone(),
         }
     }
 
@@ -582,6 +597,13 @@ impl Checker<'_> {
         }
         for v in s.env.iter().flat_map(|e| e.values()) {
             templates.push(("env", v));
+        }
+        if let Some(p) = &s.pidfile {
+            templates.push(("pidfile", p));
+        }
+        for e in &s.events {
+            templates.extend(e.command.as_deref().map(|c| ("event.command", c)));
+            templates.extend(e.pidfile.as_deref().map(|p| ("event.pidfile", p)));
         }
         for (field, t) in templates {
             for name in placeholders(t) {

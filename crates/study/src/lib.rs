@@ -20,10 +20,11 @@ use headroom_engine::plan::schedule::{Schedule, Stage};
 use headroom_engine::plan::{Load, Plan};
 use headroom_engine::StopSignal;
 use headroom_monitor::launch::{LaunchError, LaunchSpec, ServerProcess};
-use headroom_monitor::MonitorConfig;
+use headroom_monitor::{Follow, MonitorConfig};
 use headroom_results::measure::{measure, Recording};
 use headroom_results::record::Results;
 use headroom_results::write_replacing;
+use headroom_scenario::raw::RawEvent;
 use headroom_scenario::Scenario;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -195,10 +196,12 @@ fn with_duration(plan: &Plan, d: Duration) -> Plan {
     p
 }
 
-/// Builds the scenario against one configuration's base URL.
-fn scenario_for(study: &Study, base_url: &str) -> Result<Scenario, String> {
+/// Builds the scenario against one configuration's base URL, with the
+/// configuration's events after the scenario's own.
+fn scenario_for(study: &Study, base_url: &str, events: &[RawEvent]) -> Result<Scenario, String> {
     let mut raw = study.scenario.clone();
     raw.base_url = Some(base_url.to_string());
+    raw.events.extend(events.iter().cloned());
     let text = toml::to_string(&raw).unwrap_or_default();
     let path = study.scenario_dir.join("(study scenario)");
     let file = headroom_scenario::ScenarioFile { path, text, raw };
@@ -207,7 +210,10 @@ fn scenario_for(study: &Study, base_url: &str) -> Result<Scenario, String> {
 
 /// Checks the scenario once, before any server starts.
 pub fn check_scenario(study: &Study) -> Result<(), String> {
-    scenario_for(study, "http://127.0.0.1:9").map(|_| ())
+    for server in &study.servers {
+        scenario_for(study, "http://127.0.0.1:9", &server.events)?;
+    }
+    scenario_for(study, "http://127.0.0.1:9", &[]).map(|_| ())
 }
 
 /// Runs one configuration once.
@@ -237,7 +243,31 @@ fn run_config(
         }
     };
     let base_url = fill(&server.base_url, &config.params, port);
-    let scenario = match scenario_for(study, &base_url) {
+    let dir = server
+        .dir
+        .as_ref()
+        .map(|d| PathBuf::from(fill(&d.display().to_string(), &config.params, port)));
+    let in_dir = |p: String| match &dir {
+        Some(d) => d.join(p).display().to_string(),
+        None => p,
+    };
+    let events: Vec<RawEvent> = server
+        .events
+        .iter()
+        .map(|e| RawEvent {
+            command: e.command.as_ref().map(|c| fill(c, &config.params, port)),
+            pidfile: e
+                .pidfile
+                .as_ref()
+                .map(|p| in_dir(fill(p, &config.params, port))),
+            ..e.clone()
+        })
+        .collect();
+    let pidfile = server
+        .pidfile
+        .as_ref()
+        .map(|p| PathBuf::from(in_dir(fill(p, &config.params, port))));
+    let scenario = match scenario_for(study, &base_url, &events) {
         Ok(s) => s,
         Err(e) => {
             record.status = format!("error: {e}");
@@ -246,10 +276,7 @@ fn run_config(
     };
     let spec = LaunchSpec {
         command: fill(&server.command, &config.params, port),
-        dir: server
-            .dir
-            .as_ref()
-            .map(|d| PathBuf::from(fill(&d.display().to_string(), &config.params, port))),
+        dir: dir.clone(),
         env: server
             .env
             .iter()
@@ -293,6 +320,13 @@ fn run_config(
         interval: headroom_monitor::DEFAULT_INTERVAL,
         remote: None,
         source: format!("{} (pid {})", server.name, process.pid()),
+        // The study picked the port: whatever listens on it is this
+        // server's, as are the daemons it leaves with headroom.
+        follow: Follow {
+            pidfile,
+            listen_port: Some(addr.port()),
+            adopt_orphans: true,
+        },
     };
     if study.objective == file::Objective::Capacity {
         let settings = scenario.capacity.overlay(&study.capacity);
@@ -304,7 +338,8 @@ fn run_config(
         return record;
     }
     if !study.warmup.is_zero() {
-        let warm = with_duration(plan, study.warmup);
+        let mut warm = with_duration(plan, study.warmup);
+        warm.events.clear();
         let _ = headroom_engine::run(&warm, stop, |_| {});
     }
     let measured_plan = match study.duration {

@@ -79,7 +79,12 @@ pub struct Aggregate {
     /// Each second's latency histogram (V2 + DEFLATE, base64), for the
     /// HdrHistogram interval log; compressed so a long run stays small.
     latency_intervals: Vec<String>,
+    /// The last finished seconds' stats (newest last), for rolling windows.
+    recent: std::collections::VecDeque<Stats>,
 }
+
+/// How many finished seconds [`Aggregate::recent`] keeps.
+pub const RECENT_SECONDS: usize = 60;
 
 impl Aggregate {
     pub fn new(workers: usize, request_count: usize) -> Self {
@@ -90,6 +95,7 @@ impl Aggregate {
             watermarks: vec![0; workers],
             timeline: Vec::new(),
             latency_intervals: Vec::new(),
+            recent: std::collections::VecDeque::new(),
         }
     }
 
@@ -128,7 +134,16 @@ impl Aggregate {
             self.timeline.push(TimelinePoint::from_merged(index, &m));
             self.latency_intervals
                 .push(histogram::to_base64(&m.stats.latency));
+            if self.recent.len() == RECENT_SECONDS {
+                self.recent.pop_front();
+            }
+            self.recent.push_back(m.stats);
         }
+    }
+
+    /// The last finished seconds' stats, newest last.
+    pub fn recent(&self) -> &std::collections::VecDeque<Stats> {
+        &self.recent
     }
 
     pub fn add_per_request(&mut self, per_request: &[Stats]) {

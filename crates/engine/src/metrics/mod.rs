@@ -7,12 +7,14 @@
 //!   of everything: a worker's second, the run's total, one request name.
 //! - [`Recorder`]: per-worker; files each outcome into the one-second
 //!   [`Interval`] its completion falls in.
+//! - [`trace`]: every completion around planned events, for exact gaps.
 //! - [`aggregate`]: merges the workers' intervals into the run's totals and
 //!   per-second timeline.
 
 pub mod aggregate;
 pub mod histogram;
 mod recorder;
+pub mod trace;
 
 pub use recorder::{Interval, Outcome, Recorder, WorkerReport};
 

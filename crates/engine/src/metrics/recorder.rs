@@ -1,6 +1,7 @@
 //! The per-worker recorder. One per worker thread, never shared across
 //! threads, so recording is a few additions and three histogram increments.
 
+use super::trace::Trace;
 use super::{histogram, ConnectionEvent, ErrorClass, LimitReached, Stats, MAX_STATUS};
 use std::time::{Duration, Instant};
 
@@ -48,6 +49,8 @@ pub struct Recorder {
     last_sent: Option<Instant>,
     last_done: Option<Instant>,
     waited_for_connection: u64,
+    /// Completions around planned events, when the plan has any.
+    trace: Option<Trace>,
 }
 
 /// What a worker hands over when it finishes.
@@ -61,6 +64,7 @@ pub struct WorkerReport {
     /// Open model: arrivals that found every connection busy and the pool
     /// at its cap, so they waited in the generator.
     pub waited_for_connection: u64,
+    pub trace: Option<Trace>,
 }
 
 impl Recorder {
@@ -75,7 +79,16 @@ impl Recorder {
             last_sent: None,
             last_done: None,
             waited_for_connection: 0,
+            trace: None,
         }
+    }
+
+    /// Also traces every completion inside `windows` (from the start).
+    pub fn tracing(mut self, windows: &[(Duration, Duration)]) -> Self {
+        if !windows.is_empty() {
+            self.trace = Some(Trace::new(windows));
+        }
+        self
     }
 
     fn interval_index(&self, at: Instant) -> u32 {
@@ -163,6 +176,9 @@ impl Recorder {
         let latency = micros(done.saturating_duration_since(intended));
         let service = sent.map(|s| micros(done.saturating_duration_since(s)));
         let lag = sent.map(|s| micros(s.saturating_duration_since(intended)));
+        if let Some(trace) = &mut self.trace {
+            trace.record(self.start, done, latency, outcome.error);
+        }
         record_into(&mut self.current.stats, latency, service, lag, outcome);
         record_into(
             &mut self.per_request[request],
@@ -200,6 +216,7 @@ impl Recorder {
             last_sent: self.last_sent,
             last_done: self.last_done,
             waited_for_connection: self.waited_for_connection,
+            trace: self.trace,
         }
     }
 }

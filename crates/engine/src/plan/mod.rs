@@ -8,8 +8,10 @@
 //! - [`schedule`]: the open model's arrival times (pure maths).
 //! - [`limits`]: the largest durations, rates and jars a plan may ask for.
 //! - [`shard`]: one plan split exactly over several processes.
+//! - [`events`]: commands and signals at planned moments of the run.
 
 pub mod check;
+pub mod events;
 pub mod feeder;
 pub mod limits;
 pub mod schedule;
@@ -72,6 +74,9 @@ pub struct Plan {
     /// kernel's choice). One source address reaches a destination through
     /// at most ~28k ephemeral ports; more connections need more addresses.
     pub local_addresses: Vec<std::net::IpAddr>,
+    /// Commands or signals at planned moments (the caller acts on them;
+    /// the engine traces the requests around them).
+    pub events: Vec<events::Event>,
 }
 
 /// Whether a request that met a connection the server had already closed
@@ -173,6 +178,7 @@ impl Plan {
             stale_retry: StaleRetry::default(),
             shard: Shard::WHOLE,
             local_addresses: Vec::new(),
+            events: Vec::new(),
         })
     }
 
@@ -236,6 +242,9 @@ impl Plan {
             self.max_requests,
             self.stale_retry
         );
+        if !self.events.is_empty() {
+            let _ = write!(text, "|{:?}", self.events);
+        }
         let digest = ring::digest::digest(&ring::digest::SHA256, text.as_bytes());
         digest.as_ref().iter().map(|b| format!("{b:02x}")).collect()
     }

@@ -28,7 +28,7 @@ pub enum Stage {
 }
 
 impl Stage {
-    fn duration(&self) -> Duration {
+    pub fn duration(&self) -> Duration {
         match *self {
             Stage::Hold { duration, .. } | Stage::Ramp { duration, .. } => duration,
         }

@@ -12,7 +12,7 @@ use headroom_engine::StopSignal;
 use headroom_http::Endpoint;
 use headroom_monitor::launch::ServerProcess;
 use headroom_monitor::remote::RemoteSource;
-use headroom_monitor::MonitorConfig;
+use headroom_monitor::{Follow, MonitorConfig};
 use headroom_objectives::slo::Slo;
 use headroom_report::live::Live;
 use headroom_results::measure::{measure_from, Recording};
@@ -300,6 +300,7 @@ impl Watch {
                 interval,
                 remote: None,
                 source: "generator only".into(),
+                follow: Follow::default(),
             },
             server: None,
         }
@@ -312,6 +313,7 @@ impl Watch {
                 interval,
                 remote: None,
                 source,
+                follow: Follow::default(),
             },
             server: None,
         }
@@ -333,16 +335,18 @@ pub fn watch_from_args(args: &RunArgs, plan: &Plan) -> anyhow::Result<Watch> {
         if !Path::new(&format!("/proc/{pid}")).exists() {
             bail!("--monitor-pidfile {}: no process {pid}", file.display());
         }
-        return Ok(Watch::pid(
-            pid,
-            interval,
-            format!("pid {pid} from {}", file.display()),
-        ));
+        let mut watch = Watch::pid(pid, interval, format!("pid {pid} from {}", file.display()));
+        watch.config.follow.pidfile = Some(std::path::absolute(file).unwrap_or(file.clone()));
+        return Ok(watch);
     }
     if let Some(cmd) = &args.monitor_cmd {
         let mut server = ServerProcess::spawn(cmd, Duration::from_secs(5))?;
         server.wait_ready(plan.endpoint.addr, args.monitor_ready_timeout)?;
         let mut watch = Watch::pid(server.pid(), interval, format!("command `{cmd}`"));
+        // headroom started it on the plan's port: what listens there, and
+        // the daemons it leaves with headroom, are the server's.
+        watch.config.follow.listen_port = Some(plan.endpoint.addr.port());
+        watch.config.follow.adopt_orphans = true;
         watch.server = Some(server);
         return Ok(watch);
     }
@@ -360,6 +364,7 @@ pub fn watch_from_args(args: &RunArgs, plan: &Plan) -> anyhow::Result<Watch> {
                 interval,
                 remote: Some(source),
                 source: format!("remote {url}"),
+                follow: Follow::default(),
             },
             server: None,
         });

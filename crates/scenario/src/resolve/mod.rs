@@ -6,7 +6,7 @@
 //! one file each: `load` (`[load]`), `requests`
 //! (`[[request]]`, `[[feeder]]`, template variables), `checks` (checks and
 //! extractions), `flow` (the mix or `[[session]]`s), `objectives`
-//! (`[capacity]`, `[thresholds]`).
+//! (`[capacity]`, `[thresholds]`), `events` (`[[event]]`).
 
 use super::errors::Problem;
 use super::raw::*;
@@ -14,11 +14,13 @@ use headroom_engine::plan::{
     Plan, StaleRetry, DEFAULT_CONNECT_TIMEOUT, DEFAULT_GRACEFUL_STOP, DEFAULT_REQUEST_TIMEOUT,
 };
 use headroom_http::tls::{TlsClient, TlsOptions};
+use headroom_objectives::abort::AbortRule;
 use headroom_objectives::capacity::Settings;
 use headroom_objectives::slo::Slo;
 
 mod builder;
 mod checks;
+mod events;
 mod flow;
 mod load;
 mod objectives;
@@ -33,6 +35,8 @@ pub struct Scenario {
     pub plan: Plan,
     /// `[thresholds]`: pass/fail bounds on a run's results.
     pub thresholds: Slo,
+    /// Thresholds with `abort = true`: they stop the run early.
+    pub aborts: Vec<AbortRule>,
     /// `[capacity]`: the objective and search settings of
     /// `headroom capacity` (command-line flags overlay them).
     pub capacity: Settings,
@@ -85,7 +89,11 @@ impl Builder<'_> {
         }
 
         let capacity = self.capacity(raw.capacity.as_ref());
-        let thresholds = self.thresholds(raw.thresholds.as_ref(), &requests);
+        let (thresholds, aborts) = self.thresholds(raw.thresholds.as_ref(), &requests);
+        let events = load
+            .as_ref()
+            .map(|l| self.events(&raw.events, l))
+            .unwrap_or_default();
 
         if !self.problems.is_empty() {
             return Err(self.problems);
@@ -119,10 +127,12 @@ impl Builder<'_> {
             },
             shard: Default::default(),
             local_addresses: Vec::new(),
+            events,
         };
         Ok(Scenario {
             plan,
             thresholds,
+            aborts,
             capacity,
         })
     }

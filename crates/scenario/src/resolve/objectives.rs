@@ -5,6 +5,7 @@ use super::builder::Builder;
 use crate::errors::Problem;
 use crate::raw::*;
 use headroom_engine::plan::RequestSpec;
+use headroom_objectives::abort::{AbortRule, DEFAULT_WINDOW, MAX_WINDOW};
 use headroom_objectives::capacity::{Axis, Settings};
 use headroom_objectives::slo::Slo;
 use std::collections::BTreeMap;
@@ -81,15 +82,19 @@ impl Builder<'_> {
 
     /// `[thresholds]` → bounds; the comparison may be left out (`<` for
     /// latency and errors, `>=` for achieved and throughput).
-    /// A key may name a request: `"p95{login}" = "500ms"`.
+    /// A key may name a request: `"p95{login}" = "500ms"`. A table form
+    /// (`p99 = { bound = "<2s", abort = true, delay = "10s" }`) may also
+    /// stop the run early: those come back as abort rules too.
     pub(super) fn thresholds(
         &mut self,
-        raw: Option<&BTreeMap<String, String>>,
+        raw: Option<&BTreeMap<String, RawThreshold>>,
         requests: &[RequestSpec],
-    ) -> Slo {
+    ) -> (Slo, Vec<AbortRule>) {
         let mut slo = Slo::default();
-        for (metric, bound) in raw.into_iter().flatten() {
-            let bound = bound.trim();
+        let mut aborts = Vec::new();
+        let a = Some("[thresholds]");
+        for (metric, threshold) in raw.into_iter().flatten() {
+            let bound = threshold.bound().trim();
             let name = metric.split('{').next().unwrap_or(metric).trim();
             let text = if bound.starts_with(['<', '>']) {
                 format!("{metric}{bound}")
@@ -102,16 +107,55 @@ impl Builder<'_> {
                 s.check_requests(requests.iter().map(|r| r.name.as_str()))?;
                 Ok(s)
             });
-            match parsed {
-                Ok(s) => slo.bounds.extend(s.bounds),
-                Err(e) => self.problem(
-                    Some("[thresholds]"),
-                    metric,
-                    bound,
-                    format!("thresholds.{metric}: {}", e.message),
-                ),
+            let bounds = match parsed {
+                Ok(s) => s.bounds,
+                Err(e) => {
+                    self.problem(
+                        a,
+                        metric,
+                        bound,
+                        format!("thresholds.{metric}: {}", e.message),
+                    );
+                    continue;
+                }
+            };
+            if let RawThreshold::Table(t) = threshold {
+                let field = format!("thresholds.{metric}");
+                let delay = t
+                    .delay
+                    .as_deref()
+                    .and_then(|d| self.duration(a, &format!("{field}.delay"), d));
+                let window = t
+                    .window
+                    .as_deref()
+                    .and_then(|d| self.duration(a, &format!("{field}.window"), d));
+                if window.is_some_and(|w| w > MAX_WINDOW) {
+                    self.problem(
+                        a,
+                        "window",
+                        t.window.as_deref().unwrap_or_default(),
+                        format!("{field}.window: at most 60s"),
+                    );
+                }
+                if t.abort != Some(true) && (t.delay.is_some() || t.window.is_some()) {
+                    self.problem(
+                        a,
+                        metric,
+                        "delay",
+                        format!("{field}: delay and window only apply with abort = true"),
+                    );
+                }
+                if t.abort == Some(true) {
+                    for bound in &bounds {
+                        let mut rule = AbortRule::new(bound.clone());
+                        rule.delay = delay.unwrap_or_default();
+                        rule.window = window.unwrap_or(DEFAULT_WINDOW);
+                        aborts.push(rule);
+                    }
+                }
             }
+            slo.bounds.extend(bounds);
         }
-        slo
+        (slo, aborts)
     }
 }
