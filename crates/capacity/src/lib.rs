@@ -123,6 +123,9 @@ pub enum Event<'a> {
 pub fn plan_at(plan: &Plan, axis: Axis, load: f64, duration: Duration) -> Plan {
     let mut p = plan.clone();
     p.max_requests = None;
+    // A search's steps are measured alike; events belong to runs and
+    // studies, not to every step.
+    p.events.clear();
     p.load = match axis {
         Axis::Rate => Load::Open(OpenLoad {
             schedule: Schedule::constant(load, duration)

@@ -5,7 +5,9 @@
 //! one clock). Everything above — capacity search, studies, reports,
 //! compare — reads [`Results`]; nothing here knows of them.
 
+pub mod abort;
 pub mod check;
+pub mod events;
 pub mod measure;
 pub mod merge;
 pub mod record;

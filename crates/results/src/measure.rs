@@ -2,11 +2,14 @@
 //! [`Results`]. Shared by `headroom run`, studies and capacity search, so
 //! every run's record has the same shape.
 
+use crate::abort::AbortWatch;
+use crate::events::{act, window};
 use crate::record::{Results, ResultsInput, DEFAULT_BUCKETS_MS};
 use headroom_engine::plan::Plan;
 use headroom_engine::{Progress, StopSignal};
 use headroom_monitor::sample::Sample;
 use headroom_monitor::{machine, Monitor, MonitorConfig};
+use headroom_objectives::abort::AbortRule;
 
 /// How runs are recorded, beyond what their plan says.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -25,6 +28,17 @@ impl Default for Recording {
             command: Vec::new(),
         }
     }
+}
+
+/// What happens during a measured run beyond its plan (whose events are
+/// acted on in any case): thresholds that stop it early, and where event
+/// commands run.
+#[derive(Clone, Debug, Default)]
+pub struct During {
+    pub aborts: Vec<AbortRule>,
+    /// Run event commands in this process group (a study's server's, so
+    /// what they start is stopped with the server).
+    pub event_group: Option<i32>,
 }
 
 pub struct Measured {
@@ -48,7 +62,8 @@ pub fn measure(
     on_second: impl FnMut(&Progress, Option<&Sample>),
 ) -> Measured {
     let start = headroom_engine::start_soon();
-    measure_from(plan, stop, watch, recording, start, on_second)
+    let during = During::default();
+    measure_from(plan, stop, watch, recording, &during, start, on_second)
 }
 
 /// As [`measure`], with the run's clock starting at `start` — ahead (the
@@ -59,14 +74,36 @@ pub fn measure_from(
     stop: &StopSignal,
     watch: MonitorConfig,
     recording: &Recording,
+    during: &During,
     start: std::time::Instant,
     mut on_second: impl FnMut(&Progress, Option<&Sample>),
 ) -> Measured {
     let fd_limit = machine::raise_fd_limit();
     let monitor = Monitor::start(watch, start, headroom_engine::wall_clock(start));
+    // Events act once for the whole plan: in its first shard only.
+    let events: Vec<_> = plan
+        .events
+        .iter()
+        .filter(|_| plan.shard.index == 0)
+        .filter_map(|e| plan.event_time(e.at).map(|at| (e.clone(), at)))
+        .collect();
+    let target = act::Target {
+        main_pid: monitor.main_pid_handle(),
+        process_group: during.event_group,
+    };
+    let acting = act::start(&events, start, &target, stop);
+    let aborts = AbortWatch::new(&during.aborts, plan);
+    let mut aborted = None;
     let outcome = headroom_engine::run_at(plan, stop, start, |p| {
+        if aborted.is_none() {
+            aborted = aborts.judge(&p);
+            if aborted.is_some() {
+                stop.stop_because("threshold".into());
+            }
+        }
         on_second(&p, monitor.latest().as_ref())
     });
+    let mut records = acting.finish();
     let mut results = Results::new(ResultsInput {
         plan,
         outcome: &outcome,
@@ -76,6 +113,26 @@ pub fn measure_from(
     });
     let report = monitor.finish(machine::available_cores(), &results.client_facts());
     results.attach_server(report);
+    let run_end_s = outcome.duration.as_secs_f64();
+    for (record, (event, _)) in records.iter_mut().zip(&events) {
+        window::measure(record, &outcome.trace.completions, run_end_s, event.window);
+    }
+    records.sort_by(|a, b| a.at_s.total_cmp(&b.at_s));
+    if outcome.trace.truncated > 0 {
+        results.warnings.push(format!(
+            "the trace around events kept {} requests and left out {} (the figures around \
+             events are cut short)",
+            outcome.trace.completions.len(),
+            outcome.trace.truncated
+        ));
+    }
+    for r in &records {
+        if let Some(e) = &r.error {
+            results.warnings.push(format!("event `{}`: {e}", r.label));
+        }
+    }
+    results.events = records;
+    results.abort = aborted;
     let t = &outcome.total;
     Measured {
         results,

@@ -91,6 +91,14 @@ pub struct Results {
     /// them, keyed by shard (`"2/3"`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub shard_servers: BTreeMap<String, ServerReport>,
+    /// Events during the run (`--event`, `[[event]]`): when each ran, how
+    /// it ended, and what users saw after it and before it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub events: Vec<crate::events::EventRecord>,
+    /// The threshold that stopped the run early (`stop_reason` is then
+    /// "threshold").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub abort: Option<crate::abort::AbortRecord>,
     pub histograms: Histograms,
 }
 
@@ -658,6 +666,8 @@ impl Results {
             }),
             start_at: None,
             shard_servers: BTreeMap::new(),
+            events: Vec::new(),
+            abort: None,
             histograms: Histograms::new(plan, outcome),
         }
     }

@@ -21,7 +21,7 @@ use headroom_engine::plan::{Load, Plan};
 use headroom_engine::StopSignal;
 use headroom_monitor::launch::{LaunchError, LaunchSpec, ServerProcess};
 use headroom_monitor::{Follow, MonitorConfig};
-use headroom_results::measure::{measure, Recording};
+use headroom_results::measure::{measure_from, During, Recording};
 use headroom_results::record::Results;
 use headroom_results::write_replacing;
 use headroom_scenario::raw::RawEvent;
@@ -349,14 +349,31 @@ fn run_config(
     let results = if stop.is_stopping() {
         None
     } else {
-        Some(measure(&measured_plan, stop, watch, &opts.recording, |_, _| {}).results)
+        let during = During {
+            aborts: Vec::new(),
+            event_group: Some(process.pid()),
+        };
+        let start = headroom_engine::start_soon();
+        let measured = measure_from(
+            &measured_plan,
+            stop,
+            watch,
+            &opts.recording,
+            &during,
+            start,
+            |_, _| {},
+        );
+        Some(measured.results)
     };
-    let died = process.exited().is_some()
-        || results.as_ref().is_some_and(|r| {
-            r.server
-                .as_ref()
-                .is_some_and(|s| s.findings.iter().any(|f| f.kind == "server_exited"))
-        });
+    // Died: nothing of the server left (a restart under an event, which
+    // replaces the process headroom started, is not a death).
+    let died = match &results {
+        Some(r) => r
+            .server
+            .as_ref()
+            .is_some_and(|s| s.findings.iter().any(|f| f.kind == "server_exited")),
+        None => process.exited().is_some(),
+    };
     record.status = match &results {
         _ if died => "died during the run".to_string(),
         Some(r) if r.summary.requests.error_rate > study.error_budget => format!(

@@ -178,9 +178,10 @@ mod tests {
             rate,
             duration: Duration::from_secs(secs),
         };
-        plan.load = Load::Open(OpenLoad::new(
-            Schedule::new(vec![s(10.0, 5), s(20.0, 7), s(30.0, 3)]).unwrap(),
-        ));
+        plan.load = Load::Open(OpenLoad {
+            schedule: Schedule::new(vec![s(10.0, 5), s(20.0, 7), s(30.0, 3)]).unwrap(),
+            max_connections: 10,
+        });
         let at = |n| plan.event_time(EventAt::Stage(n));
         assert_eq!(at(1), Some(Duration::ZERO));
         assert_eq!(at(2), Some(Duration::from_secs(5)));

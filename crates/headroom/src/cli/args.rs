@@ -157,6 +157,28 @@ pub struct RunArgs {
     #[arg(long = "threshold", value_name = "BOUND", value_parser = parse_slo)]
     pub thresholds: Vec<headroom_objectives::slo::Slo>,
 
+    /// Stop the run early when this bound is breached over the last
+    /// --abort-window (k6's abortOnFail), e.g. 'p99<2s' or 'errors<5%':
+    /// results so far are written, `stop_reason` is "threshold", exit
+    /// code 1. Repeatable; each is also a --threshold.
+    #[arg(long = "abort-on", value_name = "BOUND", value_parser = parse_slo)]
+    pub abort_on: Vec<headroom_objectives::slo::Slo>,
+
+    /// Judge --abort-on only after this long (warm-up, ramp-up) [default: 0s].
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub abort_delay: Option<Duration>,
+
+    /// The rolling window --abort-on is judged on, at most 60s [default: 10s].
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub abort_window: Option<Duration>,
+
+    /// Run a command at a moment of the run, e.g.
+    /// '4s:kill -USR2 $(cat unicorn.pid)' or 'stage:2:touch tmp/restart.txt'
+    /// (repeatable; also `[[event]]` in the scenario, which can send
+    /// signals). What users saw after each is in results' `events`.
+    #[arg(long = "event", value_name = "AT:COMMAND", value_parser = parse_event)]
+    pub events: Vec<headroom_engine::plan::events::Event>,
+
     /// Write the thresholds as JUnit XML (a test case each) for CI.
     #[arg(long, value_name = "FILE")]
     pub junit: Option<std::path::PathBuf>,
@@ -558,6 +580,10 @@ pub struct LocalAddresses(pub Vec<std::net::IpAddr>);
 
 /// At most this many source addresses (a /16).
 const MAX_LOCAL_ADDRESSES: usize = 65_536;
+
+pub fn parse_event(s: &str) -> Result<headroom_engine::plan::events::Event, String> {
+    headroom_engine::plan::events::parse_flag(s)
+}
 
 /// `127.0.0.2-127.0.0.9,::1`: addresses and IPv4 ranges.
 pub fn parse_local_addresses(s: &str) -> Result<LocalAddresses, String> {

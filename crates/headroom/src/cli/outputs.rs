@@ -58,9 +58,11 @@ impl<'args> Outputs<'args> {
             markdown: args.reports.markdown,
             quiet: args.quiet,
             thresholds: Slo {
+                // An --abort-on bound is a threshold too.
                 bounds: args
                     .thresholds
                     .iter()
+                    .chain(&args.abort_on)
                     .flat_map(|s| s.bounds.clone())
                     .collect(),
             },
@@ -192,6 +194,12 @@ pub fn finish(
             results.config.url,
         );
         EXIT_ERROR
+    } else if let Some(a) = &results.abort {
+        eprintln!(
+            "headroom: stopped early at {:.0} s: {} breached over the last {:.0} s ({:.2})",
+            a.at_s, a.threshold, a.window_s, a.actual
+        );
+        EXIT_THRESHOLDS
     } else if breached {
         let failed: Vec<&str> = results
             .thresholds

@@ -270,6 +270,11 @@ mod tests {
             "--local-address",
             "--threads",
             "--buckets",
+            // Each shard judges its own share; only the first acts on events.
+            "--abort-on",
+            "--abort-delay",
+            "--abort-window",
+            "--event",
         ];
         let command = super::super::args::RunCmdArgs::augment_args(clap::Command::new("run"));
         assert!(

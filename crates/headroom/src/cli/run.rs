@@ -13,9 +13,10 @@ use headroom_http::Endpoint;
 use headroom_monitor::launch::ServerProcess;
 use headroom_monitor::remote::RemoteSource;
 use headroom_monitor::{Follow, MonitorConfig};
+use headroom_objectives::abort::AbortRule;
 use headroom_objectives::slo::Slo;
 use headroom_report::live::Live;
-use headroom_results::measure::{measure_from, Recording};
+use headroom_results::measure::{measure_from, During, Recording};
 use headroom_results::record::StartAt;
 use headroom_scenario::raw::{
     Model, RawExpect, RawHttp, RawLoad, RawRequest, RawScenario, RawStage, RawStaleRetry, RawStatus,
@@ -230,7 +231,57 @@ pub fn scenario_from_args(args: &RunArgs) -> anyhow::Result<Scenario> {
     if let Some(local) = &args.local_address {
         scenario.plan.local_addresses = local.0.clone();
     }
+    for event in &args.events {
+        if scenario.plan.event_time(event.at).is_none() {
+            bail!(
+                "--event `{}`: the load has no such stage (stages are the open model's --stages)",
+                event.label
+            );
+        }
+        scenario.plan.events.push(event.clone());
+    }
+    for slo in &args.abort_on {
+        for bound in &slo.bounds {
+            if bound.request.is_some() {
+                bail!("--abort-on {bound}: an abort judges the whole run, not one request");
+            }
+            let mut rule = AbortRule::new(bound.clone());
+            rule.delay = args.abort_delay.unwrap_or_default();
+            rule.window = args.abort_window.unwrap_or(rule.window);
+            if rule.window > headroom_objectives::abort::MAX_WINDOW {
+                bail!("--abort-window: at most 60s");
+            }
+            scenario.aborts.push(rule);
+        }
+    }
+    if (args.abort_delay.is_some() || args.abort_window.is_some()) && args.abort_on.is_empty() {
+        bail!("--abort-delay and --abort-window go with --abort-on");
+    }
     Ok(scenario)
+}
+
+/// A signal event without a pidfile goes to the watched server: there
+/// must be one, watched on this machine.
+fn check_event_targets(plan: &Plan, watch: &Watch) -> anyhow::Result<()> {
+    use headroom_engine::plan::events::Action;
+    let local_server = watch.config.root.is_some() && watch.config.remote.is_none();
+    for event in &plan.events {
+        if let Action::Signal {
+            name,
+            pidfile: None,
+        } = &event.action
+        {
+            if !local_server {
+                bail!(
+                    "event `{}`: SIG{name} goes to the monitored server, but no server is \
+                     monitored on this machine: add --monitor-pid, --monitor-pidfile or \
+                     --monitor-cmd, or give the event a pidfile",
+                    event.label
+                );
+            }
+        }
+    }
+    Ok(())
 }
 
 fn file_or_one_liner(args: &RunArgs) -> anyhow::Result<Scenario> {
@@ -407,11 +458,18 @@ pub fn execute(
         None => headroom_engine::start_soon(),
     };
     let live = Live::new(plan.load_duration());
+    let during = During {
+        aborts: scenario.aborts.clone(),
+        // Commands go with the server headroom started, so whatever they
+        // start is stopped with it.
+        event_group: watch.server.as_ref().map(|s| s.pid()),
+    };
     let measured = measure_from(
         plan,
         stop,
         watch.config.clone(),
         recording,
+        &during,
         start_instant,
         |p, sample| live.update(p, sample),
     );
@@ -460,6 +518,7 @@ pub fn run(args: RunCmdArgs) -> anyhow::Result<i32> {
     let stop = StopSignal::new();
     install_interrupt(&stop)?;
     let watch = watch_from_args(&args, &scenario.plan)?;
+    check_event_targets(&scenario.plan, &watch)?;
     let recording = recording(&args.buckets, &args.secret_header);
     execute(
         &scenario,

@@ -145,6 +145,14 @@ impl Builder<'_> {
                         format!("{field}: delay and window only apply with abort = true"),
                     );
                 }
+                if t.abort == Some(true) && bounds.iter().any(|b| b.request.is_some()) {
+                    self.problem(
+                        a,
+                        metric,
+                        metric,
+                        format!("{field}: an abort judges the whole run, not one request"),
+                    );
+                }
                 if t.abort == Some(true) {
                     for bound in &bounds {
                         let mut rule = AbortRule::new(bound.clone());
