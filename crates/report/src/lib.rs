@@ -8,10 +8,12 @@
 //!   tables.
 //! - [`html`] (self-contained pages with SVG charts), [`csv`], [`hdrlog`],
 //!   [`thresholds`] (JUnit), [`compare`] (runs side by side).
+//! - [`events`]: the events table (what users saw after each event).
 
 pub mod capacity_table;
 pub mod compare;
 pub mod csv;
+pub mod events;
 pub mod hdrlog;
 pub mod html;
 pub mod live;

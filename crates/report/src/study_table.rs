@@ -66,6 +66,38 @@ pub fn table(report: &StudyReport, csv: bool) -> Table {
         }
         t.rows.push(row);
     }
+    if has_events(report) {
+        // What users felt around the events, after Errors %.
+        let at = t
+            .headers
+            .iter()
+            .position(|h| h == "Errors %" || h == "error_pct")
+            .map_or(t.headers.len(), |i| i + 1);
+        let (gap, failed) = if csv {
+            ("event_max_gap_ms", "event_failed")
+        } else {
+            ("Event gap ms", "Event failed")
+        };
+        t.headers.insert(at, failed.into());
+        t.headers.insert(at, gap.into());
+        t.left = t
+            .left
+            .iter()
+            .map(|&c| if c >= at { c + 2 } else { c })
+            .collect();
+        for row in &mut t.rows {
+            let label = row[1].clone();
+            let r = report
+                .configs
+                .iter()
+                .find(|c| c.label == label)
+                .and_then(|c| c.results.as_ref());
+            let gap = r.and_then(headroom_study::rank::event_gap_ms);
+            let failed = r.and_then(headroom_study::rank::event_failed);
+            row.insert(at, failed.map_or("-".into(), |f| f.to_string()));
+            row.insert(at, gap.map_or("-".into(), |g| format!("{g:.0}")));
+        }
+    }
     if capacity {
         for row in &mut t.rows {
             let label = &row[1];
@@ -83,6 +115,15 @@ pub fn table(report: &StudyReport, csv: bool) -> Table {
         }
     }
     t
+}
+
+/// Did any configuration's runs have events?
+fn has_events(report: &StudyReport) -> bool {
+    report
+        .configs
+        .iter()
+        .filter_map(|c| c.results.as_ref())
+        .any(|r| !r.events.is_empty())
 }
 
 fn rows(report: &StudyReport) -> Vec<Vec<String>> {

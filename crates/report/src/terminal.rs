@@ -232,6 +232,14 @@ pub fn write_summary(out: &mut dyn Write, r: &Results) -> io::Result<()> {
             .collect();
         write_table(out, &rows)?;
     }
+    if let Some(events) = crate::events::table(r) {
+        writeln!(out)?;
+        writeln!(
+            out,
+            "Events (after: from the event until the latency was back for 5 s; before: as long, just before)"
+        )?;
+        events.write_text(out)?;
+    }
     if let Some(server) = &r.server {
         write_server(out, server)?;
     }
@@ -307,6 +315,16 @@ fn write_server(out: &mut dyn Write, server: &headroom_monitor::ServerReport) ->
         "  listen queue overflows: {}, SYNs dropped: {}",
         s.listen_overflows, s.listen_drops
     )?;
+    for r in &server.restarts {
+        let down = r.down_ms.map_or(String::new(), |d| {
+            format!(", nothing running for ≤ {d:.0} ms")
+        });
+        writeln!(
+            out,
+            "  server restarted by {:.1} s: pid {} → {} (found by {}{down})",
+            r.t_s, r.old_pid, r.new_pid, r.how
+        )?;
+    }
     if server.findings.is_empty() {
         writeln!(out, "Findings: nothing saturated")?;
     } else {

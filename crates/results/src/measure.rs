@@ -39,6 +39,8 @@ pub struct During {
     /// Run event commands in this process group (a study's server's, so
     /// what they start is stopped with the server).
     pub event_group: Option<i32>,
+    /// Where event commands run (a study's server's folder).
+    pub event_dir: Option<std::path::PathBuf>,
 }
 
 pub struct Measured {
@@ -90,6 +92,7 @@ pub fn measure_from(
     let target = act::Target {
         main_pid: monitor.main_pid_handle(),
         process_group: during.event_group,
+        dir: during.event_dir.clone(),
     };
     let acting = act::start(&events, start, &target, stop);
     let aborts = AbortWatch::new(&during.aborts, plan);

@@ -107,7 +107,8 @@ pub struct RawMeasure {
     /// Runs per configuration, interleaved across configurations (default 1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub repeat: Option<u32>,
-    /// "throughput" (default), "p50", "p90", "p95", "p99" or "mean" (lowest).
+    /// "throughput" (default), "p50", "p90", "p95", "p99" or "mean" (lowest),
+    /// "capacity", or "max_gap" (least downtime around events).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub objective: Option<String>,
     /// Highest error rate for a configuration to win, e.g. "1%" (default).
@@ -133,6 +134,10 @@ pub enum Objective {
     /// Highest load meeting the `[capacity]` objective (a capacity search
     /// per configuration).
     Capacity,
+    /// Least noticed events: the shortest longest-time-without-an-OK-
+    /// response after the configuration's events (`[[server.event]]`),
+    /// e.g. restart strategies compared.
+    MaxGap,
 }
 
 impl Objective {
@@ -145,6 +150,7 @@ impl Objective {
             "p99" => Objective::P99,
             "mean" => Objective::Mean,
             "capacity" => Objective::Capacity,
+            "max_gap" => Objective::MaxGap,
             _ => return None,
         })
     }
@@ -158,6 +164,7 @@ impl Objective {
             Objective::P99 => "lowest p99 latency",
             Objective::Mean => "lowest mean latency",
             Objective::Capacity => "highest capacity within the objective",
+            Objective::MaxGap => "least downtime users felt around events (max gap)",
         }
     }
 }
@@ -348,7 +355,10 @@ pub fn from_text(text: &str, path: &Path) -> Result<Study, ScenarioError> {
         problems,
     };
     let raw: RawStudy = headroom_scenario::parse_toml(text).map_err(fail)?;
-    let dir = path.parent().unwrap_or(Path::new(".")).to_path_buf();
+    // Absolute: servers and event commands run in it, and `a.toml`'s
+    // parent is the empty path, which no process can start in.
+    let dir = std::path::absolute(path.parent().unwrap_or(Path::new(".")))
+        .unwrap_or_else(|_| PathBuf::from("."));
     let (scenario, scenario_dir) = scenario_of(&raw, &dir)?;
     let mut check = Checker {
         loc: Locator { text },
@@ -415,7 +425,7 @@ impl Checker<'_> {
                     "objective",
                     o,
                     format!(
-                        "objective `{o}`: use throughput, p50, p90, p95, p99, mean or capacity"
+                        "objective `{o}`: use throughput, p50, p90, p95, p99, mean, capacity or max_gap"
                     ),
                 );
                 Objective::Throughput

@@ -352,6 +352,7 @@ fn run_config(
         let during = During {
             aborts: Vec::new(),
             event_group: Some(process.pid()),
+            event_dir: dir.clone(),
         };
         let start = headroom_engine::start_soon();
         let measured = measure_from(

@@ -98,6 +98,31 @@ pub struct ConfigStats {
     /// Objective "capacity": the capacities found, in the search axis's unit.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub capacity: Option<Spread>,
+    /// Runs with events: the longest time without an OK response after
+    /// them (the largest of a run's events), in ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub event_gap_ms: Option<Spread>,
+    /// Runs with events: the most requests failed in a run's event windows.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub event_failed: Option<u64>,
+}
+
+/// A run's longest gap after any of its events (ms), if it had events.
+pub fn event_gap_ms(r: &Results) -> Option<f64> {
+    r.events
+        .iter()
+        .filter_map(|e| e.after.as_ref().map(|a| a.max_gap_ms))
+        .reduce(f64::max)
+}
+
+/// Requests failed in a run's event windows, if it had events.
+pub fn event_failed(r: &Results) -> Option<u64> {
+    let windows: Vec<u64> = r
+        .events
+        .iter()
+        .filter_map(|e| e.after.as_ref().map(|a| a.failed_total))
+        .collect();
+    (!windows.is_empty()).then(|| windows.iter().sum())
 }
 
 pub fn latency(r: &Results, objective: Objective) -> f64 {
@@ -107,7 +132,7 @@ pub fn latency(r: &Results, objective: Objective) -> f64 {
         Objective::P95 => l.p95,
         Objective::P99 => l.p99,
         Objective::Mean => l.mean,
-        Objective::P90 | Objective::Throughput | Objective::Capacity => l.p90,
+        Objective::P90 | Objective::Throughput | Objective::Capacity | Objective::MaxGap => l.p90,
     }
 }
 
@@ -156,6 +181,13 @@ fn stats(runs: &[&Results], objective: Objective) -> Option<ConfigStats> {
             .filter(|b| *b > 0.0)
             .map(|b| t.median / (b / (1u64 << 30) as f64)),
         capacity: None,
+        event_gap_ms: Spread::of(
+            &runs
+                .iter()
+                .filter_map(|r| event_gap_ms(r))
+                .collect::<Vec<_>>(),
+        ),
+        event_failed: runs.iter().filter_map(|r| event_failed(r)).max(),
     })
 }
 
@@ -164,6 +196,7 @@ fn score(s: &ConfigStats, objective: Objective) -> (Spread, bool) {
     match objective {
         Objective::Throughput => (s.throughput_rps, true),
         Objective::Capacity => (s.capacity.unwrap_or_default(), true),
+        Objective::MaxGap => (s.event_gap_ms.unwrap_or_default(), false),
         _ => (s.latency_ms, false),
     }
 }
@@ -197,6 +230,7 @@ pub fn summarise(study: &Study, configs: &mut [ConfigReport], interrupted: bool)
         let mut ranked: Vec<&Results> = ok.clone();
         let key = |r: &&Results| match study.objective {
             Objective::Throughput => r.summary.throughput_rps,
+            Objective::MaxGap => event_gap_ms(r).unwrap_or(f64::MAX),
             o => latency(r, o),
         };
         ranked.sort_by(|a, b| key(a).total_cmp(&key(b)));
@@ -213,6 +247,8 @@ pub fn summarise(study: &Study, configs: &mut [ConfigReport], interrupted: bool)
                     // A capacity already holds the objective's own error bound.
                     if study.objective == Objective::Capacity {
                         s.capacity.is_some()
+                    } else if study.objective == Objective::MaxGap {
+                        s.event_gap_ms.is_some() && s.error_rate <= study.error_budget
                     } else {
                         s.error_rate <= study.error_budget
                     }
@@ -258,6 +294,11 @@ pub fn summarise(study: &Study, configs: &mut [ConfigReport], interrupted: bool)
                     .map_or("req/s", |c| c.unit.as_str());
                 format!("{:.1} {unit}", spread.median)
             }
+            Objective::MaxGap => format!(
+                "{:.0} ms without an OK response, {} requests failed around events",
+                spread.median,
+                s.event_failed.unwrap_or(0)
+            ),
             _ => format!("{:.2} ms", spread.median),
         };
         let mut reason = match best.runs.iter().find_map(|r| r.capacity.as_ref()) {

@@ -50,6 +50,10 @@ pub fn run_markdown(r: &Results) -> String {
         md.push('\n');
         md.push_str(&headroom_report::thresholds::table(&r.thresholds).markdown());
     }
+    if let Some(events) = headroom_report::events::table(r) {
+        md.push('\n');
+        md.push_str(&events.markdown());
+    }
     md
 }
 

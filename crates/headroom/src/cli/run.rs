@@ -463,6 +463,7 @@ pub fn execute(
         // Commands go with the server headroom started, so whatever they
         // start is stopped with it.
         event_group: watch.server.as_ref().map(|s| s.pid()),
+        event_dir: None,
     };
     let measured = measure_from(
         plan,

@@ -113,6 +113,58 @@ fn thresholds_html(r: &Results) -> String {
     )
 }
 
+/// A marker at each event's start and each server restart, for every
+/// chart over time.
+fn event_markers(r: &Results) -> Vec<Marker> {
+    let events = r.events.iter().map(|e| Marker {
+        x: e.started_s,
+        label: e.label.chars().take(30).collect(),
+    });
+    let restarts = r.server.iter().flat_map(|s| &s.restarts).map(|x| Marker {
+        x: x.t_s,
+        label: format!("restart: pid {}", x.new_pid),
+    });
+    events.chain(restarts).collect()
+}
+
+/// Each event's 100 ms buckets: OK and failed responses, and p99.
+fn event_charts(r: &Results) -> Vec<String> {
+    r.events
+        .iter()
+        .filter(|e| !e.timeline_100ms.is_empty())
+        .map(|e| {
+            let mut c = LineChart::new(
+                &format!(
+                    "Around `{}` (100 ms buckets)",
+                    e.label.chars().take(40).collect::<String>()
+                ),
+                "time since start (s)",
+                "responses per 100 ms",
+            );
+            let pts = |f: &dyn Fn(&headroom_results::events::FinePoint) -> f64| {
+                e.timeline_100ms.iter().map(|p| (p.t_s, f(p))).collect()
+            };
+            c.series.push(Series::new("OK", pts(&|p| p.ok as f64)));
+            c.series
+                .push(Series::new("failed", pts(&|p| p.failed as f64)));
+            c.series
+                .push(Series::new("p99 (ms)", pts(&|p| p.p99_ms.unwrap_or(f64::NAN))).right());
+            c.y2_label = Some("p99 latency (ms)".into());
+            c.markers.push(Marker {
+                x: e.started_s,
+                label: "start".into(),
+            });
+            if let Some(a) = &e.after {
+                c.markers.push(Marker {
+                    x: a.max_gap_from_s,
+                    label: format!("longest gap {:.0} ms", a.max_gap_ms),
+                });
+            }
+            c.render()
+        })
+        .collect()
+}
+
 fn timeline_charts(r: &Results) -> Vec<String> {
     let tl = &r.timeline;
     let t = |f: &dyn Fn(&headroom_engine::metrics::aggregate::TimelinePoint) -> f64| -> Vec<(f64, f64)> {
@@ -130,6 +182,7 @@ fn timeline_charts(r: &Results) -> Vec<String> {
     lat.series.push(Series::new("p90", t(&|p| gap(p.p90_ms))));
     lat.series.push(Series::new("p99", t(&|p| gap(p.p99_ms))));
     lat.series.push(Series::new("max", t(&|p| gap(p.max_ms))));
+    lat.markers = event_markers(r);
     charts.push(lat.render());
 
     let mut thr = LineChart::new(
@@ -146,6 +199,7 @@ fn timeline_charts(r: &Results) -> Vec<String> {
             .push(Series::new("active users", t(&|p| p.active_users as f64)).right());
     }
     thr.y2_label = Some("requests in flight / users".into());
+    thr.markers = event_markers(r);
     charts.push(thr.render());
 
     let mut err = LineChart::new(
@@ -163,6 +217,7 @@ fn timeline_charts(r: &Results) -> Vec<String> {
             t(&|p| p.errors.get(c).copied().unwrap_or(0) as f64),
         ));
     }
+    err.markers = event_markers(r);
     charts.push(err.render());
     charts
 }
@@ -198,6 +253,7 @@ fn server_charts(r: &Results) -> Vec<String> {
         "generator",
         pts(&|s| s.generator.as_ref().map(|g| g.cpu_pct)),
     ));
+    cpu.markers = event_markers(r);
     charts.push(cpu.render());
     let mut mem = LineChart::new("Memory", "time since start (s)", "MiB");
     if watched {
@@ -210,6 +266,7 @@ fn server_charts(r: &Results) -> Vec<String> {
         "generator RSS",
         pts(&|s| s.generator.as_ref().map(|g| g.rss_bytes as f64 / 1048576.0)),
     ));
+    mem.markers = event_markers(r);
     charts.push(mem.render());
     let mut fds = LineChart::new(
         "Open files and load",
@@ -234,6 +291,7 @@ fn server_charts(r: &Results) -> Vec<String> {
         .right(),
     );
     fds.y2_label = Some("load average".into());
+    fds.markers = event_markers(r);
     charts.push(fds.render());
     charts
 }
@@ -344,6 +402,16 @@ pub fn run_report(r: &Results) -> String {
             ]);
         }
         let _ = write!(b, "<h2>Per request</h2>{}", table_html(&t, &[]));
+    }
+    if let Some(t) = crate::events::table(r) {
+        let _ = write!(
+            b,
+            "<h2>Events</h2><p class=\"meta\">after: from the event until the latency was back \
+             within the pre-event p99 for 5 s; before: as long, just before; max gap: the longest \
+             time in which no request completed OK</p>{}<div class=\"charts\">{}</div>",
+            table_html(&t, &[]),
+            event_charts(r).join("")
+        );
     }
     b.push_str("<h2>Over time</h2><div class=\"charts\">");
     for c in timeline_charts(r) {

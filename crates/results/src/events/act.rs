@@ -30,6 +30,8 @@ pub struct Target {
     /// whatever they start is stopped with it); else in a group of their
     /// own.
     pub process_group: Option<i32>,
+    /// Where commands run (a study's server's folder); else here.
+    pub dir: Option<std::path::PathBuf>,
 }
 
 pub struct Acting {
@@ -146,6 +148,9 @@ fn run_command(
                 .map_or_else(|_| Stdio::null(), Stdio::from),
         )
         .process_group(target.process_group.unwrap_or(0));
+    if let Some(dir) = &target.dir {
+        cmd.current_dir(dir);
+    }
     let mut child = match cmd.spawn() {
         Ok(c) => c,
         Err(e) => {
