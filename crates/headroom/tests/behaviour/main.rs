@@ -11,6 +11,7 @@ mod common;
 mod cli;
 mod counts;
 mod errors;
+mod events;
 mod hostile;
 mod kubernetes;
 mod layout;

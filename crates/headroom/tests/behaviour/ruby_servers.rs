@@ -109,3 +109,57 @@ fn load_balancers_in_front_of_unicorn_and_thin() {
     require("haproxy");
     reduced_study("balancers.toml", 4);
 }
+
+/// examples/ruby/restart.toml, reduced: Unicorn restarted by USR2 against
+/// a stop/start, 2 s into 6 s runs. The USR2 re-exec loses nothing and
+/// wins; the stop/start fails requests in its window; the monitor follows
+/// both restarts, and nothing is left running.
+#[test]
+fn unicorn_restart_strategies_ranked_by_what_users_felt() {
+    require("unicorn");
+    let study = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples/ruby/restart.toml");
+    let out = tempfile::tempdir().unwrap();
+    let o = Command::new(headroom_bin())
+        .arg("study")
+        .arg(&study)
+        .arg("--out")
+        .arg(out.path())
+        .env("DURATION", "6s")
+        .env("WARMUP", "1s")
+        .env("RESTART_AT", "2s")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(
+        stdout.contains("Event gap ms") && stdout.contains("Event failed"),
+        "{stdout}"
+    );
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.path().join("study.json")).unwrap())
+            .unwrap();
+    assert_eq!(report["winner"]["label"], "usr2", "{stdout}");
+    for c in report["configs"].as_array().unwrap() {
+        let r = &c["results"];
+        let after = &r["events"][0]["after"];
+        assert_eq!(r["events"][0]["exit_code"], 0, "{}", c["label"]);
+        assert_eq!(
+            r["server"]["restarts"].as_array().map(Vec::len),
+            Some(1),
+            "{}",
+            c["label"]
+        );
+        let run = &c["runs"][0];
+        assert_eq!(run["survivors"].as_u64(), Some(0), "{}", c["label"]);
+        assert_eq!(run["stray_killed"].as_u64(), Some(0), "{}", c["label"]);
+        match c["label"].as_str().unwrap() {
+            "usr2" => assert_eq!(after["failed_total"], 0, "{after}"),
+            _ => assert!(after["failed_total"].as_u64().unwrap() > 0, "{after}"),
+        }
+    }
+}
