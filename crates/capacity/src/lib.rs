@@ -227,7 +227,8 @@ pub fn run(
             let _ = headroom_engine::run(&warm, stop, |_| {});
         }
         let step_plan = plan_at(plan, opts.axis, load, opts.step_duration);
-        let measured = measure(&step_plan, stop, watch.clone(), recording, |_, _| {});
+        let step_recording = recording.labelled("step", index.to_string());
+        let measured = measure(&step_plan, stop, watch.clone(), &step_recording, |_, _| {});
         let mut step = step_from(index, load, retest, opts, measured.results);
         let interrupted = step.results.as_ref().is_some_and(|r| r.interrupted);
         let died = step.results.as_ref().is_some_and(server_died);

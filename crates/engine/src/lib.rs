@@ -63,6 +63,8 @@ pub struct Progress<'a> {
     /// The last finished seconds' figures (up to a minute, newest last),
     /// for judging rolling windows exactly.
     pub recent: &'a std::collections::VecDeque<Stats>,
+    /// OK and failed so far per request (index = the plan's request).
+    pub by_request: &'a [crate::metrics::RequestCounts],
 }
 
 /// Everything a run measured.
@@ -236,6 +238,7 @@ pub fn run_at(
                     second,
                     total,
                     recent: aggregate.recent(),
+                    by_request: aggregate.by_request(),
                 });
             }
         }

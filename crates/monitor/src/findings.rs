@@ -48,7 +48,7 @@ pub const ACHIEVED_RATE_MIN: f64 = 0.99;
 /// 100 req/s uses 2–8 %; one saturated worker thread, ~100 %.
 pub const GENERATOR_BUSY_PCT: f64 = 50.0;
 
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct Finding {
     /// Stable name: server_cpu, machine_cpu, memory, fds, listen_queue,
     /// server_exited, generator_cpu, late_sends.

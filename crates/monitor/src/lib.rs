@@ -173,7 +173,7 @@ fn sample_loop(
 }
 
 /// Mean and peak of one figure over the run.
-#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct MeanPeak {
     pub mean: f64,
     pub peak: f64,
@@ -194,7 +194,7 @@ impl MeanPeak {
 
 /// Mean and peak of each figure (CPU from the samples after the first,
 /// which only sets the baseline).
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct Summary {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_cpu_pct: Option<MeanPeak>,
@@ -267,7 +267,7 @@ impl Summary {
 }
 
 /// `server` in `results.json`.
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct ServerReport {
     /// What was watched: "pid N", "command `...`", "remote URL", or
     /// "generator only".

@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 use std::ffi::CStr;
 
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct Machine {
     pub hostname: String,
     pub os: String,

@@ -87,7 +87,9 @@ pub struct Follow {
 }
 
 /// The server's main process changed (`server.restarts[]`).
-#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize, PartialEq)]
+#[derive(
+    Clone, Debug, Default, serde::Serialize, serde::Deserialize, PartialEq, schemars::JsonSchema,
+)]
 pub struct Restart {
     /// Sample time (s from the start) at which the new process was found.
     pub t_s: f64,
@@ -470,14 +472,21 @@ impl Sampler {
     /// the child processes that send the load (not the server it may
     /// have started: that tree is the server's).
     fn generator(&mut self, dt: f64) -> ProcessSample {
-        let Ok(stat) = Process::myself().and_then(|p| p.stat()) else {
+        let Ok(me) = Process::myself() else {
             return ProcessSample::default();
         };
+        let Ok(stat) = me.stat() else {
+            return ProcessSample::default();
+        };
+        let mut fds = me.fd_count().unwrap_or(0) as u64;
         let page = procfs::page_size();
         let mut ticks = stat.utime + stat.stime;
         let mut rss = stat.rss * page;
         let mut threads = stat.num_threads.max(0) as u64;
         for child in self.generator_children(stat.pid) {
+            fds += Process::new(child.pid)
+                .and_then(|p| p.fd_count())
+                .unwrap_or(0) as u64;
             ticks += child.utime + child.stime;
             rss += child.rss * page;
             threads += child.num_threads.max(0) as u64;
@@ -492,7 +501,7 @@ impl Sampler {
             cpu_pct: cpu,
             rss_bytes: rss,
             threads,
-            fds: 0,
+            fds,
         }
     }
 

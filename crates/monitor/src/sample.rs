@@ -5,7 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct Sample {
     /// Seconds since the run's start (aligned with the client timeline).
     pub t_s: f64,
@@ -22,7 +22,7 @@ pub struct Sample {
     pub generator: Option<ProcessSample>,
 }
 
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct TreeSample {
     /// The root process still exists.
     pub alive: bool,
@@ -46,14 +46,14 @@ pub struct TreeSample {
     pub per_process: Vec<ProcessSample>,
 }
 
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct FdUse {
     pub pid: i32,
     pub fds: u64,
     pub limit: u64,
 }
 
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct ProcessSample {
     pub pid: i32,
     pub ppid: i32,
@@ -63,7 +63,7 @@ pub struct ProcessSample {
     pub fds: u64,
 }
 
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct MachineSample {
     pub cores: u32,
     pub cpu_user_pct: f64,

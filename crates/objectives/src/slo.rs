@@ -17,7 +17,7 @@
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Metric {
     P50,
@@ -81,7 +81,7 @@ impl Metric {
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub enum Op {
     #[serde(rename = "<")]
     Less,
@@ -114,7 +114,7 @@ impl Op {
 }
 
 /// One bound, e.g. `p90<500ms`; `limit` is in the metric's unit.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Bound {
     pub metric: Metric,
     pub op: Op,
@@ -149,7 +149,7 @@ fn trim(x: f64) -> String {
 }
 
 /// A bound checked against a run.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct BoundCheck {
     /// The bound as written back, e.g. "p90<500ms" or "p95{login}<500ms".
     pub bound: String,
@@ -193,7 +193,7 @@ pub struct SloError {
 }
 
 /// A set of bounds that must all hold.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Slo {
     pub bounds: Vec<Bound>,
 }

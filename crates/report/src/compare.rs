@@ -70,6 +70,8 @@ pub struct Comparison {
     pub names: Vec<String>,
     /// `figures[column][metric]`, in `METRICS` order.
     pub figures: Vec<Vec<Figure>>,
+    /// Each column's load, as [`load_of`] describes it.
+    pub loads: Vec<String>,
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -77,6 +79,36 @@ pub enum Verdict {
     Better,
     Worse,
     Noise,
+    /// The runs had different loads: a p99 from 10 req/s and one from
+    /// 1,000 req/s are not a regression of each other.
+    DifferentLoad,
+}
+
+/// The load a run was measured under, in words: runs compare only when
+/// theirs are the same.
+pub fn load_of(r: &Results) -> String {
+    let c = &r.config;
+    let secs = |s: Option<f64>| s.map_or(String::new(), |s| format!(" for {s:.0} s"));
+    match c.model.as_str() {
+        "open" => format!(
+            "open, {:.1}/s{}",
+            r.target_rate_rps.unwrap_or(0.0),
+            secs(c.planned_duration_s)
+        ),
+        _ => {
+            let mut text = format!("closed, {} users", c.vus.unwrap_or(0));
+            if let Some(i) = c.iterations {
+                text.push_str(&format!(" × {i} iterations"));
+            }
+            if c.ramp_up_s.is_some_and(|r| r > 0.0) {
+                text.push_str(&format!(", ramp-up {:.0} s", c.ramp_up_s.unwrap_or(0.0)));
+            }
+            if c.think_time_s.is_some_and(|t| t > 0.0) {
+                text.push_str(&format!(", think {:.2} s", c.think_time_s.unwrap_or(0.0)));
+            }
+            text + &secs(c.planned_duration_s)
+        }
+    }
 }
 
 /// The 95 % interval of the mean of per-second values, centred on `value`.
@@ -144,6 +176,7 @@ impl Comparison {
     pub fn load(paths: &[impl AsRef<Path>]) -> Result<Comparison, String> {
         let mut names = Vec::new();
         let mut figures = Vec::new();
+        let mut loads = Vec::new();
         for p in paths {
             let p = p.as_ref();
             let text = std::fs::read_to_string(p)
@@ -159,9 +192,10 @@ impl Comparison {
                 let study: StudyReport = serde_json::from_value(value)
                     .map_err(|e| format!("{}: not a study.json: {e}", p.display()))?;
                 for c in &study.configs {
-                    if let Some(f) = config_figures(c) {
+                    if let (Some(f), Some(r)) = (config_figures(c), &c.results) {
                         names.push(format!("{name}: {}", c.label));
                         figures.push(f);
+                        loads.push(load_of(r));
                     }
                 }
             } else {
@@ -173,6 +207,7 @@ impl Comparison {
                 })?;
                 names.push(name);
                 figures.push(run_figures(&r));
+                loads.push(load_of(&r));
             }
         }
         if names.len() < 2 {
@@ -180,11 +215,38 @@ impl Comparison {
                 "compare needs at least two runs (or a study with two configurations)".into(),
             );
         }
-        Ok(Comparison { names, figures })
+        Ok(Comparison {
+            names,
+            figures,
+            loads,
+        })
+    }
+
+    /// Was column `col` measured under the first one's load?
+    pub fn comparable(&self, col: usize) -> bool {
+        self.loads.get(col) == self.loads.first()
+    }
+
+    /// What the reader must know before reading the deltas: the columns
+    /// whose load differs from the first's.
+    pub fn notes(&self) -> Vec<String> {
+        (1..self.names.len())
+            .filter(|&c| !self.comparable(c))
+            .map(|c| {
+                format!(
+                    "{} ran a different load ({}) than {} ({}): its figures are shown, not \
+                     judged — compare runs of the same load",
+                    self.names[c], self.loads[c], self.names[0], self.loads[0]
+                )
+            })
+            .collect()
     }
 
     /// How column `col` compares to the first on metric `m`.
     pub fn verdict(&self, col: usize, m: usize) -> Verdict {
+        if !self.comparable(col) {
+            return Verdict::DifferentLoad;
+        }
         let (a, b) = (&self.figures[0][m], &self.figures[col][m]);
         let base = a.value.abs().max(b.value.abs());
         if base == 0.0 || (b.value - a.value).abs() / base < NOISE_FLOOR {
@@ -241,6 +303,19 @@ impl Comparison {
             rows: Vec::new(),
             left,
         };
+        let mut load = vec!["Load".to_string(), self.loads[0].clone()];
+        for col in 1..self.names.len() {
+            load.push(self.loads[col].clone());
+            load.push(
+                if self.comparable(col) {
+                    "same"
+                } else {
+                    "DIFFERENT"
+                }
+                .into(),
+            );
+        }
+        t.push(load);
         for (m, metric) in METRICS.iter().enumerate() {
             let show = |f: &Figure| match f.spread {
                 Some(s) if s.runs >= 2 => format!("{:.2} ±{:.2}", f.value, (s.high - s.low) / 2.0),
@@ -259,6 +334,7 @@ impl Comparison {
                     Verdict::Noise => "noise",
                     Verdict::Better => "better",
                     Verdict::Worse => "WORSE",
+                    Verdict::DifferentLoad => "not comparable",
                 };
                 row.push(format!("{change} {verdict}"));
             }

@@ -240,8 +240,19 @@ pub fn write_summary(out: &mut dyn Write, r: &Results) -> io::Result<()> {
         )?;
         events.write_text(out)?;
     }
-    if let Some(server) = &r.server {
-        write_server(out, server)?;
+    // The block is the server's: without one watched, the generator's own
+    // figures speak only through the generator-bound verdict below.
+    match &r.server {
+        Some(server) if server.samples.iter().any(|x| x.server.is_some()) => {
+            write_server(out, server)?;
+        }
+        Some(server) if !server.findings.is_empty() => {
+            writeln!(out, "\nFindings (generator and machine):")?;
+            for f in &server.findings {
+                writeln!(out, "  - {}", f.message)?;
+            }
+        }
+        _ => {}
     }
     if r.generator_bound {
         writeln!(out)?;

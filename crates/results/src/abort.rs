@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
 /// `abort` in results.json: which threshold stopped the run, and when.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct AbortRecord {
     pub threshold: String,
     /// The figure over the window, in the threshold's unit.

@@ -10,6 +10,7 @@ pub mod check;
 pub mod events;
 pub mod measure;
 pub mod merge;
+pub mod prometheus;
 pub mod record;
 
 pub use measure::{measure, Measured, Recording};

@@ -4,6 +4,7 @@
 
 use crate::abort::AbortWatch;
 use crate::events::{act, window};
+use crate::prometheus::LiveMetrics;
 use crate::record::{Results, ResultsInput, DEFAULT_BUCKETS_MS};
 use headroom_engine::plan::Plan;
 use headroom_engine::{Progress, StopSignal};
@@ -18,6 +19,19 @@ pub struct Recording {
     pub buckets_ms: Vec<u64>,
     /// The command line that asked for the run, kept in `meta.command`.
     pub command: Vec<String>,
+    /// Live metrics to keep current (`--metrics-listen`, `--metrics-push`),
+    /// and the labels of this run's series (`config`, `step`).
+    pub live: Option<LiveMetrics>,
+    pub live_labels: crate::prometheus::Labels,
+}
+
+impl Recording {
+    /// The same, with the live series labelled `key` = `value` too.
+    pub fn labelled(&self, key: &str, value: String) -> Recording {
+        let mut r = self.clone();
+        r.live_labels.push((key.to_string(), value));
+        r
+    }
 }
 
 impl Default for Recording {
@@ -26,6 +40,8 @@ impl Default for Recording {
         Recording {
             buckets_ms: DEFAULT_BUCKETS_MS.to_vec(),
             command: Vec::new(),
+            live: None,
+            live_labels: Vec::new(),
         }
     }
 }
@@ -104,7 +120,11 @@ pub fn measure_from(
                 stop.stop_because("threshold".into());
             }
         }
-        on_second(&p, monitor.latest().as_ref())
+        let sample = monitor.latest();
+        if let Some(live) = &recording.live {
+            live.second(&recording.live_labels, plan, &p, sample.as_ref());
+        }
+        on_second(&p, sample.as_ref())
     });
     let mut records = acting.finish();
     let mut results = Results::new(ResultsInput {
@@ -136,6 +156,9 @@ pub fn measure_from(
     }
     results.events = records;
     results.abort = aborted;
+    if let Some(live) = &recording.live {
+        live.finish(&recording.live_labels, &results);
+    }
     let t = &outcome.total;
     Measured {
         results,

@@ -20,7 +20,7 @@ use std::time::Duration;
 /// Default response-time distribution bounds, as in Gatling's report.
 pub const DEFAULT_BUCKETS_MS: [u64; 2] = [800, 1200];
 
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct Results {
     pub meta: Meta,
     pub config: RunConfig,
@@ -103,7 +103,7 @@ pub struct Results {
 }
 
 /// `shard` in results.json.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq, schemars::JsonSchema)]
 pub struct ShardInfo {
     /// 1-based, as in `--shard K/N`.
     pub index: u32,
@@ -120,7 +120,7 @@ impl ShardInfo {
 }
 
 /// `start_at` in results.json.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct StartAt {
     /// RFC 3339, UTC, to the millisecond.
     pub at: String,
@@ -130,7 +130,9 @@ pub struct StartAt {
 }
 
 /// `connections` in results.json (see [`ConnectionEvent`]).
-#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(
+    Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, Eq, schemars::JsonSchema,
+)]
 pub struct Connections {
     pub opened: u64,
     /// The server closed a kept-alive connection while it sat idle (its
@@ -158,13 +160,15 @@ impl Connections {
 }
 
 /// `limits_reached` in results.json (see [`LimitReached`]).
-#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(
+    Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, Eq, schemars::JsonSchema,
+)]
 pub struct LimitsReached {
     pub body_capture: u64,
     pub cookie_jar: u64,
 }
 
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct Meta {
     pub headroom_version: String,
     pub command: Vec<String>,
@@ -184,7 +188,7 @@ pub struct Meta {
 }
 
 /// One input of a merge (`meta.shards`).
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct ShardInput {
     pub file: String,
     /// `K/N`.
@@ -197,7 +201,7 @@ pub struct ShardInput {
 }
 
 /// The load as it was run, so results are a reproducible record.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct RunConfig {
     pub url: String,
     /// "closed" or "open".
@@ -222,7 +226,7 @@ pub struct RunConfig {
     pub requests: Vec<RequestConfig>,
 }
 
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct RequestConfig {
     pub name: String,
     pub method: String,
@@ -235,7 +239,7 @@ pub struct RequestConfig {
 
 /// The figures of a set of requests: the JMeter aggregate row, the Gatling
 /// distribution, statuses and errors.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct Summary {
     pub requests: Requests,
     pub throughput_rps: f64,
@@ -250,7 +254,7 @@ pub struct Summary {
     pub errors: BTreeMap<String, u64>,
 }
 
-#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct Requests {
     pub total: u64,
     pub ok: u64,
@@ -261,7 +265,7 @@ pub struct Requests {
     pub error_rate: f64,
 }
 
-#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct LatencySummary {
     pub count: u64,
     pub min: f64,
@@ -300,7 +304,7 @@ impl LatencySummary {
 
 /// One bar of the response-time distribution (OK requests by latency, and
 /// the failed ones), as in Gatling's report.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct Bucket {
     pub label: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -313,7 +317,7 @@ pub struct Bucket {
 
 /// HdrHistogram V2 + DEFLATE, base64, microseconds: merge these, not
 /// percentiles.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct Histograms {
     pub unit: String,
     pub latency: String,
@@ -330,7 +334,7 @@ pub struct Histograms {
 }
 
 /// One request's histograms (`histograms.per_request`).
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct RequestHistograms {
     pub latency: String,
     pub latency_ok: String,

@@ -2,7 +2,8 @@
 //! `RawScenario` → validated [`Scenario`]: the [`Plan`](headroom_engine::plan::Plan) the engine runs,
 //! and the thresholds and capacity settings its runs are held to.
 //!
-//! 1. read the file and expand `${NAME}` / `${NAME:-default}` (`env`);
+//! 1. read the file and expand `${NAME}` / `${NAME:-default}` inside its
+//!    strings (`env`);
 //! 2. deserialize into the `Raw*` types (`raw`), which reject unknown keys
 //!    and wrong types with the file's line and column (and suggest the
 //!    nearest key for a misspelt one);
@@ -23,6 +24,7 @@
 
 pub mod env;
 pub mod errors;
+pub mod lenient;
 mod parse;
 #[cfg(test)]
 mod proptests;
@@ -82,11 +84,14 @@ fn whole_file(path: &Path, message: String) -> ScenarioError {
 }
 
 /// Reads a file of ours (a scenario, a study) and expands `${NAME}` from
-/// the environment; `what` names it in errors ("scenario", "study").
+/// the environment inside its strings; `what` names it in errors
+/// ("scenario", "study").
 pub fn read_expanded(path: &Path, what: &str) -> Result<String, ScenarioError> {
     let source = std::fs::read_to_string(path)
         .map_err(|e| whole_file(path, format!("cannot read the {what}: {e}")))?;
-    env::expand(&source, |name| std::env::var(name).ok()).map_err(|problems| error(path, problems))
+    let format = Format::of(path).unwrap_or(Format::Toml);
+    env::expand_in(&source, format, |name| std::env::var(name).ok())
+        .map_err(|problems| error(path, problems))
 }
 
 /// Reads, expands and parses a scenario file (no validation yet).

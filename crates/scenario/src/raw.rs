@@ -4,6 +4,7 @@
 //! Durations are strings ("500ms", "30s", "2m") checked during validation,
 //! so an error can point at the value.
 
+use crate::lenient;
 use headroom_engine::plan::feeder::{FeederOrder, FeederScope};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -61,13 +62,20 @@ pub struct RawThresholdTable {
     pub bound: String,
     /// Stop the run as soon as the bound is breached over the rolling
     /// window (results are written; exit code 1).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "lenient::opt",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schemars(with = "Option<lenient::Lenient<bool>>")]
     pub abort: Option<bool>,
     /// Do not judge for abort before this long into the run (default 0s).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<lenient::DurationText>")]
     pub delay: Option<String>,
     /// The rolling window an abort is judged on (default 10s, at most 60s).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<lenient::DurationText>")]
     pub window: Option<String>,
 }
 
@@ -103,6 +111,7 @@ pub struct RawEvent {
     /// How long after the event users are watched (default: until the
     /// latency is back within the pre-event p99 for 5 s, at most 60 s).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<lenient::DurationText>")]
     pub window: Option<String>,
 }
 
@@ -119,28 +128,47 @@ pub struct RawCapacity {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub axis: Option<String>,
     /// First load tried (default 10 req/s or 1 user).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "lenient::opt",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schemars(with = "Option<lenient::Lenient<f64>>")]
     pub min: Option<f64>,
     /// Highest load tried (default 100000 req/s or 10000 users).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "lenient::opt",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schemars(with = "Option<lenient::Lenient<f64>>")]
     pub max: Option<f64>,
     /// Factor between loads while growing (default 2).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "lenient::opt",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schemars(with = "Option<lenient::Lenient<f64>>")]
     pub growth: Option<f64>,
     /// Width of the final interval, e.g. "5%" (default).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub precision: Option<String>,
     /// Length of each measured step (default 30s).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<lenient::DurationText>")]
     pub step_duration: Option<String>,
     /// Load before each step, not counted (default 5s).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<lenient::DurationText>")]
     pub warmup: Option<String>,
     /// Pause between steps for the server to drain (default 5s).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<lenient::DurationText>")]
     pub pause: Option<String>,
     /// Bound on the whole search (default 30m).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<lenient::DurationText>")]
     pub max_time: Option<String>,
 }
 
@@ -163,42 +191,82 @@ pub struct RawLoad {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<Model>,
     /// Closed: number of virtual users.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "lenient::opt",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schemars(with = "Option<lenient::Lenient<u32>>")]
     pub vus: Option<u32>,
     /// Closed: start users evenly over this time.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<lenient::DurationText>")]
     pub ramp_up: Option<String>,
     /// How long to apply load.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<lenient::DurationText>")]
     pub duration: Option<String>,
     /// Closed: iterations per user.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "lenient::opt",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schemars(with = "Option<lenient::Lenient<u64>>")]
     pub iterations: Option<u64>,
     /// Closed: pause after each iteration.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<lenient::DurationText>")]
     pub think_time: Option<String>,
     /// Open: arrivals (requests or session starts) per second.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "lenient::opt",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schemars(with = "Option<lenient::Lenient<f64>>")]
     pub rate: Option<f64>,
     /// Open: stages of held or ramped rates.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stages: Option<Vec<RawStage>>,
     /// Open: this many users arrive evenly over `over` (Gatling rampUsers).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "lenient::opt",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schemars(with = "Option<lenient::Lenient<u64>>")]
     pub users: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<lenient::DurationText>")]
     pub over: Option<String>,
     /// Open: users arriving per second for `duration` (Gatling constantUsersPerSec).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "lenient::opt",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schemars(with = "Option<lenient::Lenient<f64>>")]
     pub users_per_second: Option<f64>,
     /// Open: most connections (sessions in progress) at once.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "lenient::opt",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schemars(with = "Option<lenient::Lenient<u32>>")]
     pub max_connections: Option<u32>,
     /// Stop after this many requests in all.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "lenient::opt",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schemars(with = "Option<lenient::Lenient<u64>>")]
     pub max_requests: Option<u64>,
     /// After the load ends, how long in-flight requests may finish.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<lenient::DurationText>")]
     pub graceful_stop: Option<String>,
 }
 
@@ -207,12 +275,28 @@ pub struct RawLoad {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawStage {
+    #[schemars(with = "lenient::DurationText")]
     pub duration: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "lenient::opt",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schemars(with = "Option<lenient::Lenient<f64>>")]
     pub rate: Option<f64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "lenient::opt",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schemars(with = "Option<lenient::Lenient<f64>>")]
     pub from: Option<f64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "lenient::opt",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schemars(with = "Option<lenient::Lenient<f64>>")]
     pub to: Option<f64>,
 }
 
@@ -220,21 +304,38 @@ pub struct RawStage {
 #[serde(deny_unknown_fields)]
 pub struct RawHttp {
     /// Reuse connections (default true).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "lenient::opt",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schemars(with = "Option<lenient::Lenient<bool>>")]
     pub keep_alive: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<lenient::DurationText>")]
     pub connect_timeout: Option<String>,
     /// Default request timeout (60s).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<lenient::DurationText>")]
     pub timeout: Option<String>,
     /// A cookie jar per user (default true).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "lenient::opt",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schemars(with = "Option<lenient::Lenient<bool>>")]
     pub cookies: Option<bool>,
     /// Headers sent with every request.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub headers: Option<BTreeMap<String, String>>,
     /// Generator threads (default: the CPUs available).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "lenient::opt",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schemars(with = "Option<lenient::Lenient<usize>>")]
     pub threads: Option<usize>,
     /// When a reused keep-alive connection turns out closed by the server
     /// before the request reached it, send the request once more on a new
@@ -262,7 +363,12 @@ pub struct RawTls {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_name: Option<String>,
     /// Skip certificate verification (default false).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "lenient::opt",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schemars(with = "Option<lenient::Lenient<bool>>")]
     pub insecure: Option<bool>,
 }
 
@@ -323,9 +429,15 @@ pub struct RawRequest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub json: Option<serde_json::Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<lenient::DurationText>")]
     pub timeout: Option<String>,
     /// Share of the mix (default 1).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "lenient::opt",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schemars(with = "Option<lenient::Lenient<u32>>")]
     pub weight: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expect: Option<RawExpect>,
@@ -356,9 +468,19 @@ pub struct RawCheck {
     pub header: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub equals: Option<serde_json::Value>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "lenient::opt",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schemars(with = "Option<lenient::Lenient<bool>>")]
     pub exists: Option<bool>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "lenient::opt",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schemars(with = "Option<lenient::Lenient<bool>>")]
     pub present: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub response_time_under: Option<String>,
@@ -374,7 +496,12 @@ pub struct RawExtract {
     pub json_path: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub regex: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "lenient::opt",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schemars(with = "Option<lenient::Lenient<usize>>")]
     pub group: Option<usize>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub header: Option<String>,
@@ -387,7 +514,12 @@ pub struct RawExtract {
 pub struct RawSession {
     pub name: String,
     /// Share of iterations (default 1).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "lenient::opt",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schemars(with = "Option<lenient::Lenient<u32>>")]
     pub weight: Option<u32>,
     pub steps: Vec<RawStep>,
 }
@@ -401,8 +533,14 @@ pub struct RawStep {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub request: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<lenient::DurationText>")]
     pub think: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "lenient::opt",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schemars(with = "Option<lenient::Lenient<u32>>")]
     pub repeat: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub steps: Option<Vec<RawStep>>,
@@ -415,7 +553,12 @@ pub struct RawStep {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawBranch {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "lenient::opt",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schemars(with = "Option<lenient::Lenient<u32>>")]
     pub weight: Option<u32>,
     pub steps: Vec<RawStep>,
 }

@@ -65,6 +65,7 @@ pub struct RawServer {
     pub ready: Option<String>,
     /// How long the server may take to become ready (default 30s).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<headroom_scenario::lenient::DurationText>")]
     pub ready_timeout: Option<String>,
     /// Working directory, relative to the study file (default: the study
     /// file's folder).
@@ -77,6 +78,7 @@ pub struct RawServer {
     pub stop_signal: Option<String>,
     /// Then SIGKILL after this long (default 10s).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<headroom_scenario::lenient::DurationText>")]
     pub stop_grace: Option<String>,
     /// The file the server writes its main process id to (relative to
     /// `dir`): the monitor re-reads it when that process exits, to follow
@@ -100,12 +102,19 @@ pub struct RawServer {
 pub struct RawMeasure {
     /// Load before measuring, not counted (default 0s).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<headroom_scenario::lenient::DurationText>")]
     pub warmup: Option<String>,
     /// Replaces the scenario's duration for each measured run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<headroom_scenario::lenient::DurationText>")]
     pub duration: Option<String>,
     /// Runs per configuration, interleaved across configurations (default 1).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "headroom_scenario::lenient::opt",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schemars(with = "Option<headroom_scenario::lenient::Lenient<u32>>")]
     pub repeat: Option<u32>,
     /// "throughput" (default), "p50", "p90", "p95", "p99" or "mean" (lowest),
     /// "capacity", or "max_gap" (least downtime around events).
@@ -116,6 +125,7 @@ pub struct RawMeasure {
     pub error_budget: Option<String>,
     /// Pause between configurations (default 1s).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<headroom_scenario::lenient::DurationText>")]
     pub pause: Option<String>,
 }
 

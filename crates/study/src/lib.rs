@@ -225,6 +225,9 @@ fn run_config(
     stop: &StopSignal,
 ) -> RunRecord {
     let server = &study.servers[config.server];
+    let recording = opts
+        .recording
+        .labelled("config", label(&server.name, &config.params));
     let mut record = RunRecord {
         round,
         status: String::new(),
@@ -330,7 +333,7 @@ fn run_config(
     };
     if study.objective == file::Objective::Capacity {
         let settings = scenario.capacity.overlay(&study.capacity);
-        capacity_search(plan, &settings, &watch, opts, stop, &mut record);
+        capacity_search(plan, &settings, &watch, &recording, stop, &mut record);
         if record.status != "ok" {
             record.stderr_tail = Some(process.stderr_tail(20));
         }
@@ -359,7 +362,7 @@ fn run_config(
             &measured_plan,
             stop,
             watch,
-            &opts.recording,
+            &recording,
             &during,
             start,
             |_, _| {},
@@ -401,7 +404,7 @@ fn capacity_search(
     plan: &Plan,
     settings: &headroom_objectives::capacity::Settings,
     watch: &MonitorConfig,
-    opts: &StudyOptions,
+    recording: &Recording,
     stop: &StopSignal,
     record: &mut RunRecord,
 ) {
@@ -413,7 +416,7 @@ fn capacity_search(
             return;
         }
     };
-    let report = headroom_capacity::run(plan, &options, watch, stop, &opts.recording, |_| {});
+    let report = headroom_capacity::run(plan, &options, watch, stop, recording, |_| {});
     record.results = report.capacity.and_then(|cap| {
         report
             .steps

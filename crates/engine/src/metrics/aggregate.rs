@@ -2,12 +2,12 @@
 //! as they complete; the aggregate adds them into the run total at once and
 //! turns each second into a [`TimelinePoint`] once every worker has passed it.
 
-use super::{histogram, Interval, Stats};
+use super::{histogram, Interval, RequestCounts, Stats};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// One second of the run, all workers together.
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct TimelinePoint {
     /// Seconds since the start at the end of this interval (1 = first second).
     pub t_s: u32,
@@ -81,6 +81,8 @@ pub struct Aggregate {
     latency_intervals: Vec<String>,
     /// The last finished seconds' stats (newest last), for rolling windows.
     recent: std::collections::VecDeque<Stats>,
+    /// OK and failed so far per request, as intervals arrive.
+    by_request: Vec<RequestCounts>,
 }
 
 /// How many finished seconds [`Aggregate::recent`] keeps.
@@ -96,12 +98,17 @@ impl Aggregate {
             timeline: Vec::new(),
             latency_intervals: Vec::new(),
             recent: std::collections::VecDeque::new(),
+            by_request: vec![RequestCounts::default(); request_count],
         }
     }
 
     pub fn add_intervals(&mut self, intervals: Vec<Interval>) {
         for i in intervals {
             self.total += &i.stats;
+            for (into, c) in self.by_request.iter_mut().zip(&i.by_request) {
+                into.ok += c.ok;
+                into.failed += c.failed;
+            }
             let m = self.pending.entry(i.index).or_default();
             m.stats += &i.stats;
             m.active_peak += i.active_peak;
@@ -139,6 +146,11 @@ impl Aggregate {
             }
             self.recent.push_back(m.stats);
         }
+    }
+
+    /// OK and failed so far per request (index = the plan's request).
+    pub fn by_request(&self) -> &[RequestCounts] {
+        &self.by_request
     }
 
     /// The last finished seconds' stats, newest last.

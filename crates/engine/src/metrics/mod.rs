@@ -16,7 +16,7 @@ pub mod histogram;
 mod recorder;
 pub mod trace;
 
-pub use recorder::{Interval, Outcome, Recorder, WorkerReport};
+pub use recorder::{Interval, Outcome, Recorder, RequestCounts, WorkerReport};
 
 use hdrhistogram::Histogram;
 use std::ops::AddAssign;

@@ -18,11 +18,21 @@ pub struct Outcome {
     pub failed_check: Option<u32>,
 }
 
+/// OK and failed requests of one request name.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RequestCounts {
+    pub ok: u64,
+    pub failed: u64,
+}
+
 /// One second of one worker's recordings. `index` 0 is [start, start+1s).
 #[derive(Debug)]
 pub struct Interval {
     pub index: u32,
     pub stats: Stats,
+    /// OK and failed requests per request (index = the plan's request),
+    /// for live per-request counters; grows on first use.
+    pub by_request: Vec<RequestCounts>,
     /// Most users active (closed) or requests in flight (open) at once.
     pub active_peak: u32,
     pub in_flight_peak: u32,
@@ -33,6 +43,7 @@ impl Interval {
         Interval {
             index,
             stats: Stats::new(),
+            by_request: Vec::new(),
             active_peak: active,
             in_flight_peak: in_flight,
         }
@@ -180,6 +191,14 @@ impl Recorder {
             trace.record(self.start, done, latency, outcome.error);
         }
         record_into(&mut self.current.stats, latency, service, lag, outcome);
+        let by_request = &mut self.current.by_request;
+        if by_request.len() <= request {
+            by_request.resize(request + 1, RequestCounts::default());
+        }
+        match outcome.error {
+            None => by_request[request].ok += 1,
+            Some(_) => by_request[request].failed += 1,
+        }
         record_into(
             &mut self.per_request[request],
             latency,

@@ -10,8 +10,9 @@ use std::time::Duration;
 #[derive(Args, Debug, Clone)]
 pub struct RunArgs {
     /// Scenario file (.toml, .yaml): requests, sessions, feeders, checks,
-    /// load. Flags given here override the file.
-    #[arg(value_name = "SCENARIO", required_unless_present = "url")]
+    /// load — or a URL to load without one, as wrk and oha take it
+    /// (`headroom run http://127.0.0.1:8080/`). Flags override the file.
+    #[arg(value_name = "SCENARIO|URL", required_unless_present = "url")]
     pub scenario: Option<std::path::PathBuf>,
 
     /// URL to load without a scenario file, e.g. http://127.0.0.1:8080/hello
@@ -81,7 +82,7 @@ pub struct RunArgs {
     pub graceful_stop: Option<Duration>,
 
     /// HTTP method (one-liner) [default: GET].
-    #[arg(short = 'm', long, conflicts_with = "scenario")]
+    #[arg(short = 'm', long)]
     pub method: Option<String>,
 
     /// Extra request header, "Name: value" (repeatable).
@@ -89,12 +90,12 @@ pub struct RunArgs {
     pub headers: Vec<(String, String)>,
 
     /// Request body (one-liner).
-    #[arg(long, value_name = "TEXT", conflicts_with = "scenario")]
+    #[arg(long, value_name = "TEXT")]
     pub body: Option<String>,
 
     /// Statuses that count as OK, e.g. 200,404 (one-liner) [default:
     /// anything below 400].
-    #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = parse_status, conflicts_with = "scenario")]
+    #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = parse_status)]
     pub expect_status: Option<Vec<u16>>,
 
     /// Skip TLS certificate verification (as curl -k). A warning is printed
@@ -144,12 +145,22 @@ pub struct RunArgs {
     #[arg(short = 'o', long, value_name = "FILE")]
     pub out: Option<std::path::PathBuf>,
 
-    /// Print no summary (results file only).
+    /// Print nothing but errors (no progress, no summary, no list of the
+    /// files written).
     #[arg(short = 'q', long)]
     pub quiet: bool,
 
+    /// Progress while the load runs: auto (a live line on a terminal, a
+    /// plain line every 10 s otherwise, so CI logs show a heartbeat),
+    /// always (the plain line every 10 s, even on a terminal), never.
+    #[arg(long, value_enum, default_value_t = ProgressFlag::Auto)]
+    pub progress: ProgressFlag,
+
     #[command(flatten)]
     pub reports: ReportArgs,
+
+    #[command(flatten)]
+    pub metrics: MetricsArgs,
 
     /// Pass/fail bound, e.g. 'p95<500ms' or 'errors<1%', or for one request
     /// 'p95{login}<300ms' (repeatable; also `[thresholds]` in the scenario).
@@ -549,6 +560,8 @@ pub struct StudyArgs {
     pub fresh: bool,
     #[command(flatten)]
     pub reports: ReportArgs,
+    #[command(flatten)]
+    pub metrics: MetricsArgs,
     /// Bounds of the response-time distribution in ms.
     #[arg(
         long,
@@ -758,4 +771,63 @@ mod tests {
         }
         assert_eq!(parse_status("404").unwrap(), 404);
     }
+}
+
+/// Which file's JSON Schema `headroom schema` prints.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SchemaKind {
+    /// Scenario files (`headroom run`, `capacity`).
+    #[default]
+    Scenario,
+    /// Study files (`headroom study`).
+    Study,
+    /// results.json (`--out`).
+    Results,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct SchemaArgs {
+    /// scenario, study or results.
+    #[arg(value_enum, default_value_t = SchemaKind::Scenario)]
+    pub which: SchemaKind,
+}
+
+/// `--progress`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ProgressFlag {
+    #[default]
+    Auto,
+    Always,
+    Never,
+}
+
+impl From<ProgressFlag> for headroom_report::live::ProgressMode {
+    fn from(f: ProgressFlag) -> Self {
+        use headroom_report::live::ProgressMode;
+        match f {
+            ProgressFlag::Auto => ProgressMode::Auto,
+            ProgressFlag::Always => ProgressMode::Always,
+            ProgressFlag::Never => ProgressMode::Never,
+        }
+    }
+}
+
+/// Live metrics for Prometheus (`run`, `capacity`, `study`).
+#[derive(Args, Debug, Clone, Default)]
+pub struct MetricsArgs {
+    /// Serve live metrics at http://ADDR/metrics while the load runs
+    /// (OpenMetrics text for a Prometheus scrape), e.g. 127.0.0.1:9464.
+    #[arg(long, value_name = "ADDR")]
+    pub metrics_listen: Option<std::net::SocketAddr>,
+
+    /// Send the live metrics every 5 s and at the end with Prometheus
+    /// remote write (protobuf + snappy) to URL, e.g.
+    /// http://127.0.0.1:9090/api/v1/write: for runs that end before a scrape.
+    #[arg(long, value_name = "URL")]
+    pub metrics_push: Option<String>,
+
+    /// After the load, keep --metrics-listen up until it has been scraped
+    /// once more (at most this long), so the final figures are collected.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "0s")]
+    pub metrics_linger: Duration,
 }

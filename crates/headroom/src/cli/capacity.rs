@@ -13,6 +13,26 @@ use headroom_objectives::capacity::{Axis, Settings};
 use headroom_report::capacity_table;
 use std::io::Write;
 
+/// `run`'s flags that a capacity search sets itself or has no use for:
+/// refused when given, and left out of `capacity --help` (by clap id).
+pub const NOT_FOR_CAPACITY: &[&str] = &[
+    "rate",
+    "stages",
+    "duration",
+    "requests",
+    "iterations",
+    "vus",
+    "ramp_up",
+    "thresholds",
+    "junit",
+    "csv",
+    "hdr_log",
+    "events",
+    "abort_on",
+    "abort_delay",
+    "abort_window",
+];
+
 fn check_flags(args: &CapacityArgs) -> anyhow::Result<()> {
     let r = &args.run;
     for (set, flag) in [
@@ -27,6 +47,10 @@ fn check_flags(args: &CapacityArgs) -> anyhow::Result<()> {
         (r.junit.is_some(), "--junit"),
         (r.csv.is_some(), "--csv"),
         (r.hdr_log.is_some(), "--hdr-log"),
+        (!r.events.is_empty(), "--event"),
+        (!r.abort_on.is_empty(), "--abort-on"),
+        (r.abort_delay.is_some(), "--abort-delay"),
+        (r.abort_window.is_some(), "--abort-window"),
     ] {
         if set {
             bail!(
@@ -89,7 +113,9 @@ pub fn capacity(args: CapacityArgs) -> anyhow::Result<i32> {
         Ok(())
     };
     let mut save_error = None;
-    let record = recording(&args.run.buckets, &args.run.secret_header);
+    let exporter = super::metrics::Exporter::start(&args.run.metrics)?;
+    let mut record = recording(&args.run.buckets, &args.run.secret_header);
+    record.live = exporter.as_ref().map(|e| e.metrics.clone());
     let report = headroom_capacity::run(plan, &opts, &watch.config, &stop, &record, |e| {
         match e {
             Event::Snapshot(so_far) => {
@@ -142,6 +168,7 @@ pub fn capacity(args: CapacityArgs) -> anyhow::Result<i32> {
         let _ = std::io::stdout().flush();
     });
     drop(watch.server);
+    super::study::finish_metrics(exporter);
     save(&report)?;
     if let Some(e) = save_error {
         eprintln!("warning: a snapshot of the search could not be written: {e:#}");

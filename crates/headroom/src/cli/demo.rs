@@ -61,7 +61,14 @@ pub fn demo(args: DemoArgs) -> anyhow::Result<i32> {
     let study = headroom_study::file::load(&path)?;
     let keep = args.out.is_some();
     let out = args.out.unwrap_or_else(|| dir.path().join("results"));
-    let code = run_study(&study, out, true, &DEFAULT_BUCKETS_MS, &args.reports)?;
+    let code = run_study(
+        &study,
+        out,
+        true,
+        &DEFAULT_BUCKETS_MS,
+        &args.reports,
+        &Default::default(),
+    )?;
     if !keep {
         println!("(the demo's results were in a temporary folder: pass --out DIR to keep them)");
     }

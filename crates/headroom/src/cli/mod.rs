@@ -10,6 +10,7 @@ mod capacity;
 mod demo;
 mod k8s;
 mod merge;
+mod metrics;
 mod outputs;
 mod processes;
 mod report;
@@ -82,15 +83,31 @@ enum Command {
     /// Run a plan's shards on Kubernetes: write an Indexed Job's manifests,
     /// or (`collect JOB`) gather and merge its pods' results.
     K8s(Box<K8sArgs>),
-    /// Print the JSON Schema of scenario files (for editors).
-    Schema,
+    /// Print the JSON Schema of scenario files (default), study files or
+    /// results files, for editors and validators.
+    Schema(args::SchemaArgs),
     /// Watch a server process on its host and serve the samples to
     /// `headroom run --monitor-url`.
     Monitor(MonitorArgs),
 }
 
+/// The command line's grammar, with `capacity --help` showing only the
+/// flags that apply to a search.
+fn command() -> clap::Command {
+    use clap::CommandFactory;
+    Cli::command().mut_subcommand("capacity", |c| {
+        capacity::NOT_FOR_CAPACITY
+            .iter()
+            .fold(c, |c, id| c.mut_arg(*id, |a| a.hide(true)))
+    })
+}
+
 pub fn main() -> i32 {
-    let cli = match Cli::try_parse() {
+    use clap::FromArgMatches;
+    let parsed = command()
+        .try_get_matches()
+        .and_then(|m| Cli::from_arg_matches(&m));
+    let cli = match parsed {
         Ok(cli) => cli,
         Err(e) => {
             let code = if e.use_stderr() { EXIT_ERROR } else { EXIT_OK };
@@ -111,7 +128,7 @@ pub fn main() -> i32 {
         Command::Compare(args) => report::compare(args),
         Command::Merge(args) => merge::merge(args),
         Command::K8s(args) => k8s::k8s(*args),
-        Command::Schema => schema(),
+        Command::Schema(args) => schema(args),
         Command::Monitor(args) => monitor(args),
     };
     match result {
@@ -156,8 +173,17 @@ fn monitor(args: MonitorArgs) -> anyhow::Result<i32> {
     Ok(EXIT_OK)
 }
 
-fn schema() -> anyhow::Result<i32> {
-    let schema = headroom_scenario::raw::json_schema();
+fn schema(args: args::SchemaArgs) -> anyhow::Result<i32> {
+    use args::SchemaKind;
+    let schema = match args.which {
+        SchemaKind::Scenario => headroom_scenario::raw::json_schema(),
+        SchemaKind::Study => {
+            serde_json::to_value(schemars::schema_for!(headroom_study::file::RawStudy))?
+        }
+        SchemaKind::Results => {
+            serde_json::to_value(schemars::schema_for!(headroom_results::Results))?
+        }
+    };
     println!("{}", serde_json::to_string_pretty(&schema)?);
     Ok(EXIT_OK)
 }
@@ -197,5 +223,6 @@ pub fn recording(buckets_ms: &[u64], secret_headers: &[String]) -> Recording {
     Recording {
         buckets_ms: buckets_ms.to_vec(),
         command: headroom_http::redact::command(&args, secret_headers),
+        ..Recording::default()
     }
 }

@@ -4,7 +4,7 @@
 //! `k8s collect`, so a merged run is written exactly as a single one.
 
 use super::args::RunArgs;
-use super::report::write_file;
+use super::report::write_silently;
 use super::{exit_interrupted, EXIT_ERROR, EXIT_OK, EXIT_THRESHOLDS};
 use anyhow::Context;
 use headroom_objectives::slo::Slo;
@@ -24,7 +24,9 @@ pub struct Outputs<'args> {
     pub hdr_log: Option<&'args Path>,
     pub junit: Option<&'args Path>,
     pub markdown: bool,
+    /// Nothing but errors.
     pub quiet: bool,
+    pub progress: headroom_report::live::ProgressMode,
     /// Flags' thresholds (the plan's own are added).
     pub thresholds: Slo,
 }
@@ -57,6 +59,7 @@ impl<'args> Outputs<'args> {
             junit: args.junit.as_deref(),
             markdown: args.reports.markdown,
             quiet: args.quiet,
+            progress: args.progress.into(),
             thresholds: Slo {
                 // An --abort-on bound is a threshold too.
                 bounds: args
@@ -97,6 +100,9 @@ pub fn finish(
     } else {
         Box::new(std::io::stdout().lock())
     };
+    // The files first, silently; the summary; then the lines naming the
+    // files, so the figures are not scrolled away by them.
+    let mut written = Vec::new();
     if let Some(path) = outputs.out {
         let json = serde_json::to_string_pretty(&results)? + "\n";
         if json_to_stdout {
@@ -107,15 +113,20 @@ pub fn finish(
         } else {
             headroom_results::write_replacing(path, json.as_bytes())
                 .with_context(|| format!("cannot write results to {}", path.display()))?;
+            written.push(format!("results written to {}", path.display()));
         }
     }
     if let Some(path) = outputs.html {
-        write_file(path, "HTML report", html::run_report(&results).as_bytes())?;
+        written.push(write_silently(
+            path,
+            "HTML report",
+            html::run_report(&results).as_bytes(),
+        )?);
     }
     if let Some(dir) = outputs.csv {
         headroom_report::csv::write_run(dir, &results)
             .with_context(|| format!("cannot write CSV files into {}", dir.display()))?;
-        writeln!(people, "CSV files written to {}", dir.display())?;
+        written.push(format!("CSV files written to {}", dir.display()));
     }
     if let Some(path) = outputs.hdr_log {
         let started_at = results
@@ -125,7 +136,7 @@ pub fn finish(
                 std::time::UNIX_EPOCH + Duration::from_millis(ms)
             });
         let log = headroom_report::hdrlog::interval_log(latency_intervals, started_at)?;
-        write_file(path, "HdrHistogram interval log", &log)?;
+        written.push(write_silently(path, "HdrHistogram interval log", &log)?);
     }
     if let Some(path) = outputs.junit {
         let xml = headroom_report::thresholds::junit_xml(
@@ -133,7 +144,7 @@ pub fn finish(
             &results.thresholds,
             results.duration_s,
         );
-        write_file(path, "JUnit XML", xml.as_bytes())?;
+        written.push(write_silently(path, "JUnit XML", xml.as_bytes())?);
     }
     if outputs.markdown {
         write!(people, "{}", super::report::run_markdown(&results))?;
@@ -151,8 +162,11 @@ pub fn finish(
                 )?;
             }
         }
-        if let Some(path) = outputs.out.filter(|p| !is_stdout(p)) {
-            writeln!(stdout, "\nresults written to {}", path.display())?;
+        if !written.is_empty() {
+            writeln!(stdout)?;
+        }
+        for line in &written {
+            writeln!(stdout, "{line}")?;
         }
     }
     people.flush()?;

@@ -47,6 +47,11 @@ const PARENT_ONLY: &[(&str, Option<char>, bool)] = &[
     ("--monitor-token", None, true),
     ("--monitor-interval", None, true),
     ("--monitor-ready-timeout", None, true),
+    // One endpoint and one stream for the whole run: the merged figures.
+    ("--metrics-listen", None, true),
+    ("--metrics-push", None, true),
+    ("--metrics-linger", None, true),
+    ("--progress", None, true),
 ];
 
 /// The command line after `run`, without the parent-only flags (in any of
@@ -225,6 +230,11 @@ pub fn run(args: &RunCmdArgs, processes: u32) -> anyhow::Result<i32> {
         results.interrupted = true;
     }
     let intervals = results.histograms.per_second.clone();
+    // The children measure; the parent publishes the merged figures.
+    if let Some(exporter) = super::metrics::Exporter::start(&run_args.metrics)? {
+        exporter.metrics.finish(&Vec::new(), &results);
+        super::study::finish_metrics(Some(exporter));
+    }
     finish(results, &scenario.thresholds, &outputs, &intervals)
 }
 

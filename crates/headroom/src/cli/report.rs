@@ -12,10 +12,16 @@ use headroom_study::StudyReport;
 use std::path::Path;
 
 pub fn write_file(path: &Path, what: &str, bytes: &[u8]) -> anyhow::Result<()> {
+    println!("{}", write_silently(path, what, bytes)?);
+    Ok(())
+}
+
+/// Writes `bytes` to `path`; returns the line that says so, for the
+/// caller to print after its summary.
+pub fn write_silently(path: &Path, what: &str, bytes: &[u8]) -> anyhow::Result<String> {
     headroom_results::write_replacing(path, bytes)
         .with_context(|| format!("cannot write the {what} to {}", path.display()))?;
-    println!("{what} written to {}", path.display());
-    Ok(())
+    Ok(format!("{what} written to {}", path.display()))
 }
 
 /// Checks, before any load is sent, that `path` can be written (`flag`
@@ -153,6 +159,9 @@ pub fn compare(args: CompareArgs) -> anyhow::Result<i32> {
             cmp.names[0]
         )?;
         table.write_text(&mut out)?;
+    }
+    for note in cmp.notes() {
+        println!("note: {note}");
     }
     if let Some(p) = &args.reports.html {
         write_file(p, "HTML report", html::compare_report(&cmp).as_bytes())?;

@@ -15,7 +15,7 @@ use headroom_monitor::remote::RemoteSource;
 use headroom_monitor::{Follow, MonitorConfig};
 use headroom_objectives::abort::AbortRule;
 use headroom_objectives::slo::Slo;
-use headroom_report::live::Live;
+use headroom_report::live::{Live, ProgressMode};
 use headroom_results::measure::{measure_from, During, Recording};
 use headroom_results::record::StartAt;
 use headroom_scenario::raw::{
@@ -284,8 +284,33 @@ fn check_event_targets(plan: &Plan, watch: &Watch) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The positional argument is a URL (`headroom run http://…`, as wrk and
+/// oha take it) or a scenario file.
+fn positional_url(args: &RunArgs) -> Option<String> {
+    let text = args.scenario.as_ref()?.to_str()?;
+    (text.starts_with("http://") || text.starts_with("https://")).then(|| text.to_string())
+}
+
 fn file_or_one_liner(args: &RunArgs) -> anyhow::Result<Scenario> {
-    match (&args.scenario, &args.url) {
+    let url = positional_url(args).or_else(|| args.url.clone());
+    let file = args
+        .scenario
+        .as_ref()
+        .filter(|_| positional_url(args).is_none());
+    if file.is_some() {
+        for (set, flag) in [
+            (args.method.is_some(), "--method"),
+            (args.body.is_some(), "--body"),
+            (args.expect_status.is_some(), "--expect-status"),
+        ] {
+            if set {
+                bail!("{flag} is for a URL without a scenario file; the file says the requests");
+            }
+        }
+    } else if args.base_url.is_some() {
+        bail!("--base-url goes with a scenario file; give the URL itself");
+    }
+    match (file, &url) {
         (Some(path), _) => {
             let mut file = headroom_scenario::read(path)?;
             apply_flags(&mut file.raw, args);
@@ -457,7 +482,12 @@ pub fn execute(
         }
         None => headroom_engine::start_soon(),
     };
-    let live = Live::new(plan.load_duration());
+    let mode = if outputs.quiet {
+        ProgressMode::Never
+    } else {
+        outputs.progress
+    };
+    let live = Live::new(plan.load_duration(), mode);
     let during = During {
         aborts: scenario.aborts.clone(),
         // Commands go with the server headroom started, so whatever they
@@ -520,15 +550,19 @@ pub fn run(args: RunCmdArgs) -> anyhow::Result<i32> {
     install_interrupt(&stop)?;
     let watch = watch_from_args(&args, &scenario.plan)?;
     check_event_targets(&scenario.plan, &watch)?;
-    let recording = recording(&args.buckets, &args.secret_header);
-    execute(
+    let exporter = super::metrics::Exporter::start(&args.metrics)?;
+    let mut recording = recording(&args.buckets, &args.secret_header);
+    recording.live = exporter.as_ref().map(|e| e.metrics.clone());
+    let code = execute(
         &scenario,
         &stop,
         watch,
         &recording,
         &outputs,
         scale.start_at,
-    )
+    );
+    super::study::finish_metrics(exporter);
+    code
 }
 
 /// Bounds that name a request (`p95{login}<500ms`) must name one of the

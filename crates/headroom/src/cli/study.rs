@@ -22,7 +22,14 @@ pub fn study(args: StudyArgs) -> anyhow::Result<i32> {
             .unwrap_or("study");
         args.study.with_file_name(format!("{stem}-results"))
     });
-    run_study(&loaded, out_dir, args.fresh, &args.buckets, &args.reports)
+    run_study(
+        &loaded,
+        out_dir,
+        args.fresh,
+        &args.buckets,
+        &args.reports,
+        &args.metrics,
+    )
 }
 
 pub fn run_study(
@@ -31,6 +38,7 @@ pub fn run_study(
     fresh: bool,
     buckets_ms: &[u64],
     reports: &super::args::ReportArgs,
+    metrics: &super::args::MetricsArgs,
 ) -> anyhow::Result<i32> {
     super::report::check_writable_dir(&out_dir, "--out")?;
     if let Some(html) = &reports.html {
@@ -38,10 +46,13 @@ pub fn run_study(
     }
     let stop = StopSignal::new();
     install_interrupt(&stop)?;
+    let exporter = super::metrics::Exporter::start(metrics)?;
+    let mut recording = recording(buckets_ms, &[]);
+    recording.live = exporter.as_ref().map(|e| e.metrics.clone());
     let opts = StudyOptions {
         out_dir: out_dir.clone(),
         fresh,
-        recording: recording(buckets_ms, &[]),
+        recording,
     };
     println!(
         "headroom study: {} configurations × {} run(s); results in {}",
@@ -88,6 +99,7 @@ pub fn run_study(
         }
     })
     .with_context(|| format!("cannot write the study's results in {}", out_dir.display()))?;
+    finish_metrics(exporter);
     if let Some(e) = csv_error {
         return Err(e).with_context(|| format!("cannot write study.csv in {}", out_dir.display()));
     }
@@ -116,4 +128,12 @@ pub fn run_study(
     } else {
         EXIT_OK
     })
+}
+
+/// The live metrics' last push and scrape; a failure is a warning — the
+/// measured results are already written.
+pub fn finish_metrics(exporter: Option<super::metrics::Exporter>) {
+    if let Some(Err(e)) = exporter.map(|e| e.finish()) {
+        eprintln!("headroom: warning: {e:#}");
+    }
 }

@@ -162,3 +162,138 @@ fn sigint_mid_run_writes_valid_results() {
 fn sigterm_mid_run_writes_valid_results() {
     interrupt_mid_run(libc::SIGTERM);
 }
+
+/// The habits users bring from wrk, oha and k6: the URL first, a heartbeat
+/// in CI logs, `-q` for nothing but errors, the summary before the list of
+/// files, and a `capacity --help` without the flags a search sets itself.
+#[test]
+fn the_cli_habits_of_wrk_oha_and_k6() {
+    let target = crate::common::Target::start(1, 2);
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("r.json");
+    let html = dir.path().join("r.html");
+    // Positional URL, with one-liner flags.
+    let (code, stdout, stderr) = headroom(&[
+        "run",
+        &target.url("/hello"),
+        "-n",
+        "30",
+        "-c",
+        "2",
+        "-m",
+        "GET",
+        "--out",
+        out.to_str().unwrap(),
+        "--html",
+        html.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    let results: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    assert_eq!(results["requests"]["total"], 30);
+    // The summary first, the files after it; no server block without a server.
+    let summary = stdout
+        .find("Response time distribution")
+        .expect("a summary");
+    let files = stdout.find("results written to").expect("the files");
+    let page = stdout.find("HTML report written to").expect("the files");
+    assert!(summary < files && summary < page, "{stdout}");
+    assert!(!stdout.contains("Server and machine"), "{stdout}");
+    // -q: nothing but errors.
+    let (code, stdout, stderr) = headroom(&[
+        "run",
+        &target.url("/hello"),
+        "-n",
+        "10",
+        "-q",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0);
+    assert_eq!((stdout.as_str(), stderr.as_str()), ("", ""));
+    // Not a terminal: a plain progress line every 10 s (here, one at 10 s).
+    let (code, _, stderr) = headroom(&[
+        "run",
+        &target.url("/hello"),
+        "--rate",
+        "20",
+        "-d",
+        "11s",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0);
+    let beats: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.starts_with("headroom: 1"))
+        .collect();
+    assert_eq!(beats.len(), 1, "{stderr}");
+    assert!(
+        beats[0].contains("/11 s") && beats[0].contains("req/s"),
+        "{stderr}"
+    );
+    let (_, _, stderr) = headroom(&[
+        "run",
+        &target.url("/hello"),
+        "--rate",
+        "20",
+        "-d",
+        "2s",
+        "--progress",
+        "always",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(
+        !stderr.contains("headroom: 1"),
+        "no line before 10 s: {stderr}"
+    );
+    let (_, _, stderr) = headroom(&[
+        "run",
+        &target.url("/hello"),
+        "--rate",
+        "20",
+        "-d",
+        "11s",
+        "--progress",
+        "never",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(!stderr.contains("headroom: 1"), "{stderr}");
+    // A scenario file does not take one-liner flags.
+    let mix = format!("{}/../../examples/mix.toml", env!("CARGO_MANIFEST_DIR"));
+    let (code, _, stderr) = headroom(&["run", &mix, "-m", "POST"]);
+    assert_eq!(code, 2);
+    assert!(stderr.contains("--method is for a URL"), "{stderr}");
+    // capacity --help lists only what applies to a search.
+    let (code, help, _) = headroom(&["capacity", "--help"]);
+    assert_eq!(code, 0);
+    for gone in [
+        "--rate",
+        "--stages",
+        "--duration",
+        "--vus",
+        "--threshold",
+        "--event",
+        "--junit",
+    ] {
+        assert!(
+            !help.contains(&format!("{gone} ")),
+            "{gone} in capacity --help"
+        );
+    }
+    for kept in [
+        "--slo",
+        "--axis",
+        "--step-duration",
+        "--monitor-cmd",
+        "--metrics-listen",
+    ] {
+        assert!(help.contains(kept), "{kept} missing from capacity --help");
+    }
+    // ... and still refuses them when given.
+    let (code, _, stderr) = headroom(&["capacity", &target.url("/hello"), "--rate", "5"]);
+    assert_eq!(code, 2);
+    assert!(stderr.contains("--rate does not apply"), "{stderr}");
+}

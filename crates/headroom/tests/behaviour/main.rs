@@ -15,6 +15,7 @@ mod events;
 mod hostile;
 mod kubernetes;
 mod layout;
+mod prometheus;
 mod reports;
 mod ruby_servers;
 mod scenario;

@@ -75,9 +75,16 @@ const CASES: &[Case] = &[
     Case {
         name: "unset environment variable",
         file: "s.toml",
-        text: "base_url = \"BASE\"\n[load]\nvus = ${HEADROOM_TEST_UNSET_VAR}\n[[request]]\nname = \"a\"\npath = \"/\"\n",
-        at: "3:7",
+        text: "base_url = \"BASE\"\n[load]\nvus = \"${HEADROOM_TEST_UNSET_VAR}\"\n[[request]]\nname = \"a\"\npath = \"/\"\n",
+        at: "3:8",
         says: &["HEADROOM_TEST_UNSET_VAR is not set"],
+    },
+    Case {
+        name: "environment variable outside a string",
+        file: "s.toml",
+        text: "base_url = \"BASE\"\n[load]\nvus = ${USERS:-10}\n[[request]]\nname = \"a\"\npath = \"/\"\n",
+        at: "3:7",
+        says: &["outside a string", "write \"${USERS:-10}\""],
     },
     Case {
         name: "bad status range in a check",
@@ -182,4 +189,87 @@ fn schema_is_printed_and_describes_the_format() {
         assert!(props.contains_key(key), "schema lacks {key}");
     }
     assert_eq!(schema["additionalProperties"], false);
+}
+
+fn schema(which: &str) -> serde_json::Value {
+    let o = Command::new(headroom_bin())
+        .args(["schema", which])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
+/// Every file in examples/ is valid before headroom reads it: a standard
+/// TOML or YAML parser takes it as written (`${…}` only inside strings),
+/// and it validates against `headroom schema scenario` or `study` — so
+/// editors and CI validators accept it.
+#[test]
+fn every_example_parses_with_a_standard_parser_and_validates_against_the_schema() {
+    let scenario = jsonschema::validator_for(&schema("scenario")).unwrap();
+    let study = jsonschema::validator_for(&schema("study")).unwrap();
+    let root = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples");
+    let mut files = Vec::new();
+    let mut todo = vec![root];
+    while let Some(dir) = todo.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                todo.push(path);
+            } else if matches!(
+                path.extension().and_then(|e| e.to_str()),
+                Some("toml" | "yaml" | "yml")
+            ) {
+                files.push(path);
+            }
+        }
+    }
+    assert!(files.len() >= 15, "{files:?}");
+    for path in files {
+        let text = std::fs::read_to_string(&path).unwrap();
+        let value: serde_json::Value = if path.extension().unwrap() == "toml" {
+            let v: toml::Value = toml::from_str(&text)
+                .unwrap_or_else(|e| panic!("{} is not valid TOML: {e}", path.display()));
+            serde_json::to_value(v).unwrap()
+        } else {
+            serde_yaml_ng::from_str(&text)
+                .unwrap_or_else(|e| panic!("{} is not valid YAML: {e}", path.display()))
+        };
+        let validator = if value.get("server").is_some() {
+            &study
+        } else {
+            &scenario
+        };
+        let errors: Vec<String> = validator
+            .iter_errors(&value)
+            .map(|e| format!("{} at {}", e, e.instance_path()))
+            .collect();
+        assert!(errors.is_empty(), "{}: {errors:#?}", path.display());
+    }
+}
+
+/// The schema flags what headroom would refuse: a duration it cannot read,
+/// a model that does not exist, an unknown key.
+#[test]
+fn the_scenario_schema_refuses_what_headroom_refuses() {
+    let v = jsonschema::validator_for(&schema("scenario")).unwrap();
+    let ok = serde_json::json!({"load": {"vus": "${USERS:-10}", "duration": "${D:-30s}"}});
+    assert!(v.is_valid(&ok));
+    for bad in [
+        serde_json::json!({"load": {"duration": "soon"}}),
+        serde_json::json!({"load": {"model": "sometimes"}}),
+        serde_json::json!({"lode": {}}),
+        serde_json::json!({"load": {"vus": -1}}),
+    ] {
+        assert!(!v.is_valid(&bad), "{bad}");
+    }
+    // results.json's schema describes a real results file.
+    let results = jsonschema::validator_for(&schema("results")).unwrap();
+    let target = crate::common::Target::start(1, 1);
+    let r = crate::common::run(&["--url", &target.url("/hello"), "-n", "20", "-c", "2"]);
+    let errors: Vec<String> = results
+        .iter_errors(r.results())
+        .map(|e| format!("{} at {}", e, e.instance_path()))
+        .collect();
+    assert!(errors.is_empty(), "{errors:#?}");
 }

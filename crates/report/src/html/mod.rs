@@ -728,8 +728,12 @@ pub fn compare_report(cmp: &crate::compare::Comparison) -> String {
     let mut b = String::new();
     let _ = write!(
         b,
-        "<h1>Comparison</h1><p class=\"meta\">baseline: {} — differences marked noise when the spreads overlap</p>{}",
+        "<h1>Comparison</h1><p class=\"meta\">baseline: {} — differences marked noise when the spreads overlap</p>{}{}",
         esc(&cmp.names[0]),
+        cmp.notes()
+            .iter()
+            .map(|n| format!("<p class=\"meta\">note: {}</p>", esc(n)))
+            .collect::<String>(),
         table_html(&cmp.table(), &[])
     );
     let categories = cmp.names.clone();

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// `events[]` in results.json.
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct EventRecord {
     pub label: String,
     /// "command" or "signal".
@@ -46,7 +46,7 @@ pub struct EventRecord {
 }
 
 /// What users saw over one stretch of the run.
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct WindowFigures {
     /// The stretch, s from the start of the run.
     pub from_s: f64,
@@ -68,7 +68,7 @@ pub struct WindowFigures {
 }
 
 /// One 100 ms bucket of the fine timeline.
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct FinePoint {
     /// End of the bucket, s from the start.
     pub t_s: f64,

@@ -1,0 +1,169 @@
+//! Live metrics against a real Prometheus (Debian's `prometheus` package):
+//! `promtool check metrics` accepts the endpoint's exposition, and a
+//! Prometheus started here — its own data folder, loopback only, the
+//! remote-write receiver on — both scrapes the endpoint and receives the
+//! remote-write stream; after the run, a query of
+//! `headroom_requests_total` equals `requests.total` in results.json.
+
+use crate::common::{free_port, http_get, run, wait_for_port, ProcessGuard, Target};
+use std::io::Write;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn require(tool: &str) {
+    assert!(
+        Command::new("sh")
+            .arg("-c")
+            .arg(format!("command -v {tool}"))
+            .output()
+            .is_ok_and(|o| o.status.success()),
+        "`{tool}` is required: apt-get install -y prometheus"
+    );
+}
+
+/// Percent-encodes a PromQL query for a URL.
+fn encode(q: &str) -> String {
+    q.bytes()
+        .map(|b| match b {
+            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'_' | b'.' | b'-' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// The value of a PromQL instant query that returns one number.
+fn query(prometheus: u16, q: &str) -> Option<f64> {
+    let body = http_get(&format!(
+        "http://127.0.0.1:{prometheus}/api/v1/query?query={}",
+        encode(q)
+    ));
+    let v: serde_json::Value = serde_json::from_str(&body).ok()?;
+    let result = v["data"]["result"].as_array()?.first()?.clone();
+    result["value"][1].as_str()?.parse().ok()
+}
+
+#[test]
+fn a_real_prometheus_scrapes_and_receives_what_the_run_counted() {
+    require("prometheus");
+    require("promtool");
+    let target = Target::start(1, 2);
+    let metrics_port = free_port();
+    let prom_port = free_port();
+    let data = tempfile::tempdir().unwrap();
+    let config = data.path().join("prometheus.yml");
+    std::fs::write(
+        &config,
+        format!(
+            "global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: headroom\n    \
+             static_configs:\n      - targets: ['127.0.0.1:{metrics_port}']\n"
+        ),
+    )
+    .unwrap();
+    let child = Command::new("prometheus")
+        .arg(format!("--config.file={}", config.display()))
+        .arg(format!(
+            "--storage.tsdb.path={}",
+            data.path().join("tsdb").display()
+        ))
+        .arg(format!("--web.listen-address=127.0.0.1:{prom_port}"))
+        .arg("--web.enable-remote-write-receiver")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start prometheus");
+    let _prometheus = ProcessGuard { child };
+    wait_for_port(prom_port);
+
+    // promtool reads the live exposition while the load runs.
+    let endpoint = format!("http://127.0.0.1:{metrics_port}/metrics");
+    let checker = std::thread::spawn(move || {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            assert!(
+                Instant::now() < deadline,
+                "the endpoint never served requests"
+            );
+            std::thread::sleep(Duration::from_millis(300));
+            if std::net::TcpStream::connect(("127.0.0.1", metrics_port)).is_err() {
+                continue;
+            }
+            let text = http_get(&endpoint);
+            if !text.contains("headroom_requests_total{") {
+                continue;
+            }
+            let mut promtool = Command::new("promtool")
+                .args(["check", "metrics"])
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap();
+            promtool
+                .stdin
+                .take()
+                .unwrap()
+                .write_all(text.as_bytes())
+                .unwrap();
+            let out = promtool.wait_with_output().unwrap();
+            return (
+                out.status.success(),
+                String::from_utf8_lossy(&out.stderr).to_string(),
+                text,
+            );
+        }
+    });
+    let r = run(&[
+        "--url",
+        &target.url("/hello"),
+        "--rate",
+        "200",
+        "-d",
+        "4s",
+        "--metrics-listen",
+        &format!("127.0.0.1:{metrics_port}"),
+        "--metrics-linger",
+        "10s",
+        "--metrics-push",
+        &format!("http://127.0.0.1:{prom_port}/api/v1/write"),
+    ]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    assert!(!r.stderr.contains("warning"), "{}", r.stderr);
+    let (ok, complaints, text) = checker.join().unwrap();
+    assert!(ok, "promtool check metrics: {complaints}\n{text}");
+    for name in [
+        "headroom_responses_total{",
+        "headroom_request_duration_seconds_bucket{",
+        "headroom_in_flight",
+        "headroom_target_rate",
+        "headroom_generator_cpu_cores",
+    ] {
+        assert!(text.contains(name), "{name} missing:\n{text}");
+    }
+    let total = r.total() as f64;
+    assert_eq!(total, 800.0);
+    // Scraped (job="headroom") and pushed (no job label): both the total.
+    for (what, q) in [
+        (
+            "scraped",
+            r#"sum(last_over_time(headroom_requests_total{job="headroom"}[5m]))"#,
+        ),
+        (
+            "pushed",
+            r#"sum(last_over_time(headroom_requests_total{job=""}[5m]))"#,
+        ),
+        (
+            "pushed histogram",
+            r#"sum(last_over_time(headroom_request_duration_seconds_count{job=""}[5m]))"#,
+        ),
+    ] {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let got = loop {
+            let got = query(prom_port, q);
+            if got == Some(total) || Instant::now() > deadline {
+                break got;
+            }
+            std::thread::sleep(Duration::from_millis(250));
+        };
+        assert_eq!(got, Some(total), "{what}: {q}");
+    }
+}

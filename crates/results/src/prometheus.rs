@@ -1,0 +1,441 @@
+//! Live metrics the Prometheus way: the figures of the runs going on (and
+//! of those finished, for a study or a capacity search), updated every
+//! second and exactly at each run's end, as an exposition for a scrape
+//! (`--metrics-listen`, Prometheus' text format) and as a
+//! remote-write request (`--metrics-push`: protobuf + snappy, the wire
+//! format Prometheus and compatible stores accept). One list of series
+//! feeds both, so a scrape and a push never disagree.
+//!
+//! | metric | type | labels |
+//! |---|---|---|
+//! | `headroom_requests_total` | counter | `request`, `outcome` (ok, failed) |
+//! | `headroom_responses_total` | counter | `status` |
+//! | `headroom_errors_total` | counter | `class` |
+//! | `headroom_request_duration_seconds` | histogram | — (from the intended send time) |
+//! | `headroom_active_users`, `headroom_in_flight` | gauge | |
+//! | `headroom_target_rate` | gauge | (open model: requests or sessions per second) |
+//! | `headroom_server_cpu_cores`, `headroom_server_resident_memory_bytes`, `headroom_server_open_fds`, `headroom_server_processes` | gauge | |
+//! | `headroom_generator_cpu_cores`, `headroom_generator_resident_memory_bytes` | gauge | |
+//!
+//! Every series also carries the run's own labels: `config` in a study,
+//! `step` in a capacity search.
+
+use crate::record::Results;
+use hdrhistogram::Histogram;
+use headroom_engine::metrics::histogram;
+use headroom_engine::plan::{Load, Plan};
+use headroom_engine::Progress;
+use headroom_monitor::sample::Sample;
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+/// Bucket bounds of the duration histogram, in seconds (Prometheus'
+/// defaults, with 1 ms and 2.5 ms for loopback-fast servers).
+pub const BUCKETS_S: [f64; 13] = [
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+];
+
+pub type Labels = Vec<(String, String)>;
+
+/// One run's figures.
+#[derive(Clone, Debug, Default, PartialEq)]
+struct Figures {
+    /// (request, outcome) → count.
+    requests: BTreeMap<(String, &'static str), u64>,
+    responses: BTreeMap<u16, u64>,
+    errors: BTreeMap<String, u64>,
+    /// Non-cumulative counts per bucket of [`BUCKETS_S`], then +Inf.
+    buckets: Vec<u64>,
+    sum_s: f64,
+    count: u64,
+    gauges: BTreeMap<&'static str, f64>,
+}
+
+impl Figures {
+    fn latency(&mut self, h: &Histogram<u64>) {
+        let mut below = 0;
+        self.buckets = BUCKETS_S
+            .iter()
+            .map(|le| {
+                let upto = h.count_between(0, (le * 1e6) as u64);
+                let n = upto.saturating_sub(below);
+                below = upto;
+                n
+            })
+            .collect();
+        self.buckets.push(h.len().saturating_sub(below));
+        self.count = h.len();
+        self.sum_s = h.mean() * h.len() as f64 / 1e6;
+    }
+}
+
+#[derive(Debug, Default)]
+struct State {
+    runs: BTreeMap<Labels, Figures>,
+    /// Scrapes served, so a caller can wait for one after the last update.
+    scrapes: u64,
+    updates: u64,
+}
+
+/// The live figures, shared by the runs and the endpoint.
+#[derive(Clone, Debug, Default)]
+pub struct LiveMetrics {
+    state: Arc<Mutex<State>>,
+}
+
+/// The same figures (one shared state), not equal figures.
+impl PartialEq for LiveMetrics {
+    fn eq(&self, other: &LiveMetrics) -> bool {
+        Arc::ptr_eq(&self.state, &other.state)
+    }
+}
+
+impl Eq for LiveMetrics {}
+
+/// One series of one family, for remote write.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Series {
+    /// With `__name__` first.
+    pub labels: Labels,
+    pub value: f64,
+}
+
+impl LiveMetrics {
+    pub fn new() -> LiveMetrics {
+        LiveMetrics::default()
+    }
+
+    fn update(&self, labels: &Labels, f: impl FnOnce(&mut Figures)) {
+        let mut state = self.state.lock().expect("metrics lock");
+        f(state.runs.entry(labels.clone()).or_default());
+        state.updates += 1;
+    }
+
+    /// After each second of a run: its totals so far, and the gauges.
+    pub fn second(&self, labels: &Labels, plan: &Plan, p: &Progress, sample: Option<&Sample>) {
+        self.update(labels, |f| {
+            for (spec, c) in plan.requests.iter().zip(p.by_request) {
+                f.requests.insert((spec.name.clone(), "ok"), c.ok);
+                f.requests.insert((spec.name.clone(), "failed"), c.failed);
+            }
+            f.responses = statuses(&p.total.status);
+            f.errors = p
+                .total
+                .error_counts()
+                .map(|(c, n)| (c.key().to_string(), n))
+                .collect();
+            f.latency(&p.total.latency);
+            f.gauges
+                .insert("active_users", p.second.active_users as f64);
+            f.gauges.insert("in_flight", p.second.in_flight as f64);
+            if let Load::Open(o) = &plan.load {
+                f.gauges
+                    .insert("target_rate", o.schedule.rate_at(p.elapsed));
+            }
+            if let Some(s) = sample {
+                gauges_of(f, s);
+            }
+        });
+    }
+
+    /// At a run's end: its exact totals (the last partial second included).
+    pub fn finish(&self, labels: &Labels, r: &Results) {
+        self.update(labels, |f| {
+            for (name, s) in &r.per_request {
+                f.requests.insert((name.clone(), "ok"), s.requests.ok);
+                f.requests
+                    .insert((name.clone(), "failed"), s.requests.failed);
+            }
+            f.responses = r
+                .summary
+                .status_codes
+                .iter()
+                .filter_map(|(k, v)| Some((k.parse().ok()?, *v)))
+                .collect();
+            f.errors = r.summary.errors.clone();
+            if let Ok(h) = histogram::from_base64(&r.histograms.latency) {
+                f.latency(&h);
+            }
+            f.gauges.insert("active_users", 0.0);
+            f.gauges.insert("in_flight", 0.0);
+            f.gauges.remove("target_rate");
+        });
+    }
+
+    /// Every series, as remote write sends them (counters with `_total`,
+    /// histograms as `_bucket{le}`, `_sum`, `_count`).
+    pub fn series(&self) -> Vec<Series> {
+        let state = self.state.lock().expect("metrics lock");
+        let mut out = Vec::new();
+        for (base, f) in &state.runs {
+            let mut push = |name: &str, extra: Vec<(&str, String)>, value: f64| {
+                let mut labels = vec![("__name__".to_string(), name.to_string())];
+                labels.extend(base.iter().cloned());
+                labels.extend(extra.into_iter().map(|(k, v)| (k.to_string(), v)));
+                labels[1..].sort();
+                out.push(Series { labels, value });
+            };
+            for ((request, outcome), n) in &f.requests {
+                push(
+                    "headroom_requests_total",
+                    vec![
+                        ("request", request.clone()),
+                        ("outcome", outcome.to_string()),
+                    ],
+                    *n as f64,
+                );
+            }
+            for (status, n) in &f.responses {
+                push(
+                    "headroom_responses_total",
+                    vec![("status", status.to_string())],
+                    *n as f64,
+                );
+            }
+            for (class, n) in &f.errors {
+                push(
+                    "headroom_errors_total",
+                    vec![("class", class.clone())],
+                    *n as f64,
+                );
+            }
+            let mut cumulative = 0;
+            for (i, n) in f.buckets.iter().enumerate() {
+                cumulative += n;
+                let le = BUCKETS_S
+                    .get(i)
+                    .map_or("+Inf".to_string(), |b| b.to_string());
+                push(
+                    "headroom_request_duration_seconds_bucket",
+                    vec![("le", le)],
+                    cumulative as f64,
+                );
+            }
+            push("headroom_request_duration_seconds_sum", vec![], f.sum_s);
+            push(
+                "headroom_request_duration_seconds_count",
+                vec![],
+                f.count as f64,
+            );
+            for (gauge, v) in &f.gauges {
+                push(&format!("headroom_{gauge}"), vec![], *v);
+            }
+        }
+        out
+    }
+
+    /// The exposition for a scrape: Prometheus' text format 0.0.4, which
+    /// Prometheus scrapes and `promtool check metrics` (Debian 12's 2.42)
+    /// reads — it rejects OpenMetrics counter families (`# TYPE x counter`
+    /// over `x_total` samples), the only text `prometheus-client` writes.
+    pub fn render(&self) -> String {
+        use std::fmt::Write;
+        let series = self.series();
+        self.state.lock().expect("metrics lock").scrapes += 1;
+        let mut families: Vec<(&str, Vec<&Series>)> = Vec::new();
+        for s in &series {
+            let family = family_of(&s.labels[0].1);
+            match families.iter_mut().find(|(f, _)| *f == family) {
+                Some((_, members)) => members.push(s),
+                None => families.push((family, vec![s])),
+            }
+        }
+        let mut text = String::new();
+        for (family, members) in families {
+            let (kind, help) = describe(family);
+            let _ = writeln!(text, "# HELP {family} {help}");
+            let _ = writeln!(text, "# TYPE {family} {kind}");
+            for s in members {
+                text.push_str(&s.labels[0].1);
+                let labels: Vec<String> = s.labels[1..]
+                    .iter()
+                    .map(|(k, v)| format!("{k}=\"{}\"", escape(v)))
+                    .collect();
+                if !labels.is_empty() {
+                    let _ = write!(text, "{{{}}}", labels.join(","));
+                }
+                let _ = writeln!(text, " {}", s.value);
+            }
+        }
+        text
+    }
+
+    /// (scrapes served, updates made): to wait for a scrape after the last
+    /// update.
+    pub fn counters(&self) -> (u64, u64) {
+        let state = self.state.lock().expect("metrics lock");
+        (state.scrapes, state.updates)
+    }
+
+    /// A Prometheus remote-write request of every series at `now_ms`:
+    /// protobuf (`prometheus.WriteRequest`), snappy-compressed.
+    pub fn remote_write_body(&self, now_ms: i64) -> Vec<u8> {
+        remote_write::encode(&self.series(), now_ms)
+    }
+}
+
+fn statuses(counts: &[u64]) -> BTreeMap<u16, u64> {
+    counts
+        .iter()
+        .enumerate()
+        .filter(|(_, n)| **n > 0)
+        .map(|(code, n)| (code as u16, *n))
+        .collect()
+}
+
+fn gauges_of(f: &mut Figures, s: &Sample) {
+    if let Some(t) = s.server.as_ref().filter(|t| t.alive) {
+        f.gauges.insert("server_cpu_cores", t.cpu_pct / 100.0);
+        f.gauges
+            .insert("server_resident_memory_bytes", t.rss_bytes as f64);
+        f.gauges.insert("server_open_fds", t.fds as f64);
+        f.gauges.insert("server_processes", t.processes as f64);
+    }
+    if let Some(g) = &s.generator {
+        f.gauges.insert("generator_cpu_cores", g.cpu_pct / 100.0);
+        f.gauges
+            .insert("generator_resident_memory_bytes", g.rss_bytes as f64);
+    }
+}
+
+/// The family a series belongs to (a histogram's `_bucket`, `_sum` and
+/// `_count` are one).
+fn family_of(name: &str) -> &str {
+    const HISTOGRAM: &str = "headroom_request_duration_seconds";
+    if name.starts_with(HISTOGRAM) {
+        HISTOGRAM
+    } else {
+        name
+    }
+}
+
+/// (type, help) of a family.
+fn describe(family: &str) -> (&'static str, &'static str) {
+    match family.trim_start_matches("headroom_") {
+        "requests_total" => (
+            "counter",
+            "Requests completed, by request name and outcome.",
+        ),
+        "responses_total" => ("counter", "Responses received, by HTTP status."),
+        "errors_total" => ("counter", "Failed requests, by error class."),
+        "request_duration_seconds" => ("histogram", "Request latency from the intended send time."),
+        "active_users" => (
+            "gauge",
+            "Users running (closed model) or sessions in progress.",
+        ),
+        "in_flight" => ("gauge", "Requests sent and not yet answered."),
+        "target_rate" => (
+            "gauge",
+            "Open model: arrivals per second the schedule asks for now.",
+        ),
+        "server_cpu_cores" => ("gauge", "CPU of the watched server's processes, in cores."),
+        "server_resident_memory_bytes" => (
+            "gauge",
+            "Resident memory of the watched server's processes.",
+        ),
+        "server_open_fds" => (
+            "gauge",
+            "Open file descriptors of the watched server's processes.",
+        ),
+        "server_processes" => ("gauge", "Processes of the watched server."),
+        "generator_cpu_cores" => ("gauge", "CPU of headroom itself, in cores."),
+        "generator_resident_memory_bytes" => ("gauge", "Resident memory of headroom itself."),
+        _ => ("untyped", "A headroom figure."),
+    }
+}
+
+/// A label value in the text format: backslash, quote and newline escaped.
+fn escape(v: &str) -> String {
+    v.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+/// Prometheus remote write 1.0: `WriteRequest` protobuf, snappy block
+/// format (prometheus/prompb/remote.proto, types.proto).
+mod remote_write {
+    use super::Series;
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    struct WriteRequest {
+        #[prost(message, repeated, tag = "1")]
+        timeseries: Vec<TimeSeries>,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    struct TimeSeries {
+        #[prost(message, repeated, tag = "1")]
+        labels: Vec<Label>,
+        #[prost(message, repeated, tag = "2")]
+        samples: Vec<Sample>,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    struct Label {
+        #[prost(string, tag = "1")]
+        name: String,
+        #[prost(string, tag = "2")]
+        value: String,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    struct Sample {
+        #[prost(double, tag = "1")]
+        value: f64,
+        #[prost(int64, tag = "2")]
+        timestamp: i64,
+    }
+
+    pub fn encode(series: &[Series], now_ms: i64) -> Vec<u8> {
+        use prost::Message;
+        let request = WriteRequest {
+            timeseries: series
+                .iter()
+                .map(|s| TimeSeries {
+                    labels: s
+                        .labels
+                        .iter()
+                        .map(|(name, value)| Label {
+                            name: name.clone(),
+                            value: value.clone(),
+                        })
+                        .collect(),
+                    samples: vec![Sample {
+                        value: s.value,
+                        timestamp: now_ms,
+                    }],
+                })
+                .collect(),
+        };
+        snap::raw::Encoder::new()
+            .compress_vec(&request.encode_to_vec())
+            .expect("snappy compresses any input")
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+        use prost::Message;
+
+        #[test]
+        fn decodes_back_to_the_series() {
+            let series = vec![Series {
+                labels: vec![
+                    ("__name__".into(), "headroom_requests_total".into()),
+                    ("outcome".into(), "ok".into()),
+                ],
+                value: 42.0,
+            }];
+            let body = encode(&series, 1_700_000_000_000);
+            let raw = snap::raw::Decoder::new().decompress_vec(&body).unwrap();
+            let back = WriteRequest::decode(raw.as_slice()).unwrap();
+            assert_eq!(back.timeseries.len(), 1);
+            assert_eq!(
+                back.timeseries[0].labels[0].value,
+                "headroom_requests_total"
+            );
+            assert_eq!(back.timeseries[0].samples[0].value, 42.0);
+            assert_eq!(back.timeseries[0].samples[0].timestamp, 1_700_000_000_000);
+        }
+    }
+}
