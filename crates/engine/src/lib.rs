@@ -250,9 +250,20 @@ pub fn run_at(
     let crate::metrics::aggregate::Finished {
         total,
         per_request,
-        timeline,
+        mut timeline,
         latency_intervals,
     } = aggregate.finish();
+    if let crate::plan::Load::Open(open) = &plan.load {
+        // What each second offered: this shard's share of the schedule.
+        let due = |secs: u64| {
+            let arrivals = open.schedule.arrivals_before(Duration::from_secs(secs));
+            plan.shard.share(arrivals)
+        };
+        for p in &mut timeline {
+            let t = p.t_s as u64;
+            p.offered = Some(due(t) - due(t - 1));
+        }
+    }
     RunOutcome {
         started_at,
         duration: end.saturating_duration_since(start),

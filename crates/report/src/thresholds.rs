@@ -20,43 +20,43 @@ pub fn table(checks: &[BoundCheck]) -> Table {
     t
 }
 
-fn xml_escape(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
-}
-
-/// JUnit XML: a suite named after the run, a case per threshold, a
-/// `<failure>` for each breach with the measured figure.
+/// JUnit XML (written by `quick-junit`): a suite named after the run, a
+/// case per threshold with its measured value (a property, and the
+/// failure's message on a breach). With no thresholds, one "run completed"
+/// case: Jenkins' `junit` step fails on a report without tests.
 pub fn junit_xml(suite: &str, checks: &[BoundCheck], duration_s: f64) -> String {
-    let failures = checks.iter().filter(|c| !c.passed).count();
-    let mut out = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
-    out.push_str(&format!(
-        "<testsuites name=\"headroom\" tests=\"{}\" failures=\"{failures}\" time=\"{duration_s:.3}\">\n",
-        checks.len()
-    ));
-    out.push_str(&format!(
-        "  <testsuite name=\"{}\" tests=\"{}\" failures=\"{failures}\" errors=\"0\" time=\"{duration_s:.3}\">\n",
-        xml_escape(suite),
-        checks.len()
-    ));
+    use quick_junit::{NonSuccessKind, Report, TestCase, TestCaseStatus, TestSuite};
+    let time = std::time::Duration::from_secs_f64(duration_s.max(0.0));
+    let mut test_suite = TestSuite::new(suite);
+    test_suite.set_time(time);
     for c in checks {
-        let name = xml_escape(&c.bound);
-        out.push_str(&format!(
-            "    <testcase classname=\"headroom.thresholds\" name=\"{name}\" time=\"0\">"
-        ));
-        if c.passed {
-            out.push_str("</testcase>\n");
+        let measured = c
+            .actual
+            .map_or("no value".to_string(), |a| format!("{a:.3} {}", c.unit));
+        let status = if c.passed {
+            TestCaseStatus::success()
         } else {
-            let text = xml_escape(&c.describe());
-            out.push_str(&format!(
-                "\n      <failure message=\"{text}\" type=\"threshold\">{text}</failure>\n    </testcase>\n"
-            ));
-        }
+            let mut failure = TestCaseStatus::non_success(NonSuccessKind::Failure);
+            failure.set_message(c.describe()).set_type("threshold");
+            failure
+        };
+        let mut case = TestCase::new(c.bound.clone(), status);
+        case.set_classname("headroom.thresholds")
+            .add_property(("measured", measured.as_str()))
+            .add_property(("limit", format!("{} {}", c.limit, c.unit).as_str()))
+            .set_system_out(format!("{}: measured {measured}", c.bound));
+        test_suite.add_test_case(case);
     }
-    out.push_str("  </testsuite>\n</testsuites>\n");
-    out
+    if checks.is_empty() {
+        let mut case = TestCase::new("run completed", TestCaseStatus::success());
+        case.set_classname("headroom.run").set_time(time);
+        test_suite.add_test_case(case);
+    }
+    let mut report = Report::new("headroom");
+    report.set_time(time).add_test_suite(test_suite);
+    report
+        .to_string()
+        .expect("a JUnit report serialises to a string")
 }
 
 #[cfg(test)]
@@ -87,13 +87,26 @@ mod tests {
             },
         ];
         let xml = junit_xml("GET /", &checks, 10.0);
-        assert!(xml.contains("tests=\"2\" failures=\"1\""), "{xml}");
+        assert!(
+            xml.contains("tests=\"2\"") && xml.contains("failures=\"1\""),
+            "{xml}"
+        );
         assert!(xml.contains("name=\"p95&lt;500ms\""), "{xml}");
         assert!(
-            xml.contains("<failure message=\"p95 612.5 ms (bound p95&lt;500ms)\""),
+            xml.contains("message=\"p95 612.5 ms (bound p95&lt;500ms)\""),
+            "{xml}"
+        );
+        assert!(
+            xml.contains("name=\"measured\" value=\"612.500 ms\""),
             "{xml}"
         );
         assert_eq!(xml.matches("<testcase").count(), 2);
         assert_eq!(xml.matches("<failure").count(), 1);
+        // No thresholds: one passing case, never tests="0".
+        let xml = junit_xml("GET /", &[], 3.0);
+        assert!(
+            xml.contains("tests=\"1\"") && xml.contains("name=\"run completed\""),
+            "{xml}"
+        );
     }
 }

@@ -445,6 +445,9 @@ fn merge_timelines(
             m.bytes += p.bytes;
             m.active_users += p.active_users;
             m.in_flight += p.in_flight;
+            if let Some(o) = p.offered {
+                m.offered = Some(m.offered.unwrap_or(0) + o);
+            }
             add_maps(&mut m.errors, &p.errors);
             m.send_lag_p99_ms = match (m.send_lag_p99_ms, p.send_lag_p99_ms) {
                 (Some(a), Some(b)) => Some(a.max(b)),
@@ -458,6 +461,7 @@ fn merge_timelines(
             let q = |q: f64| Some(histogram::ms(h.value_at_quantile(q)));
             m.p50_ms = q(0.5);
             m.p90_ms = q(0.9);
+            m.p95_ms = q(0.95);
             m.p99_ms = q(0.99);
             m.max_ms = Some(histogram::ms(h.max()));
             m.mean_ms = Some(h.mean() / 1000.0);

@@ -20,12 +20,18 @@ pub struct TimelinePoint {
     /// completed — a stall is a gap, never a fast 0 ms.
     pub p50_ms: Option<f64>,
     pub p90_ms: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p95_ms: Option<f64>,
     pub p99_ms: Option<f64>,
     pub max_ms: Option<f64>,
     pub mean_ms: Option<f64>,
     /// Open model: 99th percentile of how late sends were in this second.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub send_lag_p99_ms: Option<f64>,
+    /// Open model: arrivals the schedule asked for in this second (what
+    /// was offered; `requests` is what completed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub offered: Option<u64>,
     /// Peak number of users running (closed) during the second.
     pub active_users: u32,
     /// Peak number of requests in flight during the second.
@@ -33,6 +39,21 @@ pub struct TimelinePoint {
     /// Failed requests by class during this second.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub errors: BTreeMap<String, u64>,
+    /// Each request's figures in this second, in the order of the
+    /// results' `config.requests` (plans with 2 to 32 requests).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub per_request: Vec<RequestPoint>,
+}
+
+/// One request's second.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
+pub struct RequestPoint {
+    pub requests: u64,
+    pub ok: u64,
+    pub failed: u64,
+    pub p50_ms: Option<f64>,
+    pub p95_ms: Option<f64>,
+    pub p99_ms: Option<f64>,
 }
 
 impl TimelinePoint {
@@ -48,16 +69,35 @@ impl TimelinePoint {
             bytes: s.bytes,
             p50_ms: q(0.5),
             p90_ms: q(0.9),
+            p95_ms: q(0.95),
             p99_ms: q(0.99),
             max_ms: seen.then(|| histogram::ms(s.latency.max())),
             mean_ms: seen.then(|| s.latency.mean() / 1000.0),
             send_lag_p99_ms: (!s.send_lag.is_empty())
                 .then(|| histogram::ms(s.send_lag.value_at_quantile(0.99))),
+            offered: None,
             active_users: m.active_peak,
             in_flight: m.in_flight_peak,
             errors: s
                 .error_counts()
                 .map(|(c, n)| (c.key().to_string(), n))
+                .collect(),
+            per_request: m
+                .by_request_latency
+                .iter()
+                .enumerate()
+                .map(|(i, h)| {
+                    let c = m.by_request.get(i).copied().unwrap_or_default();
+                    let q = |q: f64| (!h.is_empty()).then(|| histogram::ms(h.value_at_quantile(q)));
+                    RequestPoint {
+                        requests: c.ok + c.failed,
+                        ok: c.ok,
+                        failed: c.failed,
+                        p50_ms: q(0.5),
+                        p95_ms: q(0.95),
+                        p99_ms: q(0.99),
+                    }
+                })
                 .collect(),
         }
     }
@@ -68,6 +108,8 @@ struct Merged {
     stats: Stats,
     active_peak: u32,
     in_flight_peak: u32,
+    by_request: Vec<RequestCounts>,
+    by_request_latency: Vec<hdrhistogram::Histogram<u64>>,
 }
 
 pub struct Aggregate {
@@ -111,6 +153,20 @@ impl Aggregate {
             }
             let m = self.pending.entry(i.index).or_default();
             m.stats += &i.stats;
+            if m.by_request.len() < i.by_request.len() {
+                m.by_request
+                    .resize(i.by_request.len(), RequestCounts::default());
+            }
+            for (into, c) in m.by_request.iter_mut().zip(&i.by_request) {
+                into.ok += c.ok;
+                into.failed += c.failed;
+            }
+            while m.by_request_latency.len() < i.by_request_latency.len() {
+                m.by_request_latency.push(histogram::new());
+            }
+            for (into, h) in m.by_request_latency.iter_mut().zip(&i.by_request_latency) {
+                histogram::add(into, h);
+            }
             m.active_peak += i.active_peak;
             m.in_flight_peak += i.in_flight_peak;
         }

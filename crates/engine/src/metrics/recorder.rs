@@ -18,6 +18,10 @@ pub struct Outcome {
     pub failed_check: Option<u32>,
 }
 
+/// Plans with more requests than this get no per-request timeline (a
+/// histogram per request per second would cost more than it shows).
+pub const PER_REQUEST_TIMELINE_MAX: usize = 32;
+
 /// OK and failed requests of one request name.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct RequestCounts {
@@ -33,6 +37,10 @@ pub struct Interval {
     /// OK and failed requests per request (index = the plan's request),
     /// for live per-request counters; grows on first use.
     pub by_request: Vec<RequestCounts>,
+    /// Each request's latencies in this second, for per-request charts
+    /// over time — when the plan has 2 to [`PER_REQUEST_TIMELINE_MAX`]
+    /// requests (empty otherwise).
+    pub by_request_latency: Vec<hdrhistogram::Histogram<u64>>,
     /// Most users active (closed) or requests in flight (open) at once.
     pub active_peak: u32,
     pub in_flight_peak: u32,
@@ -44,6 +52,7 @@ impl Interval {
             index,
             stats: Stats::new(),
             by_request: Vec::new(),
+            by_request_latency: Vec::new(),
             active_peak: active,
             in_flight_peak: in_flight,
         }
@@ -62,6 +71,8 @@ pub struct Recorder {
     waited_for_connection: u64,
     /// Completions around planned events, when the plan has any.
     trace: Option<Trace>,
+    /// Keep each request's latencies per second (see `Interval`).
+    per_request_timeline: bool,
 }
 
 /// What a worker hands over when it finishes.
@@ -91,6 +102,7 @@ impl Recorder {
             last_done: None,
             waited_for_connection: 0,
             trace: None,
+            per_request_timeline: (2..=PER_REQUEST_TIMELINE_MAX).contains(&request_count),
         }
     }
 
@@ -198,6 +210,13 @@ impl Recorder {
         match outcome.error {
             None => by_request[request].ok += 1,
             Some(_) => by_request[request].failed += 1,
+        }
+        if self.per_request_timeline {
+            let by = &mut self.current.by_request_latency;
+            while by.len() <= request {
+                by.push(histogram::new());
+            }
+            histogram::record_us(&mut by[request], latency);
         }
         record_into(
             &mut self.per_request[request],

@@ -45,8 +45,9 @@ fn run_report_opens_offline_with_every_chart_drawn() {
     ]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     let opened = open_in_chromium(&html, "run.png");
-    // Latency, throughput, errors, distribution, CPU, memory, fds.
-    assert_clean(&opened, 7);
+    // Latency, throughput, errors, offered and achieved, distribution,
+    // CPU, memory, fds.
+    assert_clean(&opened, 8);
     assert!(opened.dom.contains("TOTAL"));
     assert!(opened.dom.contains("t &lt; 800 ms"));
     dark_screenshot(&html, "run-dark.png");
@@ -59,7 +60,50 @@ fn run_report_opens_offline_with_every_chart_drawn() {
         .output()
         .unwrap();
     assert!(out.status.success(), "{out:?}");
-    assert_clean(&open_in_chromium(&again, "run-after.png"), 7);
+    assert_clean(&open_in_chromium(&again, "run-after.png"), 8);
+}
+
+/// Gatling's tables and charts: status codes, errors by class with their
+/// share, OK/KO per request, and each request's latency and responses over
+/// time — from a run of two requests, one of which answers 503.
+#[test]
+fn run_report_has_status_codes_errors_and_per_request_charts() {
+    let target = Target::start(1, 2);
+    let dir = crate::common::scenario_dir(&[(
+        "two.toml",
+        &format!(
+            "base_url = \"{}\"\n[load]\nrate = 60\nduration = \"3s\"\n\
+             [[request]]\nname = \"hello\"\npath = \"/hello\"\nweight = 2\n\
+             [[request]]\nname = \"flaky\"\npath = \"/status?code=503\"\n",
+            target.base
+        ),
+    )]);
+    let html = dir.path().join("two.html");
+    let r = run(&[
+        dir.path().join("two.toml").to_str().unwrap(),
+        "--html",
+        html.to_str().unwrap(),
+    ]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let failed = r.error("http_5xx");
+    assert!(failed > 0 && failed < r.total());
+    let opened = open_in_chromium(&html, "two-requests.png");
+    // Latency, throughput, errors, p95 by request, responses by request,
+    // offered and achieved, distribution, CPU, memory, fds.
+    assert_clean(&opened, 10);
+    for text in [
+        "Status codes",
+        "% of requests",
+        "http_5xx",
+        "p95 latency by request",
+        "flaky KO",
+        "KO %",
+    ] {
+        assert!(opened.dom.contains(text), "{text} missing");
+    }
+    // The timeline has both requests' seconds.
+    let second = &r.results()["timeline"][1]["per_request"];
+    assert_eq!(second.as_array().map(Vec::len), Some(2), "{second}");
 }
 
 #[test]

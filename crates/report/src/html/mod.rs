@@ -9,6 +9,7 @@ pub mod svg;
 
 use crate::table::Table;
 use headroom_capacity::CapacityReport;
+use headroom_engine::metrics::aggregate::TimelinePoint;
 use headroom_engine::metrics::histogram;
 use headroom_results::record::Results;
 use headroom_study::StudyReport;
@@ -167,8 +168,13 @@ fn event_charts(r: &Results) -> Vec<String> {
 
 fn timeline_charts(r: &Results) -> Vec<String> {
     let tl = &r.timeline;
-    let t = |f: &dyn Fn(&headroom_engine::metrics::aggregate::TimelinePoint) -> f64| -> Vec<(f64, f64)> {
+    let t = |f: &dyn Fn(&TimelinePoint) -> f64| -> Vec<(f64, f64)> {
         tl.iter().map(|p| (p.t_s as f64, f(p))).collect()
+    };
+    // Counts per second: whole seconds only.
+    let whole = whole_seconds(r);
+    let c = |f: &dyn Fn(&TimelinePoint) -> f64| -> Vec<(f64, f64)> {
+        whole.iter().map(|p| (p.t_s as f64, f(p))).collect()
     };
     let mut charts = Vec::new();
     let mut lat = LineChart::new(
@@ -180,6 +186,7 @@ fn timeline_charts(r: &Results) -> Vec<String> {
     let gap = |v: Option<f64>| v.unwrap_or(f64::NAN);
     lat.series.push(Series::new("p50", t(&|p| gap(p.p50_ms))));
     lat.series.push(Series::new("p90", t(&|p| gap(p.p90_ms))));
+    lat.series.push(Series::new("p95", t(&|p| gap(p.p95_ms))));
     lat.series.push(Series::new("p99", t(&|p| gap(p.p99_ms))));
     lat.series.push(Series::new("max", t(&|p| gap(p.max_ms))));
     lat.markers = event_markers(r);
@@ -191,7 +198,7 @@ fn timeline_charts(r: &Results) -> Vec<String> {
         "responses per second (req/s)",
     );
     thr.series
-        .push(Series::new("throughput (req/s)", t(&|p| p.requests as f64)));
+        .push(Series::new("throughput (req/s)", c(&|p| p.requests as f64)));
     thr.series
         .push(Series::new("in flight", t(&|p| p.in_flight as f64)).right());
     if r.config.model == "closed" {
@@ -208,17 +215,60 @@ fn timeline_charts(r: &Results) -> Vec<String> {
         "failed requests per second",
     );
     err.series
-        .push(Series::new("all failed", t(&|p| p.failed as f64)));
+        .push(Series::new("all failed", c(&|p| p.failed as f64)));
     let classes: std::collections::BTreeSet<&String> =
         tl.iter().flat_map(|p| p.errors.keys()).collect();
-    for c in classes {
+    for class in classes {
         err.series.push(Series::new(
-            c,
-            t(&|p| p.errors.get(c).copied().unwrap_or(0) as f64),
+            class,
+            c(&|p| p.errors.get(class).copied().unwrap_or(0) as f64),
         ));
     }
     err.markers = event_markers(r);
     charts.push(err.render());
+    if tl.iter().any(|p| !p.per_request.is_empty()) {
+        let names: Vec<&str> = r.config.requests.iter().map(|q| q.name.as_str()).collect();
+        let mut lat = LineChart::new(
+            "p95 latency by request",
+            "time since start (s)",
+            "latency (ms)",
+        );
+        let mut thr = LineChart::new(
+            "Responses per second by request (KO dashed, right axis)",
+            "time since start (s)",
+            "OK responses per second",
+        );
+        for (i, name) in names.iter().enumerate() {
+            let at = |p: &TimelinePoint| p.per_request.get(i).cloned().unwrap_or_default();
+            lat.series
+                .push(Series::new(name, t(&|p| at(p).p95_ms.unwrap_or(f64::NAN))));
+            thr.series
+                .push(Series::new(&format!("{name} OK"), c(&|p| at(p).ok as f64)));
+            thr.series
+                .push(Series::new(&format!("{name} KO"), c(&|p| at(p).failed as f64)).right());
+        }
+        thr.y2_label = Some("KO per second".into());
+        lat.markers = event_markers(r);
+        thr.markers = event_markers(r);
+        charts.push(lat.render());
+        charts.push(thr.render());
+    }
+    if tl.iter().any(|p| p.offered.is_some()) {
+        let mut rate = LineChart::new(
+            "Offered and achieved (open model)",
+            "time since start (s)",
+            "requests per second",
+        );
+        rate.series.push(Series::new(
+            "offered (the schedule)",
+            c(&|p| p.offered.unwrap_or(0) as f64),
+        ));
+        rate.series
+            .push(Series::new("completed", c(&|p| p.requests as f64)));
+        rate.series.push(Series::new("OK", c(&|p| p.ok as f64)));
+        rate.markers = event_markers(r);
+        charts.push(rate.render());
+    }
     charts
 }
 
@@ -317,12 +367,6 @@ fn distribution_chart(r: &Results) -> Option<String> {
         .map(|i| svg::short(lo + width * (i as f64 + 0.5)))
         .collect();
     categories.push(format!(">{}", svg::short(hi)));
-    // Every 5th label only, so they stay readable.
-    for (i, c) in categories.iter_mut().enumerate() {
-        if i % 5 != 0 && i != BINS {
-            c.clear();
-        }
-    }
     Some(
         BarChart {
             title: "Response-time distribution (all requests)".into(),
@@ -334,6 +378,8 @@ fn distribution_chart(r: &Results) -> Option<String> {
                 counts.iter().map(|&c| c as f64).collect(),
             )],
             highlight: None,
+            // Every 5th label only, so they stay readable and whole.
+            label_every: 5,
         }
         .render(),
     )
@@ -363,6 +409,50 @@ fn findings_html(r: &Results) -> String {
     format!("<h2>Findings</h2><ul>{}</ul>", items.join(""))
 }
 
+/// Responses by HTTP status, with their share of all requests.
+fn status_table(r: &Results) -> Table {
+    let total = r.summary.requests.total.max(1) as f64;
+    let mut t = Table::new(&["Status", "Responses", "% of requests"], &[0]);
+    for (status, n) in &r.summary.status_codes {
+        t.push(vec![
+            status.clone(),
+            n.to_string(),
+            format!("{:.2}", *n as f64 / total * 100.0),
+        ]);
+    }
+    if t.rows.is_empty() {
+        t.push(vec!["(no response)".into(), "0".into(), "0.00".into()]);
+    }
+    t
+}
+
+/// Failed requests by class, with their share of all requests.
+fn errors_table(r: &Results) -> Table {
+    let total = r.summary.requests.total.max(1) as f64;
+    let mut t = Table::new(&["Error", "Requests", "% of requests"], &[0]);
+    for (class, n) in &r.summary.errors {
+        t.push(vec![
+            class.clone(),
+            n.to_string(),
+            format!("{:.2}", *n as f64 / total * 100.0),
+        ]);
+    }
+    if t.rows.is_empty() {
+        t.push(vec!["none".into(), "0".into(), "0.00".into()]);
+    }
+    t
+}
+
+/// The timeline without a last second the run only partly covered: its
+/// counts are a fraction of a second's, drawn they would read as a drop.
+fn whole_seconds(r: &Results) -> &[TimelinePoint] {
+    let tl = &r.timeline;
+    match tl.last() {
+        Some(last) if (last.t_s as f64) - r.duration_s > 0.01 => &tl[..tl.len() - 1],
+        _ => tl,
+    }
+}
+
 /// The report of one run.
 pub fn run_report(r: &Results) -> String {
     let mut b = String::new();
@@ -382,27 +472,37 @@ pub fn run_report(r: &Results) -> String {
         table_html(&crate::terminal::aggregate_table(r), &[]),
         table_html(&crate::terminal::distribution_table(r), &[])
     );
-    if r.per_request.len() > 1 {
-        let mut t = Table::new(
-            &[
-                "Request", "Samples", "p50 ms", "p90 ms", "p99 ms", "Error %", "req/s",
-            ],
-            &[0],
-        );
-        for (name, s) in &r.per_request {
-            let l = &s.latency_ms;
-            t.push(vec![
-                name.clone(),
-                s.requests.total.to_string(),
-                format!("{:.2}", l.p50),
-                format!("{:.2}", l.p90),
-                format!("{:.2}", l.p99),
-                format!("{:.2}", s.requests.error_rate * 100.0),
-                format!("{:.1}", s.throughput_rps),
-            ]);
-        }
-        let _ = write!(b, "<h2>Per request</h2>{}", table_html(&t, &[]));
+    let _ = write!(
+        b,
+        "<div class=\"charts\"><div><h2>Status codes</h2>{}</div><div><h2>Errors</h2>{}</div></div>",
+        table_html(&status_table(r), &[]),
+        table_html(&errors_table(r), &[])
+    );
+    // Gatling's per-request table: OK and KO, then the figures.
+    let mut t = Table::new(
+        &[
+            "Request", "Samples", "OK", "KO", "KO %", "p50 ms", "p90 ms", "p95 ms", "p99 ms",
+            "max ms", "req/s",
+        ],
+        &[0],
+    );
+    for (name, s) in &r.per_request {
+        let l = &s.latency_ms;
+        t.push(vec![
+            name.clone(),
+            s.requests.total.to_string(),
+            s.requests.ok.to_string(),
+            s.requests.failed.to_string(),
+            format!("{:.2}", s.requests.error_rate * 100.0),
+            format!("{:.2}", l.p50),
+            format!("{:.2}", l.p90),
+            format!("{:.2}", l.p95),
+            format!("{:.2}", l.p99),
+            format!("{:.2}", l.max),
+            format!("{:.1}", s.throughput_rps),
+        ]);
     }
+    let _ = write!(b, "<h2>Per request</h2>{}", table_html(&t, &[]));
     if let Some(t) = crate::events::table(r) {
         let _ = write!(
             b,
@@ -512,6 +612,7 @@ pub fn study_report(report: &StudyReport) -> String {
             categories: labels.clone(),
             series,
             highlight,
+            label_every: 1,
         }
         .render()
     };
@@ -752,6 +853,7 @@ pub fn compare_report(cmp: &crate::compare::Comparison) -> String {
                 categories: categories.clone(),
                 series: vec![(metric.into(), values)],
                 highlight: None,
+                label_every: 1,
             }
             .render(),
         );

@@ -345,6 +345,9 @@ pub struct BarChart {
     pub highlight: Option<usize>,
     /// x-axis label (the categories' meaning).
     pub x_label: String,
+    /// Label every n-th category only (and the last), each label using
+    /// the room of the unlabelled ones; every bar keeps its name on hover.
+    pub label_every: usize,
 }
 
 impl BarChart {
@@ -397,8 +400,14 @@ impl BarChart {
                     short(v)
                 );
             }
-            // As many characters as the slot holds (about 6.5 px each).
-            let fits = ((slot / 6.5) as usize).max(3);
+            let every = self.label_every.max(1);
+            let last = c + 1 == self.categories.len();
+            if c % every != 0 && !last {
+                continue;
+            }
+            // As many characters as the slots it may use hold (about 6.5
+            // px each).
+            let fits = ((slot * every as f64 / 6.5) as usize).max(3);
             let label: String = if name.chars().count() > fits {
                 name.chars().take(fits - 1).chain(['…']).collect()
             } else {
