@@ -24,6 +24,7 @@
 
 pub mod env;
 pub mod errors;
+pub mod import;
 pub mod lenient;
 mod parse;
 #[cfg(test)]

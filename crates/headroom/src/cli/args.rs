@@ -831,3 +831,27 @@ pub struct MetricsArgs {
     #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "0s")]
     pub metrics_linger: Duration,
 }
+
+/// `headroom import`.
+#[derive(Args, Debug, Clone)]
+pub struct ImportArgs {
+    #[command(subcommand)]
+    pub from: ImportFrom,
+    /// Write the scenario here [default: standard output].
+    #[arg(short = 'o', long, value_name = "FILE", global = true)]
+    pub out: Option<std::path::PathBuf>,
+}
+
+#[derive(clap::Subcommand, Debug, Clone)]
+pub enum ImportFrom {
+    /// A curl command line: `headroom import curl curl -X POST https://… -d …`
+    /// (or the whole command quoted as one argument).
+    Curl {
+        #[arg(required = true, num_args = 1.., allow_hyphen_values = true, trailing_var_arg = true)]
+        command: Vec<String>,
+    },
+    /// A HAR file saved by a browser's developer tools.
+    Har { file: std::path::PathBuf },
+    /// A JMeter test plan (.jmx).
+    Jmx { file: std::path::PathBuf },
+}

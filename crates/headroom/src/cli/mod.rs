@@ -8,6 +8,7 @@
 mod args;
 mod capacity;
 mod demo;
+mod import;
 mod k8s;
 mod merge;
 mod metrics;
@@ -83,6 +84,9 @@ enum Command {
     /// Run a plan's shards on Kubernetes: write an Indexed Job's manifests,
     /// or (`collect JOB`) gather and merge its pods' results.
     K8s(Box<K8sArgs>),
+    /// Turn a curl command, a HAR file or a JMeter plan into a scenario
+    /// file, listing what could not be carried over.
+    Import(args::ImportArgs),
     /// Print the JSON Schema of scenario files (default), study files or
     /// results files, for editors and validators.
     Schema(args::SchemaArgs),
@@ -129,6 +133,7 @@ pub fn main() -> i32 {
         Command::Merge(args) => merge::merge(args),
         Command::K8s(args) => k8s::k8s(*args),
         Command::Schema(args) => schema(args),
+        Command::Import(args) => import::import(args),
         Command::Monitor(args) => monitor(args),
     };
     match result {

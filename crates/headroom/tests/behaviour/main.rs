@@ -13,6 +13,7 @@ mod counts;
 mod errors;
 mod events;
 mod hostile;
+mod import;
 mod kubernetes;
 mod layout;
 mod prometheus;

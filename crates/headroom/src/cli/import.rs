@@ -1,0 +1,53 @@
+//! `headroom import curl|har|jmx …`: another tool's plan → a scenario
+//! file, and the list of what could not be carried over (also written at
+//! the top of the file, as comments).
+
+use super::args::{ImportArgs, ImportFrom};
+use super::EXIT_OK;
+use anyhow::Context;
+use headroom_scenario::import::{curl, har, jmx};
+
+pub fn import(args: ImportArgs) -> anyhow::Result<i32> {
+    let (imported, source) = match &args.from {
+        ImportFrom::Curl { command } => {
+            let command = command.join(" ");
+            (
+                curl::import(&command).map_err(anyhow::Error::msg)?,
+                "a curl command".to_string(),
+            )
+        }
+        ImportFrom::Har { file } => {
+            let text = std::fs::read_to_string(file)
+                .with_context(|| format!("cannot read {}", file.display()))?;
+            let got = har::import(&text).map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
+            (got, file.display().to_string())
+        }
+        ImportFrom::Jmx { file } => {
+            let text = std::fs::read_to_string(file)
+                .with_context(|| format!("cannot read {}", file.display()))?;
+            let got = jmx::import(&text).map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
+            (got, file.display().to_string())
+        }
+    };
+    let toml = imported.to_toml(&source);
+    // What was written must be a scenario headroom reads as it is.
+    headroom_scenario::parse_toml::<headroom_scenario::raw::RawScenario>(&toml)
+        .map_err(|p| anyhow::anyhow!("the imported scenario does not parse back: {p:?}"))?;
+    match &args.out {
+        Some(path) => {
+            headroom_results::write_replacing(path, toml.as_bytes())
+                .with_context(|| format!("cannot write {}", path.display()))?;
+            eprintln!("scenario written to {}", path.display());
+        }
+        None => print!("{toml}"),
+    }
+    if imported.left_out.is_empty() {
+        eprintln!("everything was carried over");
+    } else {
+        eprintln!("not carried over ({}):", imported.left_out.len());
+        for item in &imported.left_out {
+            eprintln!("  - {item}");
+        }
+    }
+    Ok(EXIT_OK)
+}

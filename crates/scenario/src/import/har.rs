@@ -1,0 +1,197 @@
+//! `headroom import har FILE.har`: a browser's recorded page loads (HAR
+//! 1.2, as Chromium's and Firefox's developer tools save them) → one
+//! session replaying the requests of the main origin in order, with the
+//! recorded pauses between them as think times and the recorded statuses
+//! expected.
+
+use super::{managed_header, request, split_url, Imported};
+use crate::raw::{RawExpect, RawScenario, RawSession, RawStatus, RawStep};
+use serde::Deserialize;
+use std::collections::BTreeMap;
+
+#[derive(Deserialize)]
+struct Har {
+    log: Log,
+}
+
+#[derive(Deserialize)]
+struct Log {
+    entries: Vec<Entry>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Entry {
+    #[serde(default)]
+    started_date_time: Option<String>,
+    request: Request,
+    #[serde(default)]
+    response: Option<Response>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Request {
+    method: String,
+    url: String,
+    #[serde(default)]
+    headers: Vec<Header>,
+    #[serde(default)]
+    post_data: Option<PostData>,
+}
+
+#[derive(Deserialize)]
+struct Header {
+    name: String,
+    value: String,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct PostData {
+    #[serde(default)]
+    mime_type: Option<String>,
+    #[serde(default)]
+    text: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct Response {
+    status: i64,
+}
+
+/// Pauses shorter than this between recorded requests are the browser's
+/// own pace (parallel loads), not a user thinking.
+const THINK_FROM_MS: i64 = 500;
+
+pub fn import(text: &str) -> Result<Imported, String> {
+    let har: Har = serde_json::from_str(text).map_err(|e| format!("not a HAR file: {e}"))?;
+    if har.log.entries.is_empty() {
+        return Err("the HAR file has no entries".into());
+    }
+    let mut left_out = Vec::new();
+    // The main origin: the most requested one.
+    let mut origins: BTreeMap<String, usize> = BTreeMap::new();
+    for e in &har.log.entries {
+        if let Ok((o, _)) = split_url(&e.request.url) {
+            *origins.entry(o).or_default() += 1;
+        }
+    }
+    let origin = origins
+        .iter()
+        .max_by_key(|(_, n)| **n)
+        .map(|(o, _)| o.clone())
+        .ok_or("no http(s) request in the HAR file")?;
+    let mut taken = BTreeMap::new();
+    let mut requests = Vec::new();
+    let mut steps = Vec::new();
+    let mut last_start: Option<i64> = None;
+    let mut other = 0;
+    for e in &har.log.entries {
+        let Ok((o, path)) = split_url(&e.request.url) else {
+            left_out.push(format!("{}: not an http(s) URL", e.request.url));
+            continue;
+        };
+        if o != origin {
+            other += 1;
+            continue;
+        }
+        let started = e.started_date_time.as_deref().and_then(millis);
+        if let (Some(a), Some(b)) = (last_start, started) {
+            if b - a >= THINK_FROM_MS {
+                steps.push(RawStep {
+                    think: Some(format!("{}ms", b - a)),
+                    ..RawStep::default()
+                });
+            }
+        }
+        last_start = started.or(last_start);
+        let method = e.request.method.to_ascii_uppercase();
+        let mut r = request(&mut taken, &method, &path);
+        let headers: BTreeMap<String, String> = e
+            .request
+            .headers
+            .iter()
+            // Cookies come from the session's own jar, as the browser's did.
+            .filter(|h| !managed_header(&h.name) && !h.name.eq_ignore_ascii_case("cookie"))
+            .map(|h| (h.name.clone(), h.value.clone()))
+            .collect();
+        if !headers.is_empty() {
+            r.headers = Some(headers);
+        }
+        if let Some(p) = &e.request.post_data {
+            r.body = p.text.clone();
+            if let Some(ty) = &p.mime_type {
+                r.headers
+                    .get_or_insert_with(Default::default)
+                    .entry("Content-Type".into())
+                    .or_insert_with(|| ty.clone());
+            }
+        }
+        if let Some(status) = e.response.as_ref().map(|r| r.status) {
+            if (100..400).contains(&status) {
+                r.expect = Some(RawExpect {
+                    status: Some(RawStatus::One(status as u16)),
+                });
+            }
+        }
+        steps.push(RawStep {
+            request: Some(r.name.clone()),
+            ..RawStep::default()
+        });
+        requests.push(r);
+    }
+    if other > 0 {
+        left_out.push(format!(
+            "{other} requests to other origins than {origin} (a scenario loads one origin)"
+        ));
+    }
+    Ok(Imported {
+        scenario: RawScenario {
+            base_url: Some(origin),
+            requests,
+            sessions: vec![RawSession {
+                name: "recorded".into(),
+                weight: None,
+                steps,
+            }],
+            ..RawScenario::default()
+        },
+        left_out,
+    })
+}
+
+/// Milliseconds since the epoch of an RFC 3339 time.
+fn millis(t: &str) -> Option<i64> {
+    humantime::parse_rfc3339_weak(t.trim_end_matches('Z').split('+').next()?)
+        .ok()
+        .and_then(|s| s.duration_since(std::time::UNIX_EPOCH).ok())
+        .map(|d| d.as_millis() as i64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_main_origin_in_order_with_pauses_and_statuses() {
+        let har = r#"{"log":{"version":"1.2","entries":[
+          {"startedDateTime":"2026-01-01T10:00:00.000Z","request":{"method":"GET","url":"http://127.0.0.1:8080/","headers":[{"name":"Host","value":"x"},{"name":"Accept","value":"text/html"},{"name":"Cookie","value":"a=b"}]},"response":{"status":200}},
+          {"startedDateTime":"2026-01-01T10:00:00.100Z","request":{"method":"GET","url":"https://cdn.example/x.js","headers":[]},"response":{"status":200}},
+          {"startedDateTime":"2026-01-01T10:00:02.100Z","request":{"method":"POST","url":"http://127.0.0.1:8080/login","headers":[],"postData":{"mimeType":"application/x-www-form-urlencoded","text":"u=a"}},"response":{"status":302}},
+          {"startedDateTime":"2026-01-01T10:00:02.300Z","request":{"method":"GET","url":"http://127.0.0.1:8080/","headers":[]},"response":{"status":200}}
+        ]}}"#;
+        let got = import(har).unwrap();
+        let s = &got.scenario;
+        assert_eq!(s.base_url.as_deref(), Some("http://127.0.0.1:8080"));
+        let names: Vec<&str> = s.requests.iter().map(|r| r.name.as_str()).collect();
+        assert_eq!(names, ["GET /", "POST /login", "GET / #2"]);
+        assert_eq!(s.requests[0].headers.as_ref().unwrap().len(), 1);
+        assert_eq!(s.requests[1].body.as_deref(), Some("u=a"));
+        let steps = &s.sessions[0].steps;
+        assert_eq!(steps.len(), 4);
+        assert_eq!(steps[1].think.as_deref(), Some("2100ms"));
+        assert!(got.left_out[0].contains("1 requests to other origins"));
+        crate::parse_toml::<RawScenario>(&got.to_toml("a.har")).unwrap();
+    }
+}

@@ -1,0 +1,93 @@
+//! Bringing existing plans over: a curl command line, a HAR file (what a
+//! browser's developer tools save), a JMeter .jmx plan → a scenario
+//! (`RawScenario`), with every element that could not be carried over
+//! listed — nothing is dropped silently.
+//!
+//! - [`curl`]: one request from `curl …` (method, headers, body, auth).
+//! - [`har`]: every request of a HAR log, in order, as one session.
+//! - [`jmx`]: thread groups (users, ramp-up, loops or duration), HTTP
+//!   samplers (method, path, headers, body), CSV Data Set (a feeder),
+//!   Constant Throughput Timer (an open-model rate), Response Assertions
+//!   (checks).
+
+pub mod curl;
+pub mod har;
+pub mod jmx;
+
+use crate::raw::{RawRequest, RawScenario};
+use std::collections::BTreeMap;
+
+/// A scenario made from another tool's plan.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Imported {
+    pub scenario: RawScenario,
+    /// Each element, option or setting that was not carried over, and why.
+    pub left_out: Vec<String>,
+}
+
+impl Imported {
+    /// The scenario as a TOML file, with what was left out as comments at
+    /// the top.
+    pub fn to_toml(&self, source: &str) -> String {
+        let mut text = format!("# Imported by headroom from {source}.\n");
+        if self.left_out.is_empty() {
+            text.push_str("# Everything was carried over.\n");
+        } else {
+            text.push_str("# Not carried over:\n");
+            for item in &self.left_out {
+                text.push_str(&format!("#   - {}\n", item.replace('\n', " ")));
+            }
+        }
+        text.push('\n');
+        text + &toml::to_string(&self.scenario).expect("a scenario serialises to TOML")
+    }
+}
+
+/// `scheme://host[:port]` and the path with its query, from a URL.
+pub(crate) fn split_url(url: &str) -> Result<(String, String), String> {
+    let parsed = url::Url::parse(url).map_err(|e| format!("`{url}` is not a URL: {e}"))?;
+    if !matches!(parsed.scheme(), "http" | "https") {
+        return Err(format!(
+            "`{url}`: only http:// and https:// URLs can be loaded"
+        ));
+    }
+    let host = parsed
+        .host_str()
+        .ok_or_else(|| format!("`{url}` has no host"))?;
+    let origin = match parsed.port() {
+        Some(port) => format!("{}://{host}:{port}", parsed.scheme()),
+        None => format!("{}://{host}", parsed.scheme()),
+    };
+    let mut path = parsed.path().to_string();
+    if let Some(q) = parsed.query() {
+        path.push('?');
+        path.push_str(q);
+    }
+    Ok((origin, path))
+}
+
+/// A request named "METHOD /path" (made unique with a number).
+pub(crate) fn request(taken: &mut BTreeMap<String, u32>, method: &str, path: &str) -> RawRequest {
+    let base = format!("{method} {}", path.split('?').next().unwrap_or(path));
+    let n = taken.entry(base.clone()).or_insert(0);
+    *n += 1;
+    let name = if *n == 1 {
+        base
+    } else {
+        format!("{base} #{n}")
+    };
+    RawRequest {
+        name,
+        method: (method != "GET").then(|| method.to_string()),
+        path: Some(path.to_string()),
+        ..RawRequest::default()
+    }
+}
+
+/// Headers the generator sets itself (or that would be wrong replayed).
+pub(crate) fn managed_header(name: &str) -> bool {
+    matches!(
+        name.to_ascii_lowercase().as_str(),
+        "host" | "content-length" | "connection" | "transfer-encoding" | "keep-alive"
+    ) || name.starts_with(':')
+}
