@@ -168,7 +168,7 @@ pub fn capacity(args: CapacityArgs) -> anyhow::Result<i32> {
         let _ = std::io::stdout().flush();
     });
     drop(watch.server);
-    super::study::finish_metrics(exporter);
+    super::metrics::finish(exporter);
     save(&report)?;
     if let Some(e) = save_error {
         eprintln!("warning: a snapshot of the search could not be written: {e:#}");

@@ -151,3 +151,11 @@ fn push(url: &str, metrics: &LiveMetrics) -> anyhow::Result<()> {
         .with_context(|| format!("POST {url}"))?;
     Ok(())
 }
+
+/// The exporter's last push and scrape, if there is one; a failure is a
+/// warning — the measured results are already written.
+pub fn finish(exporter: Option<Exporter>) {
+    if let Some(Err(e)) = exporter.map(Exporter::finish) {
+        eprintln!("headroom: warning: {e:#}");
+    }
+}

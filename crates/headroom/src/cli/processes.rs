@@ -233,7 +233,7 @@ pub fn run(args: &RunCmdArgs, processes: u32) -> anyhow::Result<i32> {
     // The children measure; the parent publishes the merged figures.
     if let Some(exporter) = super::metrics::Exporter::start(&run_args.metrics)? {
         exporter.metrics.finish(&Vec::new(), &results);
-        super::study::finish_metrics(Some(exporter));
+        super::metrics::finish(Some(exporter));
     }
     finish(results, &scenario.thresholds, &outputs, &intervals)
 }

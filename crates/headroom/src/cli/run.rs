@@ -561,7 +561,7 @@ pub fn run(args: RunCmdArgs) -> anyhow::Result<i32> {
         &outputs,
         scale.start_at,
     );
-    super::study::finish_metrics(exporter);
+    super::metrics::finish(exporter);
     code
 }
 

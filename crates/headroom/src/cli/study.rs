@@ -99,7 +99,7 @@ pub fn run_study(
         }
     })
     .with_context(|| format!("cannot write the study's results in {}", out_dir.display()))?;
-    finish_metrics(exporter);
+    super::metrics::finish(exporter);
     if let Some(e) = csv_error {
         return Err(e).with_context(|| format!("cannot write study.csv in {}", out_dir.display()));
     }
@@ -128,12 +128,4 @@ pub fn run_study(
     } else {
         EXIT_OK
     })
-}
-
-/// The live metrics' last push and scrape; a failure is a warning — the
-/// measured results are already written.
-pub fn finish_metrics(exporter: Option<super::metrics::Exporter>) {
-    if let Some(Err(e)) = exporter.map(|e| e.finish()) {
-        eprintln!("headroom: warning: {e:#}");
-    }
 }

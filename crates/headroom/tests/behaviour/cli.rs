@@ -297,3 +297,52 @@ fn the_cli_habits_of_wrk_oha_and_k6() {
     assert_eq!(code, 2);
     assert!(stderr.contains("--rate does not apply"), "{stderr}");
 }
+
+/// Runs of different loads are shown side by side but not judged: a p99
+/// jump from 10 req/s to 400 req/s is not a regression.
+#[test]
+fn compare_says_when_loads_differ_instead_of_calling_it_a_regression() {
+    let target = Target::start(1, 2);
+    let dir = tempfile::tempdir().unwrap();
+    let mut files = Vec::new();
+    for (name, rate) in [
+        ("slow.json", "10"),
+        ("fast.json", "400"),
+        ("again.json", "10"),
+    ] {
+        let out = dir.path().join(name);
+        let (code, _, stderr) = headroom(&[
+            "run",
+            &target.url("/sleep?ms=2"),
+            "--rate",
+            rate,
+            "-d",
+            "2s",
+            "-q",
+            "--out",
+            out.to_str().unwrap(),
+        ]);
+        assert_eq!(code, 0, "{stderr}");
+        files.push(out.to_str().unwrap().to_string());
+    }
+    let (code, stdout, _) = headroom(&["compare", &files[0], &files[1], "--fail-on-regression"]);
+    assert_eq!(code, 0, "{stdout}");
+    assert!(
+        stdout.contains("DIFFERENT") && stdout.contains("not comparable"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("note: fast ran a different load (open, 400.0/s"),
+        "{stdout}"
+    );
+    assert!(
+        !stdout.contains("WORSE") && !stdout.contains("better"),
+        "{stdout}"
+    );
+    // The same load is compared as before.
+    let (_, stdout, _) = headroom(&["compare", &files[0], &files[2]]);
+    assert!(
+        stdout.contains("same") && !stdout.contains("not comparable"),
+        "{stdout}"
+    );
+}
