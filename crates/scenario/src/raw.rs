@@ -196,7 +196,7 @@ pub struct RawLoad {
         deserialize_with = "lenient::opt",
         skip_serializing_if = "Option::is_none"
     )]
-    #[schemars(with = "Option<lenient::Lenient<u32>>")]
+    #[schemars(with = "Option<lenient::Lenient<std::num::NonZeroU32>>")]
     pub vus: Option<u32>,
     /// Closed: start users evenly over this time.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -254,7 +254,7 @@ pub struct RawLoad {
         deserialize_with = "lenient::opt",
         skip_serializing_if = "Option::is_none"
     )]
-    #[schemars(with = "Option<lenient::Lenient<u32>>")]
+    #[schemars(with = "Option<lenient::Lenient<std::num::NonZeroU32>>")]
     pub max_connections: Option<u32>,
     /// Stop after this many requests in all.
     #[serde(
@@ -262,7 +262,7 @@ pub struct RawLoad {
         deserialize_with = "lenient::opt",
         skip_serializing_if = "Option::is_none"
     )]
-    #[schemars(with = "Option<lenient::Lenient<u64>>")]
+    #[schemars(with = "Option<lenient::Lenient<std::num::NonZeroU64>>")]
     pub max_requests: Option<u64>,
     /// After the load ends, how long in-flight requests may finish.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -335,7 +335,7 @@ pub struct RawHttp {
         deserialize_with = "lenient::opt",
         skip_serializing_if = "Option::is_none"
     )]
-    #[schemars(with = "Option<lenient::Lenient<usize>>")]
+    #[schemars(with = "Option<lenient::Lenient<std::num::NonZeroUsize>>")]
     pub threads: Option<usize>,
     /// When a reused keep-alive connection turns out closed by the server
     /// before the request reached it, send the request once more on a new

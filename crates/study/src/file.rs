@@ -114,7 +114,7 @@ pub struct RawMeasure {
         deserialize_with = "headroom_scenario::lenient::opt",
         skip_serializing_if = "Option::is_none"
     )]
-    #[schemars(with = "Option<headroom_scenario::lenient::Lenient<u32>>")]
+    #[schemars(with = "Option<headroom_scenario::lenient::Lenient<std::num::NonZeroU32>>")]
     pub repeat: Option<u32>,
     /// "throughput" (default), "p50", "p90", "p95", "p99" or "mean" (lowest),
     /// "capacity", or "max_gap" (least downtime around events).

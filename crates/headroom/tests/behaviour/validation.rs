@@ -260,6 +260,8 @@ fn the_scenario_schema_refuses_what_headroom_refuses() {
         serde_json::json!({"load": {"model": "sometimes"}}),
         serde_json::json!({"lode": {}}),
         serde_json::json!({"load": {"vus": -1}}),
+        serde_json::json!({"load": {"vus": 0}}),
+        serde_json::json!({"http": {"threads": 0}}),
     ] {
         assert!(!v.is_valid(&bad), "{bad}");
     }
