@@ -21,7 +21,10 @@ fn require(tool: &str) {
     );
 }
 
-fn reduced_study(file: &str, configs: usize) {
+/// Runs `headroom study examples/ruby/FILE` with `env` (headroom itself on
+/// PATH, for the studies that start it); asserts exit 0 and returns the
+/// printed comparison and study.json.
+fn study(file: &str, env: &[(&str, &str)]) -> (String, serde_json::Value) {
     let study = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("../../examples/ruby")
         .join(file);
@@ -40,12 +43,10 @@ fn reduced_study(file: &str, configs: usize) {
             "PATH",
             format!("{bin}:{}", std::env::var("PATH").unwrap_or_default()),
         )
-        .env("DURATION", "2s")
-        .env("WARMUP", "1s")
-        .env("USERS", "8")
+        .envs(env.iter().copied())
         .output()
         .unwrap();
-    let stdout = String::from_utf8_lossy(&o.stdout);
+    let stdout = String::from_utf8_lossy(&o.stdout).to_string();
     assert_eq!(
         o.status.code(),
         Some(0),
@@ -55,6 +56,14 @@ fn reduced_study(file: &str, configs: usize) {
     let report: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.path().join("study.json")).unwrap())
             .unwrap();
+    (stdout, report)
+}
+
+fn reduced_study(file: &str, configs: usize) {
+    let (stdout, report) = study(
+        file,
+        &[("DURATION", "2s"), ("WARMUP", "1s"), ("USERS", "8")],
+    );
     let all = report["configs"].as_array().unwrap();
     assert_eq!(all.len(), configs, "{file}");
     for c in all {
@@ -117,32 +126,14 @@ fn load_balancers_in_front_of_unicorn_and_thin() {
 #[test]
 fn unicorn_restart_strategies_ranked_by_what_users_felt() {
     require("unicorn");
-    let study = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples/ruby/restart.toml");
-    let out = tempfile::tempdir().unwrap();
-    let o = Command::new(headroom_bin())
-        .arg("study")
-        .arg(&study)
-        .arg("--out")
-        .arg(out.path())
-        .env("DURATION", "6s")
-        .env("WARMUP", "1s")
-        .env("RESTART_AT", "2s")
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&o.stdout);
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&o.stderr)
+    let (stdout, report) = study(
+        "restart.toml",
+        &[("DURATION", "6s"), ("WARMUP", "1s"), ("RESTART_AT", "2s")],
     );
     assert!(
         stdout.contains("Event gap ms") && stdout.contains("Event failed"),
         "{stdout}"
     );
-    let report: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(out.path().join("study.json")).unwrap())
-            .unwrap();
     assert_eq!(report["winner"]["label"], "usr2", "{stdout}");
     for c in report["configs"].as_array().unwrap() {
         let r = &c["results"];
