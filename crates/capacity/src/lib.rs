@@ -128,6 +128,7 @@ pub fn plan_at(plan: &Plan, axis: Axis, load: f64, duration: Duration) -> Plan {
     p.events.clear();
     p.load = match axis {
         Axis::Rate => Load::Open(OpenLoad {
+            users: plan.arrivals_are_users(),
             schedule: Schedule::constant(load, duration)
                 .expect("a positive rate and duration make a schedule"),
             max_connections: match &plan.load {
@@ -135,26 +136,53 @@ pub fn plan_at(plan: &Plan, axis: Axis, load: f64, duration: Duration) -> Plan {
                 Load::Closed(_) => DEFAULT_MAX_CONNECTIONS,
             },
         }),
-        Axis::Users => Load::Closed(ClosedLoad {
-            vus: load as u32,
-            ramp_up: Duration::ZERO,
-            duration: Some(duration),
-            iterations: None,
-            think_time: match &plan.load {
-                Load::Closed(c) => c.think_time,
-                Load::Open(_) => Duration::ZERO,
-            },
-        }),
+        // The scenario's users keep their ramp-up, iterations and think
+        // time: a step is the scenario run with `load` users. Users that
+        // stop after their iterations end the step; otherwise it lasts
+        // `duration`.
+        Axis::Users => match &plan.load {
+            Load::Closed(c) => Load::Closed(ClosedLoad {
+                vus: load as u32,
+                ramp_up: c.ramp_up,
+                duration: if c.iterations.is_some() {
+                    None
+                } else {
+                    Some(duration)
+                },
+                iterations: c.iterations,
+                think_time: c.think_time,
+                stages: Vec::new(),
+            }),
+            Load::Open(_) => Load::Closed(ClosedLoad::users(load as u32, duration)),
+        },
     };
     p
 }
 
-fn step_from(index: u32, load: f64, retest: bool, opts: &Options, r: Results) -> Step {
+/// The unit of the search's load: on the rate axis a session scenario's
+/// arrivals are users starting a session (users/s), not requests.
+pub fn unit(axis: Axis, plan: &Plan) -> &'static str {
+    if axis == Axis::Rate && plan.arrivals_are_users() {
+        "users/s"
+    } else {
+        axis.unit()
+    }
+}
+
+fn step_from(
+    index: u32,
+    load: f64,
+    retest: bool,
+    (opts, plan): (&Options, &Plan),
+    r: Results,
+) -> Step {
     let achieved = match opts.axis {
         Axis::Rate => ok_rate(&r),
         Axis::Users => r.summary.requests.ok as f64 / r.duration_s.max(f64::MIN_POSITIVE),
     };
-    let offered = (opts.axis == Axis::Rate).then_some(load);
+    // Sessions' arrivals are not requests: the rate achieved is not held
+    // against them.
+    let offered = (opts.axis == Axis::Rate && !plan.arrivals_are_users()).then_some(load);
     let checks = headroom_results::check::against(&opts.slo, &r, offered);
     Step {
         index,
@@ -229,7 +257,7 @@ pub fn run(
         let step_plan = plan_at(plan, opts.axis, load, opts.step_duration);
         let step_recording = recording.labelled("step", index.to_string());
         let measured = measure(&step_plan, stop, watch.clone(), &step_recording, |_, _| {});
-        let mut step = step_from(index, load, retest, opts, measured.results);
+        let mut step = step_from(index, load, retest, (opts, plan), measured.results);
         let interrupted = step.results.as_ref().is_some_and(|r| r.interrupted);
         let died = step.results.as_ref().is_some_and(server_died);
         let generator = !step.passed && step.results.as_ref().is_some_and(|r| r.generator_bound);
@@ -277,7 +305,7 @@ fn report(
     outcome: Result<End, Outcome>,
     elapsed: Duration,
 ) -> CapacityReport {
-    let unit = opts.axis.unit();
+    let unit = unit(opts.axis, plan);
     // A step that ended the search early (generator-bound, server died)
     // was not given to the search: it still bounds the interval.
     // A fail at or below the capacity was outvoted by passes (noise).

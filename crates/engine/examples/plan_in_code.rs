@@ -42,6 +42,7 @@ fn main() -> Result<(), Box<dyn Error>> {
     // Open model: 200 arrivals per second for 3 s, whatever the server does;
     // latency counts from each arrival's intended send time.
     plan.load = Load::Open(OpenLoad {
+        users: false,
         schedule: Schedule::constant(200.0, Duration::from_secs(3))?,
         max_connections: DEFAULT_MAX_CONNECTIONS,
     });

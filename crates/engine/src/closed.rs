@@ -1,13 +1,15 @@
 //! Closed model: N users, each on its own connection, looping iterations
 //! (a request from the mix, or a session) → think time. A user starts its
 //! next request only when the previous one has finished, so latency counts
-//! from the send.
+//! from the send. With user stages (k6's ramping-vus) users join and leave
+//! as the count rises and falls; one that leaves finishes its iteration,
+//! then closes its connections.
 
 use super::user::{Control, User};
-use crate::plan::ClosedLoad;
-use crate::shared::Shared;
+use crate::plan::{ClosedLoad, UserStage};
+use crate::shared::{ActiveUser, Shared};
 use std::rc::Rc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 pub(crate) async fn run(shared: Rc<Shared>, load: &ClosedLoad) {
     // Users are numbered over the whole plan and striped over shards and
@@ -16,8 +18,13 @@ pub(crate) async fn run(shared: Rc<Shared>, load: &ClosedLoad) {
     let users: Vec<_> = (stride.first..load.vus as u64)
         .step_by(stride.step as usize)
         .map(|user| {
-            let offset = load.ramp_up.mul_f64(user as f64 / load.vus as f64);
-            tokio::task::spawn_local(user_loop(shared.clone(), load.clone(), user, offset))
+            let spans = if load.stages.is_empty() {
+                let offset = load.ramp_up.mul_f64(user as f64 / load.vus as f64);
+                vec![(offset, None)]
+            } else {
+                UserStage::spans(&load.stages, user as u32)
+            };
+            tokio::task::spawn_local(user_loop(shared.clone(), load.clone(), user, spans))
         })
         .collect();
     for user in users {
@@ -25,35 +32,56 @@ pub(crate) async fn run(shared: Rc<Shared>, load: &ClosedLoad) {
     }
 }
 
-/// Keeps the active-user gauge right even when the task is cut off.
-struct ActiveUser<'a>(&'a Shared);
-
-impl Drop for ActiveUser<'_> {
-    fn drop(&mut self) {
-        self.0.recorder.borrow_mut().user_finished();
+/// One user over its active spans (one, from its ramp-up offset to the
+/// end, without stages).
+async fn user_loop(
+    shared: Rc<Shared>,
+    load: ClosedLoad,
+    id: u64,
+    spans: Vec<(Duration, Option<Duration>)>,
+) {
+    let deadline = load.duration.map(|d| shared.start + d);
+    let mut user = User::new(&shared, id, deadline);
+    for (start, stop) in spans {
+        if !shared.sleep_until(shared.start + start).await {
+            return;
+        }
+        let retire = stop.map(|s| shared.start + s);
+        if active(&shared, &load, &mut user, retire).await == Control::Stop {
+            return;
+        }
+        user.close_connections();
     }
 }
 
-async fn user_loop(shared: Rc<Shared>, load: ClosedLoad, id: u64, offset: std::time::Duration) {
-    if !shared.sleep_until(shared.start + offset).await {
-        return;
-    }
-    let deadline = load.duration.map(|d| shared.start + d);
-    shared.recorder.borrow_mut().user_started();
-    let _active = ActiveUser(&shared);
-    let mut user = User::new(&shared, id, deadline);
+/// Iterations until the user retires (checked between iterations), the
+/// load ends, or its iterations are done.
+async fn active(
+    shared: &Shared,
+    load: &ClosedLoad,
+    user: &mut User,
+    retire: Option<Instant>,
+) -> Control {
+    let _active = ActiveUser::start(shared);
     while load.iterations.is_none_or(|n| user.iteration < n) {
+        if retire.is_some_and(|r| Instant::now() >= r) {
+            return Control::Continue;
+        }
         let pick = shared.pick();
-        if user.iteration(&shared, None, pick).await == Control::Stop {
-            break;
+        if user.iteration(shared, None, pick).await == Control::Stop {
+            return Control::Stop;
         }
         if !load.think_time.is_zero() {
             user.before_pause(load.think_time);
             let wake = Instant::now() + load.think_time;
-            let wake = deadline.map_or(wake, |d| wake.min(d));
+            let wake = [user.deadline, retire]
+                .into_iter()
+                .flatten()
+                .fold(wake, Instant::min);
             if !shared.sleep_until(wake).await {
-                break;
+                return Control::Stop;
             }
         }
     }
+    Control::Stop
 }

@@ -40,6 +40,7 @@ pub mod plan;
 mod backoff;
 mod closed;
 mod open;
+mod origins;
 mod shared;
 pub mod stop;
 mod user;

@@ -1,14 +1,16 @@
-//! Open model: arrivals (requests, or session starts) are due at scheduled
-//! times whether or not earlier ones have returned. A scheduler puts each
-//! due arrival on a queue; a pool of connections (grown on demand, up to
-//! the cap) takes them off. Latency counts from the *intended* time, so an
-//! arrival that waited for a free connection carries its wait (no
-//! coordinated omission). Each arrival is a new user; its session runs on
-//! a pooled connection.
+//! Open model: arrivals (requests, or users starting a session) are due at
+//! scheduled times whether or not earlier ones have returned. A scheduler
+//! puts each due arrival on a queue; a pool of tasks (grown on demand, up
+//! to the cap) takes them off. Latency counts from the *intended* time, so
+//! an arrival that waited for a free task carries its wait (no coordinated
+//! omission). Each arrival is a new user. A request arrival goes out on the
+//! task's kept-alive connection; an arriving *user* (Gatling's open model)
+//! opens its own connections and closes them when it leaves, so the server
+//! sees the connection churn real users make.
 
 use super::user::User;
 use crate::plan::OpenLoad;
-use crate::shared::Shared;
+use crate::shared::{ActiveUser, Shared};
 use std::cell::Cell;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
@@ -94,6 +96,7 @@ pub(crate) async fn run(shared: Rc<Shared>, load: &OpenLoad, queue: Queue) {
                     shared.clone(),
                     rx.clone(),
                     idle.clone(),
+                    load.users,
                 )));
             } else {
                 shared.recorder.borrow_mut().arrival_waited_for_connection();
@@ -113,6 +116,7 @@ async fn connection(
     shared: Rc<Shared>,
     rx: async_channel::Receiver<Arrival>,
     idle: Rc<Cell<usize>>,
+    users: bool,
 ) {
     let mut user = User::new(&shared, 0, None);
     loop {
@@ -136,7 +140,14 @@ async fn connection(
             }
         };
         user.reset(arrival.n);
-        user.iteration(&shared, Some(arrival.intended), arrival.pick)
-            .await;
+        if users {
+            let _active = ActiveUser::start(&shared);
+            user.iteration(&shared, Some(arrival.intended), arrival.pick)
+                .await;
+            user.close_connections();
+        } else {
+            user.iteration(&shared, Some(arrival.intended), arrival.pick)
+                .await;
+        }
     }
 }

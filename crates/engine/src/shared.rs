@@ -3,6 +3,7 @@
 //! failed, or cut off by the stop.
 
 use crate::metrics::{ErrorClass, Outcome, Recorder};
+use crate::origins::Origins;
 use crate::plan::shard::Stride;
 use crate::plan::{Flow, Plan};
 use crate::stop::{Phase, StopSignal};
@@ -32,6 +33,8 @@ pub(crate) struct Shared {
     pub next_arrival: std::cell::Cell<u64>,
     /// Connections this worker has opened: which source address is next.
     connects: std::cell::Cell<usize>,
+    /// Where requests go, and the connections open to each origin.
+    pub origins: Origins,
 }
 
 impl Shared {
@@ -68,6 +71,7 @@ impl Shared {
             cumulative,
             next_arrival: std::cell::Cell::new(0),
             connects: std::cell::Cell::new(id),
+            origins: Origins::new(&plan, per_host_cap(&plan, id, workers)),
             plan,
         }
         .with_first_arrival()
@@ -128,6 +132,34 @@ impl Shared {
             _ = phase.wait_for(|p| *p != Phase::Running) => false,
         }
     }
+}
+
+/// A user counted active (the `active_users` gauge) while this lives,
+/// even when its task is cut off.
+pub(crate) struct ActiveUser<'a>(&'a Shared);
+
+impl<'a> ActiveUser<'a> {
+    pub fn start(shared: &'a Shared) -> Self {
+        shared.recorder.borrow_mut().user_started();
+        ActiveUser(shared)
+    }
+}
+
+impl Drop for ActiveUser<'_> {
+    fn drop(&mut self) {
+        self.0.recorder.borrow_mut().user_finished();
+    }
+}
+
+/// Worker `id`'s share of the plan's `max_connections_per_host`: the
+/// shard's share split exactly over its workers (who are never more than
+/// it; see `Plan::effective_threads`).
+fn per_host_cap(plan: &Plan, id: usize, workers: usize) -> Option<u32> {
+    let cap = plan.max_connections_per_host?;
+    let shard = plan.shard.share(cap as u64).max(1);
+    let w = workers as u64;
+    let mine = shard / w + u64::from((id as u64) < shard % w);
+    Some(mine.max(1) as u32)
 }
 
 /// One request on its way. If the task holding it is dropped (the run's

@@ -4,16 +4,18 @@
 
 use crate::backoff::ConnectBackoff;
 use crate::metrics::{ConnectionEvent, ErrorClass, LimitReached, Outcome};
+use crate::origins::{Conn, Origin, Unreachable};
 use crate::plan::check::ResponseView;
 use crate::plan::limits::MAX_COOKIES_PER_USER;
 use crate::plan::template::Scope;
 use crate::plan::{Flow, Load, RequestSpec, Step};
 use crate::shared::{InFlight, Shared};
 use cookie_store::CookieStore;
-use headroom_http::{Capture, Captured, Connection, Failure, Idle};
+use headroom_http::{routes, Capture, Captured, Failure, Idle};
 use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
+use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 /// Whether the user goes on after an iteration or a step.
@@ -27,10 +29,17 @@ pub(crate) enum Control {
 /// [`User::before_pause`]).
 const IDLE_LONG_ENOUGH: Duration = Duration::from_millis(100);
 
+/// Most origins a user keeps a connection to; past it, the one used
+/// longest ago is closed (a user drawing from thousands of host names
+/// would otherwise hold a connection to each).
+const MAX_ORIGINS_PER_USER: usize = 16;
+
 pub(crate) struct User {
     pub id: u64,
     pub iteration: u64,
-    pub conn: Option<Connection>,
+    /// Kept-alive connections, one per origin, the most recently used last
+    /// (none between requests when connections are pooled per host).
+    conns: Vec<Conn>,
     vars: HashMap<String, String>,
     jar: Option<CookieStore>,
     feeder_cursors: Vec<u64>,
@@ -38,7 +47,7 @@ pub(crate) struct User {
     /// The request as written on the wire, reused.
     wire: Vec<u8>,
     /// Closed model: no request starts after this.
-    deadline: Option<Instant>,
+    pub deadline: Option<Instant>,
     /// The intended time of the next request, when it is an open-model
     /// arrival (taken by the first request of the iteration).
     intended: Option<Instant>,
@@ -53,7 +62,7 @@ impl User {
         User {
             id,
             iteration: 0,
-            conn: None,
+            conns: Vec::new(),
             vars: HashMap::new(),
             jar: shared.plan.cookies.then(CookieStore::default),
             feeder_cursors: vec![0; shared.plan.feeders.len()],
@@ -74,10 +83,16 @@ impl User {
         if pause < IDLE_LONG_ENOUGH {
             return;
         }
-        if let Some(conn) = &mut self.conn {
-            conn.release_buffer();
+        for conn in &mut self.conns {
+            conn.http.release_buffer();
         }
         self.wire = Vec::new();
+    }
+
+    /// Closes every connection this user holds (an arriving user that
+    /// leaves takes its connections with it).
+    pub fn close_connections(&mut self) {
+        self.conns.clear();
     }
 
     /// Starts over as a new user (open model: each arrival is a new user),
@@ -226,7 +241,22 @@ impl User {
             None => return Control::Stop,
         };
         let mut in_flight = InFlight::begin(shared, index, intended);
-        let cookie = self.cookie_header(shared, spec);
+        let rendered = {
+            let mut rng = shared.rng.borrow_mut();
+            spec.render_target(&mut self.scope(&mut rng))
+        };
+        let (origin, target) = match self.origin(shared, spec, rendered.as_deref()).await {
+            Ok(found) => found,
+            Err(Unreachable(class)) => {
+                let outcome = Outcome {
+                    error: Some(class),
+                    ..Default::default()
+                };
+                in_flight.finish_at(Instant::now(), outcome);
+                return Control::Continue;
+            }
+        };
+        let cookie = self.cookie_header(&origin, spec, target);
         {
             let mut rng = shared.rng.borrow_mut();
             let mut scope = Scope {
@@ -237,7 +267,8 @@ impl User {
             };
             spec.render(
                 &mut scope,
-                &shared.plan.endpoint.host_header,
+                target,
+                &origin.host_header,
                 shared.plan.keep_alive,
                 cookie.as_deref(),
                 &mut self.wire,
@@ -245,13 +276,12 @@ impl User {
         }
         let sent = Instant::now();
         in_flight.sent_at(sent);
-        let mut outcome = self.exchange(shared, spec, index).await;
+        let mut outcome = self.exchange(shared, spec, index, &origin).await;
         let done = Instant::now();
         if let Some(status) = outcome.status {
             self.judge(
                 shared,
-                spec,
-                index,
+                (spec, index, &origin, target),
                 status,
                 done.saturating_duration_since(intended),
                 &mut outcome,
@@ -281,27 +311,94 @@ impl User {
         }
     }
 
-    /// One exchange on this user's connection (connecting first if needed).
-    ///
-    /// A kept-alive connection is looked at before it is reused: if the
-    /// server closed it while it sat idle, a new one is opened instead. If
-    /// the server closes it just as the request goes out (EOF/RST before
-    /// any response byte on a reused connection), the request never reached
-    /// it and is sent once more on a new connection, when the method allows.
-    async fn exchange(&mut self, shared: &Shared, spec: &RequestSpec, index: usize) -> Outcome {
-        let plan = &shared.plan;
-        let mut outcome = Outcome::default();
-        if let Some(conn) = &mut self.conn {
-            let event = match conn.check_idle() {
-                Idle::Open => None,
-                Idle::Closed => Some(ConnectionEvent::ReconnectIdleClosed),
-                Idle::UnrequestedBytes => Some(ConnectionEvent::UnrequestedBytes),
+    /// The template scope of this user now.
+    fn scope<'a>(&'a self, rng: &'a mut fastrand::Rng) -> Scope<'a> {
+        Scope {
+            vars: &self.vars,
+            user_id: self.id,
+            iteration: self.iteration,
+            rng,
+        }
+    }
+
+    /// Where request `spec` goes this time, and the target to send: the
+    /// plan's endpoint for a path; the URL's origin for a full URL.
+    async fn origin<'r>(
+        &self,
+        shared: &Shared,
+        spec: &'r RequestSpec,
+        rendered: Option<&'r str>,
+    ) -> Result<(Rc<Origin>, &'r str), Unreachable> {
+        let target = rendered.unwrap_or(&spec.target);
+        if let Some(key) = &spec.origin {
+            return Ok((shared.origins.get(key).await?, target));
+        }
+        match rendered.and_then(routes::split_absolute) {
+            Some((key, path)) => Ok((shared.origins.get(key).await?, path)),
+            None if rendered.is_some_and(|t| t.contains("://")) => {
+                Err(Unreachable(ErrorClass::InvalidUrl))
+            }
+            None => Ok((shared.origins.default_origin(), target)),
+        }
+    }
+
+    /// A kept-alive connection to `origin`, if this user (or, pooled, any
+    /// user of this worker) has one that is still open; the server may
+    /// have closed it while it sat idle. Pooled, waits while the origin is
+    /// at its cap.
+    async fn idle_connection(
+        &mut self,
+        shared: &Shared,
+        origin: &Rc<Origin>,
+        index: usize,
+    ) -> Option<Conn> {
+        loop {
+            let mut conn = if shared.origins.pooled() {
+                shared.origins.checkout(origin).await?
+            } else {
+                let at = self.conns.iter().position(|c| c.origin.id == origin.id)?;
+                self.conns.remove(at)
             };
-            if let Some(event) = event {
-                self.conn = None;
-                shared.recorder.borrow_mut().connection_event(index, event);
+            let event = match conn.http.check_idle() {
+                Idle::Open => return Some(conn),
+                Idle::Closed => ConnectionEvent::ReconnectIdleClosed,
+                Idle::UnrequestedBytes => ConnectionEvent::UnrequestedBytes,
+            };
+            shared.recorder.borrow_mut().connection_event(index, event);
+            if !shared.origins.pooled() {
+                return None;
             }
         }
+    }
+
+    /// A connection done with: kept for the next request to its origin.
+    fn keep(&mut self, shared: &Shared, conn: Conn) {
+        if shared.origins.pooled() {
+            shared.origins.check_in(conn);
+            return;
+        }
+        if self.conns.len() >= MAX_ORIGINS_PER_USER {
+            self.conns.remove(0);
+        }
+        self.conns.push(conn);
+    }
+
+    /// One exchange with `origin` on this user's connection to it
+    /// (connecting first if needed).
+    ///
+    /// If the server closes a reused connection just as the request goes
+    /// out (EOF/RST before any response byte), the request never reached
+    /// it and is sent once more on a new connection, when the method allows.
+    async fn exchange(
+        &mut self,
+        shared: &Shared,
+        spec: &RequestSpec,
+        index: usize,
+        origin: &Rc<Origin>,
+    ) -> Outcome {
+        let plan = &shared.plan;
+        let mut outcome = Outcome::default();
+        let mut conn = self.idle_connection(shared, origin, index).await;
         let want = Capture {
             set_cookies: spec.capture.set_cookies || self.jar.is_some(),
             ..spec.capture
@@ -309,24 +406,23 @@ impl User {
         let timeout = spec.timeout.unwrap_or(plan.request_timeout);
         let mut may_retry = plan.stale_retry.allows(&spec.method);
         loop {
-            let conn = match &mut self.conn {
+            let c = match &mut conn {
                 Some(c) => c,
-                None => match self.connect(shared, index).await {
-                    Ok(c) => self.conn.insert(c),
+                None => match self.connect(shared, origin, index).await {
+                    Ok(c) => conn.insert(c),
                     Err(failure) => {
                         outcome.error = Some(failure.into());
                         return outcome;
                     }
                 },
             };
-            let exchange = conn.exchange(&self.wire, spec.is_head(), want, &mut self.captured);
+            let exchange = c
+                .http
+                .exchange(&self.wire, spec.is_head(), want, &mut self.captured);
             match tokio::time::timeout(timeout, exchange).await {
-                Err(_) => {
-                    self.conn = None;
-                    outcome.error = Some(ErrorClass::RequestTimeout);
-                }
-                Ok(Err(failure)) if may_retry && conn.was_stale(failure) => {
-                    self.conn = None;
+                Err(_) => outcome.error = Some(ErrorClass::RequestTimeout),
+                Ok(Err(failure)) if may_retry && c.http.was_stale(failure) => {
+                    conn = None;
                     may_retry = false;
                     shared
                         .recorder
@@ -334,15 +430,14 @@ impl User {
                         .connection_event(index, ConnectionEvent::RetriedStale);
                     continue;
                 }
-                Ok(Err(failure)) => {
-                    self.conn = None;
-                    outcome.error = Some(failure.into());
-                }
+                Ok(Err(failure)) => outcome.error = Some(failure.into()),
                 Ok(Ok(response)) => {
                     outcome.status = Some(response.status);
                     outcome.bytes = response.bytes;
-                    if !response.keep_alive || !plan.keep_alive {
-                        self.conn = None;
+                    if response.keep_alive && plan.keep_alive {
+                        if let Some(c) = conn.take() {
+                            self.keep(shared, c);
+                        }
                     }
                 }
             }
@@ -350,18 +445,23 @@ impl User {
         }
     }
 
-    /// Opens a connection for request `index`. A failed connect backs the
-    /// user off (see [`ConnectBackoff`]) so that failing users yield to the
-    /// ones that have connections.
-    async fn connect(&mut self, shared: &Shared, index: usize) -> Result<Connection, Failure> {
-        let plan = &shared.plan;
-        let result = Connection::connect(
-            plan.endpoint.addr,
-            shared.next_local_address(),
-            plan.connect_timeout,
-            plan.tls.as_ref(),
-        )
-        .await;
+    /// Opens a connection to `origin` for request `index`. A failed
+    /// connect backs the user off (see [`ConnectBackoff`]) so that failing
+    /// users yield to the ones that have connections.
+    async fn connect(
+        &mut self,
+        shared: &Shared,
+        origin: &Rc<Origin>,
+        index: usize,
+    ) -> Result<Conn, Failure> {
+        let result = shared
+            .origins
+            .open(
+                origin,
+                shared.next_local_address(),
+                shared.plan.connect_timeout,
+            )
+            .await;
         match &result {
             Ok(_) => {
                 self.backoff.reset();
@@ -379,15 +479,14 @@ impl User {
     fn judge(
         &mut self,
         shared: &Shared,
-        spec: &RequestSpec,
-        index: usize,
+        (spec, index, origin, target): (&RequestSpec, usize, &Origin, &str),
         status: u16,
         latency: Duration,
         outcome: &mut Outcome,
     ) {
         if let Some(jar) = &mut self.jar {
             if !self.captured.set_cookies.is_empty() {
-                if let Some(url) = request_url(shared, spec) {
+                if let Some(url) = origin.url(target) {
                     let dropped = store_cookies(jar, &self.captured.set_cookies, &url);
                     if dropped > 0 {
                         shared.recorder.borrow_mut().limit_reached(
@@ -431,10 +530,16 @@ impl User {
     }
 
     /// The `Cookie` header for this request, when the jar has any.
-    fn cookie_header(&self, shared: &Shared, spec: &RequestSpec) -> Option<String> {
+    fn cookie_header(&self, origin: &Origin, spec: &RequestSpec, target: &str) -> Option<String> {
         let jar = self.jar.as_ref()?;
         jar.iter_unexpired().next()?;
-        let url = request_url(shared, spec)?;
+        // The literal part of a static target, the whole of a rendered one.
+        let target = if spec.template.is_some() {
+            target
+        } else {
+            spec.target.split("{{").next().unwrap_or("/")
+        };
+        let url = origin.url(target)?;
         let pairs: Vec<String> = jar
             .get_request_values(&url)
             .map(|(k, v)| format!("{k}={v}"))
@@ -466,13 +571,4 @@ fn store_cookies(jar: &mut CookieStore, set_cookies: &[String], url: &url::Url) 
         .collect();
     jar.store_response_cookies(cookies.into_iter(), url);
     dropped
-}
-
-/// The request's URL for cookie matching: the origin and the literal part
-/// of the target (before any template).
-fn request_url(shared: &Shared, spec: &RequestSpec) -> Option<url::Url> {
-    let e = &shared.plan.endpoint;
-    let scheme = if e.https { "https" } else { "http" };
-    let path = spec.target.split("{{").next().unwrap_or("/");
-    url::Url::parse(&format!("{scheme}://{}{path}", e.host_header)).ok()
 }

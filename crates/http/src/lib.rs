@@ -7,12 +7,13 @@
 
 pub mod redact;
 pub mod response;
+pub mod routes;
 mod stream;
 pub mod tls;
 
 use response::{append_limited, parse_head, ChunkedDecoder, Framing};
 use std::io;
-use std::net::{SocketAddr, ToSocketAddrs};
+use std::net::SocketAddr;
 use std::time::Duration;
 use stream::Stream;
 use tls::TlsClient;
@@ -83,6 +84,15 @@ impl Endpoint {
     /// Parses and resolves an `http://` or `https://` URL. Returns the
     /// endpoint and the path with query (the request target).
     pub fn from_url(text: &str) -> Result<(Endpoint, String), EndpointError> {
+        Self::from_url_via(text, &routes::Routes::default())
+    }
+
+    /// [`Endpoint::from_url`], connecting where `routes` say (curl's
+    /// `--connect-to` / `--resolve`) while the `Host` header stays the URL's.
+    pub fn from_url_via(
+        text: &str,
+        routes: &routes::Routes,
+    ) -> Result<(Endpoint, String), EndpointError> {
         let url = url::Url::parse(text).map_err(|_| EndpointError::InvalidUrl(text.into()))?;
         if url.scheme() != "http" && url.scheme() != "https" {
             return Err(EndpointError::Scheme(url.scheme().into()));
@@ -91,17 +101,11 @@ impl Endpoint {
             .host_str()
             .ok_or_else(|| EndpointError::NoHost(text.into()))?;
         let port = url.port_or_known_default().unwrap_or(80);
-        let lookup_host = host.trim_start_matches('[').trim_end_matches(']');
-        let addr = (lookup_host, port)
-            .to_socket_addrs()
-            .map_err(|e| EndpointError::Resolve {
+        let addr = routes
+            .address(host, port)
+            .map_err(|reason| EndpointError::Resolve {
                 host: host.into(),
-                reason: e.to_string(),
-            })?
-            .next()
-            .ok_or_else(|| EndpointError::Resolve {
-                host: host.into(),
-                reason: "no address".into(),
+                reason,
             })?;
         let host_header = match url.port() {
             Some(p) => format!("{host}:{p}"),

@@ -101,6 +101,21 @@ impl TlsClient {
     }
 }
 
+impl TlsClient {
+    /// The same trust for another host (a full URL on another origin): the
+    /// SNI name is that host's.
+    pub fn for_host(&self, host: &str) -> Result<TlsClient, TlsError> {
+        let name = host.trim_start_matches('[').trim_end_matches(']');
+        let server_name = ServerName::try_from(name.to_string())
+            .map_err(|_| TlsError::ServerName(name.to_string()))?;
+        Ok(TlsClient {
+            connector: self.connector.clone(),
+            server_name,
+            insecure: self.insecure,
+        })
+    }
+}
+
 fn read_ca_file(path: &std::path::Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
     let certs: Vec<CertificateDer> = CertificateDer::pem_file_iter(path)
         .and_then(|it| it.collect::<Result<_, _>>())

@@ -84,8 +84,8 @@ pub enum LaunchError {
 }
 
 impl ServerProcess {
-    /// Runs `sh -c command` in a new process group; stdout is discarded and
-    /// stderr kept (its tail explains a failed start).
+    /// Runs `sh -c command` in a new process group; its stdout and stderr
+    /// go to one file (their tail explains a failed start).
     pub fn spawn(command: &str, grace: Duration) -> Result<ServerProcess, LaunchError> {
         Self::launch(&LaunchSpec::command(command, grace))
     }
@@ -97,6 +97,10 @@ impl ServerProcess {
             source,
         })?;
         let (file, stderr_path) = stderr_file.into_parts();
+        let stdout = file.try_clone().map_err(|source| LaunchError::Spawn {
+            command: command.into(),
+            source,
+        })?;
         // Orphans of the server (workers whose master died) become our
         // children, so we can reap them and see the group empty.
         // SAFETY: prctl with an integer flag.
@@ -109,7 +113,7 @@ impl ServerProcess {
         cmd.envs(spec.env.iter().map(|(k, v)| (k, v)));
         let child = cmd
             .stdin(Stdio::null())
-            .stdout(Stdio::null())
+            .stdout(Stdio::from(stdout))
             .stderr(Stdio::from(file))
             .process_group(0)
             .spawn()
@@ -130,7 +134,7 @@ impl ServerProcess {
         self.child.id() as i32
     }
 
-    /// The last lines the server wrote to stderr.
+    /// The last lines the server wrote (stdout and stderr).
     pub fn stderr_tail(&self, lines: usize) -> String {
         let mut text = String::new();
         if let Ok(mut f) = std::fs::File::open(&self.stderr_path) {
@@ -165,6 +169,19 @@ impl ServerProcess {
     ) -> Result<(), LaunchError> {
         self.wait_until(addr, timeout, |addr| {
             probe_http(addr, host, path).is_some_and(|s| (200..300).contains(&s))
+        })
+    }
+
+    /// Waits until the output so far satisfies `ready` (a log line).
+    pub fn wait_output(
+        &mut self,
+        ready: impl Fn(&str) -> bool,
+        timeout: Duration,
+    ) -> Result<(), LaunchError> {
+        let path = self.stderr_path.to_path_buf();
+        let addr = SocketAddr::from(([127, 0, 0, 1], 0));
+        self.wait_until(addr, timeout, |_| {
+            std::fs::read_to_string(&path).is_ok_and(|text| ready(&text))
         })
     }
 

@@ -8,6 +8,7 @@
 use hdrhistogram::Histogram;
 use headroom_engine::metrics::aggregate::TimelinePoint;
 use headroom_engine::metrics::{histogram, ConnectionEvent, ErrorClass, LimitReached, Stats};
+use headroom_engine::plan::schedule::Stage;
 use headroom_engine::plan::{Load, Plan};
 use headroom_engine::RunOutcome;
 use headroom_monitor::findings::{ClientFacts, SEND_LAG_LATE_MS};
@@ -216,6 +217,19 @@ pub struct RunConfig {
     pub think_time_s: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_connections: Option<usize>,
+    /// Open model: what arrives — `requests` (one from the mix each) or
+    /// `users` (each runs a session).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arrivals: Option<String>,
+    /// Open model: arrivals per second, when constant.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate: Option<f64>,
+    /// The load's stages in order: arrivals per second (open model) or
+    /// user counts (closed model with stages), from → to over each.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stages: Vec<LoadStage>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_connections_per_host: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub planned_duration_s: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -224,6 +238,16 @@ pub struct RunConfig {
     pub connect_timeout_s: f64,
     pub request_timeout_s: f64,
     pub requests: Vec<RequestConfig>,
+}
+
+/// One stage of the load: `from` → `to` (equal for a hold) over
+/// `duration_s`, in `unit` (`req/s`, `users/s` or `users`).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
+pub struct LoadStage {
+    pub duration_s: f64,
+    pub from: f64,
+    pub to: f64,
+    pub unit: String,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
@@ -455,6 +479,10 @@ impl RunConfig {
             iterations: None,
             think_time_s: None,
             max_connections: None,
+            arrivals: None,
+            rate: None,
+            stages: Vec::new(),
+            max_connections_per_host: plan.max_connections_per_host,
             planned_duration_s: plan.load_duration().map(|d| d.as_secs_f64()),
             max_requests: plan.max_requests,
             keep_alive: plan.keep_alive,
@@ -476,13 +504,50 @@ impl RunConfig {
             Load::Closed(l) => {
                 c.model = "closed".into();
                 c.vus = Some(l.vus);
-                c.ramp_up_s = Some(l.ramp_up.as_secs_f64());
+                if l.stages.is_empty() {
+                    c.ramp_up_s = Some(l.ramp_up.as_secs_f64());
+                }
                 c.iterations = l.iterations;
                 c.think_time_s = Some(l.think_time.as_secs_f64());
+                c.stages = l
+                    .stages
+                    .iter()
+                    .map(|s| LoadStage {
+                        duration_s: s.duration.as_secs_f64(),
+                        from: s.from as f64,
+                        to: s.to as f64,
+                        unit: "users".into(),
+                    })
+                    .collect();
             }
             Load::Open(l) => {
                 c.model = "open".into();
                 c.max_connections = Some(l.max_connections);
+                let users = l.users;
+                c.arrivals = Some(if users { "users" } else { "requests" }.into());
+                let unit = if users { "users/s" } else { "req/s" };
+                c.stages = l
+                    .schedule
+                    .stages()
+                    .iter()
+                    .map(|s| {
+                        let (from, to) = match *s {
+                            Stage::Hold { rate, .. } => (rate, rate),
+                            Stage::Ramp { from, to, .. } => (from, to),
+                        };
+                        LoadStage {
+                            duration_s: s.duration().as_secs_f64(),
+                            from,
+                            to,
+                            unit: unit.into(),
+                        }
+                    })
+                    .collect();
+                if let [only] = &c.stages[..] {
+                    if only.from == only.to {
+                        c.rate = Some(only.from);
+                    }
+                }
             }
         }
         c

@@ -75,6 +75,7 @@ fn load() -> impl Strategy<Value = RawLoad> {
                 stages: stages.map(|s| {
                     s.into_iter()
                         .map(|(duration, rate, from, to)| RawStage {
+                            target: None,
                             duration,
                             rate,
                             from,

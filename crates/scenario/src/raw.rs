@@ -44,6 +44,45 @@ pub struct RawScenario {
     /// restarted under load; what users saw around each is measured.
     #[serde(default, rename = "event", skip_serializing_if = "Vec::is_empty")]
     pub events: Vec<RawEvent>,
+    /// Connect somewhere else than a URL's host says, keeping its URL and
+    /// `Host` header (curl's --connect-to): `["HOST1:PORT1:HOST2:PORT2"]`
+    /// (an empty field matches any / keeps the request's own), or a table
+    /// `{ "HOST1:PORT1" = "HOST2:PORT2" }`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connect_to: Option<RawRoutes>,
+    /// Fixed addresses for host names (curl's --resolve):
+    /// `["HOST:PORT:ADDRESS"]`, or a table `{ "HOST:PORT" = "ADDRESS" }`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resolve: Option<RawRoutes>,
+}
+
+/// `--connect-to` / `--resolve` rules in a scenario file: curl's strings,
+/// or a table whose keys are the left part and values the right part.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum RawRoutes {
+    List(Vec<String>),
+    Table(BTreeMap<String, String>),
+}
+
+impl RawRoutes {
+    /// Every rule in curl's one-string form.
+    pub fn rules(&self) -> Vec<String> {
+        match self {
+            RawRoutes::List(list) => list.clone(),
+            RawRoutes::Table(table) => table.iter().map(|(k, v)| format!("{k}:{v}")).collect(),
+        }
+    }
+
+    /// Adds rules given on the command line (after the file's).
+    pub fn extend(slot: &mut Option<RawRoutes>, more: &[String]) {
+        if more.is_empty() {
+            return;
+        }
+        let mut rules = slot.as_ref().map(RawRoutes::rules).unwrap_or_default();
+        rules.extend(more.iter().cloned());
+        *slot = Some(RawRoutes::List(rules));
+    }
 }
 
 /// A threshold: a bound ("<500ms"), or a table that may also stop the run
@@ -270,8 +309,11 @@ pub struct RawLoad {
     pub graceful_stop: Option<String>,
 }
 
-/// One stage: `{ duration, rate }` holds a rate; `{ duration, from, to }`
-/// ramps linearly.
+/// One stage. Open model: `{ duration, rate }` holds a rate;
+/// `{ duration, from, to }` ramps it linearly. Closed model (user counts,
+/// k6's ramping-vus): `{ duration, target }` goes from the previous count
+/// (0 at first) to `target` linearly; `{ duration, from, to }` likewise
+/// from `from`.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawStage {
@@ -298,6 +340,14 @@ pub struct RawStage {
     )]
     #[schemars(with = "Option<lenient::Lenient<f64>>")]
     pub to: Option<f64>,
+    /// Closed model: the user count this stage ends at.
+    #[serde(
+        default,
+        deserialize_with = "lenient::opt",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schemars(with = "Option<lenient::Lenient<u32>>")]
+    pub target: Option<u32>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -343,6 +393,16 @@ pub struct RawHttp {
     /// DELETE, OPTIONS, TRACE), `all`, or `never`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stale_connection_retry: Option<RawStaleRetry>,
+    /// Most connections open to any one origin (scheme, host, port), all
+    /// users together; users then share a pool of connections per origin.
+    /// Unset: each user keeps its own connection to each origin it uses.
+    #[serde(
+        default,
+        deserialize_with = "lenient::opt",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schemars(with = "Option<lenient::Lenient<std::num::NonZeroU32>>")]
+    pub max_connections_per_host: Option<u32>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

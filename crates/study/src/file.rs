@@ -17,6 +17,7 @@
 //! duration = "5s"
 //! ```
 
+use crate::services::{Scope, Service};
 use headroom_monitor::launch::signal_by_name;
 use headroom_objectives::capacity::Settings;
 use headroom_scenario::errors::{Locator, Problem, ScenarioError};
@@ -35,6 +36,10 @@ pub struct RawStudy {
     pub scenario: RawScenarioRef,
     #[serde(rename = "server")]
     pub servers: Vec<RawServer>,
+    /// Companion services the servers need (backends, a message bus, a
+    /// route registrar), started before them.
+    #[serde(default, rename = "service", skip_serializing_if = "Vec::is_empty")]
+    pub services: Vec<RawService>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub measure: Option<RawMeasure>,
     /// With `objective = "capacity"`: the objective and the search, as a
@@ -48,6 +53,44 @@ pub struct RawStudy {
 pub enum RawScenarioRef {
     File(String),
     Inline(Box<RawScenario>),
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct RawService {
+    pub name: String,
+    /// Shell command; `{port}` (its own free port) and
+    /// `{service.NAME.port}` (an earlier service's) are filled in.
+    pub command: String,
+    /// Readiness: "tcp" (its `{port}` accepts connections; the default), or
+    /// an HTTP path that must answer 2xx on it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ready: Option<String>,
+    /// Readiness: a regular expression a line of its output (stdout or
+    /// stderr) must match, e.g. "Listening on". With it, `ready` defaults
+    /// to nothing more.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ready_log: Option<String>,
+    /// How long it may take to become ready (default 30s).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<headroom_scenario::lenient::DurationText>")]
+    pub ready_timeout: Option<String>,
+    /// Working directory, relative to the study file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dir: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub env: Option<BTreeMap<String, String>>,
+    /// Signal sent to its process group to stop it (default TERM).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop_signal: Option<String>,
+    /// Then SIGKILL after this long (default 10s).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<headroom_scenario::lenient::DurationText>")]
+    pub stop_grace: Option<String>,
+    /// "config" (default: started before each configuration's server and
+    /// stopped after it) or "study" (once for the whole study).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scope: Option<crate::services::Scope>,
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
@@ -89,6 +132,11 @@ pub struct RawServer {
     /// `[[event]]`, with the server's placeholders), e.g. a restart.
     #[serde(default, rename = "event", skip_serializing_if = "Vec::is_empty")]
     pub events: Vec<RawEvent>,
+    /// `--connect-to` rules for the scenario's requests to this server
+    /// (placeholders filled), e.g. "::127.0.0.1:{port}" to send every host
+    /// name of a router test to it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub connect_to: Vec<String>,
     /// Every combination of these parameter values is a configuration.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub grid: Option<BTreeMap<String, Vec<Value>>>,
@@ -201,6 +249,8 @@ pub struct Server {
     pub pidfile: Option<String>,
     /// With placeholders, added to the scenario's events.
     pub events: Vec<RawEvent>,
+    /// With placeholders, added to the scenario's `connect_to`.
+    pub connect_to: Vec<String>,
 }
 
 /// One configuration: a server and its parameter values.
@@ -217,6 +267,7 @@ pub struct Study {
     /// Folder the scenario's relative paths resolve against.
     pub scenario_dir: PathBuf,
     pub servers: Vec<Server>,
+    pub services: Vec<Service>,
     pub configs: Vec<Config>,
     pub warmup: Duration,
     pub duration: Option<Duration>,
@@ -294,6 +345,15 @@ pub fn placeholders(template: &str) -> Vec<String> {
         i = at + 1;
     }
     names
+}
+
+/// The NAMEs of `{service.NAME.port}` in a template.
+pub fn service_placeholders(template: &str) -> Vec<String> {
+    template
+        .split("{service.")
+        .skip(1)
+        .filter_map(|rest| rest.split_once(".port}").map(|(name, _)| name.to_string()))
+        .collect()
 }
 
 /// Fills `{param}` and `{port}` in.
@@ -376,7 +436,9 @@ pub fn from_text(text: &str, path: &Path) -> Result<Study, ScenarioError> {
     };
     let measure = check.measure(raw.measure.clone().unwrap_or_default());
     let capacity = check.capacity(&raw, &scenario, measure.objective, text);
+    let services = check.services(&raw.services, &dir);
     let (servers, configs) = check.servers(&raw.servers, &dir);
+    check.service_references(&raw, &services);
     if !check.problems.is_empty() {
         return Err(fail(check.problems));
     }
@@ -385,6 +447,7 @@ pub fn from_text(text: &str, path: &Path) -> Result<Study, ScenarioError> {
         scenario,
         scenario_dir,
         servers,
+        services,
         configs,
         warmup: measure.warmup,
         duration: measure.duration,
@@ -605,6 +668,134 @@ impl Checker<'_> {
             ),
             pidfile: s.pidfile.clone(),
             events: s.events.clone(),
+            connect_to: s.connect_to.clone(),
+        }
+    }
+
+    /// Every `[[service]]`, checked.
+    fn services(&mut self, raw: &[RawService], dir: &Path) -> Vec<Service> {
+        let mut names = std::collections::BTreeSet::new();
+        let mut out = Vec::new();
+        for s in raw {
+            let anchor = Some(s.name.as_str());
+            if !names.insert(s.name.clone()) {
+                self.problem(
+                    anchor,
+                    "name",
+                    &s.name,
+                    format!("service `{}` is defined twice", s.name),
+                );
+            }
+            if s.name.is_empty()
+                || !s
+                    .name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+            {
+                self.problem(anchor, "name", &s.name, format!(
+                    "service `{}`: a name of letters, digits, - and _ (it is used in {{service.NAME.port}})",
+                    s.name
+                ));
+            }
+            let ready = match s.ready.as_deref() {
+                None | Some("tcp") => Ready::Tcp,
+                Some(p) if p.starts_with('/') => Ready::Http(p.to_string()),
+                Some(p) => {
+                    self.problem(anchor, "ready", p, format!(
+                        "service `{}`: ready `{p}`: give an HTTP path starting with / or \"tcp\" (a log line: ready_log)",
+                        s.name
+                    ));
+                    Ready::Tcp
+                }
+            };
+            let ready_log = s.ready_log.as_deref().and_then(|re| {
+                match regex::RegexBuilder::new(re).multi_line(true).build() {
+                    Ok(re) => Some(re),
+                    Err(e) => {
+                        self.problem(
+                            anchor,
+                            "ready_log",
+                            re,
+                            format!("service `{}`: ready_log: {e}", s.name),
+                        );
+                        None
+                    }
+                }
+            });
+            let stop_signal = match s.stop_signal.as_deref() {
+                None => libc::SIGTERM,
+                Some(name) => signal_by_name(name).unwrap_or_else(|| {
+                    self.problem(anchor, "stop_signal", name, format!("service `{}`: `{name}` is not a signal (TERM, INT, QUIT, HUP, USR1, USR2, WINCH, KILL)", s.name));
+                    libc::SIGTERM
+                }),
+            };
+            out.push(Service {
+                name: s.name.clone(),
+                command: s.command.clone(),
+                ready: if s.ready.is_none() && ready_log.is_some() {
+                    Ready::Tcp
+                } else {
+                    ready
+                },
+                ready_log,
+                ready_timeout: self.duration_or(
+                    anchor,
+                    "ready_timeout",
+                    &s.ready_timeout,
+                    Duration::from_secs(30),
+                ),
+                dir: Some(
+                    s.dir
+                        .as_ref()
+                        .map_or_else(|| dir.to_path_buf(), |d| dir.join(d)),
+                ),
+                env: s.env.clone().unwrap_or_default().into_iter().collect(),
+                stop_signal,
+                stop_grace: self.duration_or(
+                    anchor,
+                    "stop_grace",
+                    &s.stop_grace,
+                    Duration::from_secs(10),
+                ),
+                scope: s.scope.unwrap_or(Scope::Config),
+            });
+        }
+        out
+    }
+
+    /// Every `{service.NAME.port}` names a service that is started before
+    /// the text is used: in a server, any service; in a service, one
+    /// listed before it (a study-wide service only study-wide ones).
+    fn service_references(&mut self, raw: &RawStudy, services: &[Service]) {
+        let mut texts: Vec<(Option<&str>, Vec<&str>, Vec<&Service>)> = Vec::new();
+        for s in &raw.servers {
+            let mut t = vec![s.command.as_str()];
+            t.extend(s.base_url.as_deref());
+            t.extend(s.connect_to.iter().map(String::as_str));
+            t.extend(s.env.iter().flat_map(|e| e.values().map(String::as_str)));
+            texts.push((Some(&s.name), t, services.iter().collect()));
+        }
+        for (i, s) in raw.services.iter().enumerate() {
+            let mut t = vec![s.command.as_str()];
+            t.extend(s.env.iter().flat_map(|e| e.values().map(String::as_str)));
+            let study_wide = services.get(i).is_some_and(|s| s.scope == Scope::Study);
+            let before = services[..i.min(services.len())]
+                .iter()
+                .filter(|b| !study_wide || b.scope == Scope::Study)
+                .collect();
+            texts.push((Some(&s.name), t, before));
+        }
+        for (anchor, t, known) in texts {
+            for text in t {
+                for name in service_placeholders(text) {
+                    if !known.iter().any(|s| s.name == name) {
+                        let names: Vec<&str> = known.iter().map(|s| s.name.as_str()).collect();
+                        self.problem(anchor, "", &format!("{{service.{name}.port}}"), format!(
+                            "{{service.{name}.port}}: no service `{name}` is started before this (services: {names:?})"
+                        ));
+                    }
+                }
+            }
         }
     }
 
@@ -620,6 +811,9 @@ impl Checker<'_> {
         }
         if let Some(p) = &s.pidfile {
             templates.push(("pidfile", p));
+        }
+        for c in &s.connect_to {
+            templates.push(("connect_to", c));
         }
         for e in &s.events {
             templates.extend(e.command.as_deref().map(|c| ("event.command", c)));

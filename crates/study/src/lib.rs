@@ -14,8 +14,9 @@
 
 pub mod file;
 pub mod rank;
+pub mod services;
 
-use file::{fill, label, Config, Ready, Study};
+use file::{label, Config, Ready, Study};
 use headroom_engine::plan::schedule::{Schedule, Stage};
 use headroom_engine::plan::{Load, Plan};
 use headroom_engine::StopSignal;
@@ -24,10 +25,11 @@ use headroom_monitor::{Follow, MonitorConfig};
 use headroom_results::measure::{measure_from, During, Recording};
 use headroom_results::record::Results;
 use headroom_results::write_replacing;
-use headroom_scenario::raw::RawEvent;
+use headroom_scenario::raw::{RawEvent, RawRoutes};
 use headroom_scenario::Scenario;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use services::Running;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -197,11 +199,17 @@ fn with_duration(plan: &Plan, d: Duration) -> Plan {
 }
 
 /// Builds the scenario against one configuration's base URL, with the
-/// configuration's events after the scenario's own.
-fn scenario_for(study: &Study, base_url: &str, events: &[RawEvent]) -> Result<Scenario, String> {
+/// configuration's events and `connect_to` rules after the scenario's own.
+fn scenario_for(
+    study: &Study,
+    base_url: &str,
+    events: &[RawEvent],
+    connect_to: &[String],
+) -> Result<Scenario, String> {
     let mut raw = study.scenario.clone();
     raw.base_url = Some(base_url.to_string());
     raw.events.extend(events.iter().cloned());
+    RawRoutes::extend(&mut raw.connect_to, connect_to);
     let text = toml::to_string(&raw).unwrap_or_default();
     let path = study.scenario_dir.join("(study scenario)");
     let file = headroom_scenario::ScenarioFile { path, text, raw };
@@ -211,9 +219,36 @@ fn scenario_for(study: &Study, base_url: &str, events: &[RawEvent]) -> Result<Sc
 /// Checks the scenario once, before any server starts.
 pub fn check_scenario(study: &Study) -> Result<(), String> {
     for server in &study.servers {
-        scenario_for(study, "http://127.0.0.1:9", &server.events)?;
+        let connect_to: Vec<String> = server
+            .connect_to
+            .iter()
+            .map(|c| with_placeholders_as_port(c, 9))
+            .collect();
+        scenario_for(study, "http://127.0.0.1:9", &server.events, &connect_to)?;
     }
-    scenario_for(study, "http://127.0.0.1:9", &[]).map(|_| ())
+    scenario_for(study, "http://127.0.0.1:9", &[], &[]).map(|_| ())
+}
+
+/// A template with every `{…}` placeholder replaced by `port`, for
+/// checking its shape before any port is known.
+fn with_placeholders_as_port(template: &str, port: u16) -> String {
+    let mut out = String::new();
+    let mut rest = template;
+    while let Some(open) = rest.find('{') {
+        out.push_str(&rest[..open]);
+        match rest[open..].find('}') {
+            Some(close) => {
+                out.push_str(&port.to_string());
+                rest = &rest[open + close + 1..];
+            }
+            None => {
+                rest = &rest[open..];
+                break;
+            }
+        }
+    }
+    out.push_str(rest);
+    out
 }
 
 /// Runs one configuration once.
@@ -223,6 +258,7 @@ fn run_config(
     round: u32,
     opts: &StudyOptions,
     stop: &StopSignal,
+    study_wide: &Running,
 ) -> RunRecord {
     let server = &study.servers[config.server];
     let recording = opts
@@ -245,7 +281,29 @@ fn run_config(
             return record;
         }
     };
+    // This configuration's own services, before its server.
+    let own: Vec<&services::Service> = study
+        .services
+        .iter()
+        .filter(|s| s.scope == services::Scope::Config)
+        .collect();
+    let running = match Running::start(&own, study_wide) {
+        Ok(r) => r,
+        Err(e) => {
+            record.status = format!("error: {e}");
+            return record;
+        }
+    };
+    // `{param}`, `{port}`, then `{service.NAME.port}`.
+    let fill = |t: &str, params: &BTreeMap<String, Value>, port: u16| {
+        running.fill(&study_wide.fill(&file::fill(t, params, port)))
+    };
     let base_url = fill(&server.base_url, &config.params, port);
+    let connect_to: Vec<String> = server
+        .connect_to
+        .iter()
+        .map(|c| fill(c, &config.params, port))
+        .collect();
     let dir = server
         .dir
         .as_ref()
@@ -270,7 +328,7 @@ fn run_config(
         .pidfile
         .as_ref()
         .map(|p| PathBuf::from(in_dir(fill(p, &config.params, port))));
-    let scenario = match scenario_for(study, &base_url, &events) {
+    let scenario = match scenario_for(study, &base_url, &events, &connect_to) {
         Ok(s) => s,
         Err(e) => {
             record.status = format!("error: {e}");
@@ -500,6 +558,12 @@ pub fn run(
         })
         .collect();
     let total = configs.len() * study.repeat as usize;
+    let wide: Vec<&services::Service> = study
+        .services
+        .iter()
+        .filter(|s| s.scope == services::Scope::Study)
+        .collect();
+    let study_wide = Running::start(&wide, &Running::default()).map_err(std::io::Error::other)?;
     let mut index = 0;
     'rounds: for round in 1..=study.repeat {
         for (i, config) in study.configs.iter().enumerate() {
@@ -520,7 +584,7 @@ pub fn run(
                 index,
                 total,
             });
-            let record = run_config(study, config, round, opts, stop);
+            let record = run_config(study, config, round, opts, stop, &study_wide);
             // An interrupted run is not kept: resuming measures it again.
             if record.status == "interrupted" {
                 break 'rounds;

@@ -398,6 +398,7 @@ mod tests {
             scenario: Default::default(),
             scenario_dir: PathBuf::from("."),
             servers: Vec::new(),
+            services: Vec::new(),
             configs: Vec::new(),
             warmup: Duration::ZERO,
             duration: None,

@@ -36,6 +36,12 @@ pub enum ErrorClass {
     ConnectError,
     /// The TLS handshake failed (certificate not trusted, wrong name, ...).
     TlsHandshake,
+    /// The URL's host name did not resolve (no `--connect-to`/`--resolve`
+    /// override, and the system resolver found no address).
+    ResolveFailed,
+    /// A URL rendered from a template or a feeder is not a valid
+    /// `http://` / `https://` URL.
+    InvalidUrl,
     /// No complete response within the request timeout.
     RequestTimeout,
     /// The connection was reset (RST, broken pipe).
@@ -82,13 +88,15 @@ impl From<headroom_http::Failure> for ErrorClass {
 }
 
 impl ErrorClass {
-    pub const COUNT: usize = 16;
+    pub const COUNT: usize = 18;
     pub const ALL: [ErrorClass; Self::COUNT] = [
         Self::ConnectRefused,
         Self::ConnectTimeout,
         Self::TooManyOpenFiles,
         Self::ConnectError,
         Self::TlsHandshake,
+        Self::ResolveFailed,
+        Self::InvalidUrl,
         Self::RequestTimeout,
         Self::ConnectionReset,
         Self::ClosedBeforeResponse,
@@ -114,6 +122,8 @@ impl ErrorClass {
             Self::TooManyOpenFiles => "too_many_open_files",
             Self::ConnectError => "connect_error",
             Self::TlsHandshake => "tls_handshake",
+            Self::ResolveFailed => "resolve_failed",
+            Self::InvalidUrl => "invalid_url",
             Self::RequestTimeout => "request_timeout",
             Self::ConnectionReset => "connection_reset",
             Self::ClosedBeforeResponse => "closed_before_response",
@@ -142,6 +152,8 @@ impl ErrorClass {
             }
             Self::ConnectError => "could not connect",
             Self::TlsHandshake => "TLS handshake failed (certificate not trusted or wrong name?)",
+            Self::ResolveFailed => "host name did not resolve (try --connect-to or --resolve)",
+            Self::InvalidUrl => "a rendered URL is not a valid http:// or https:// URL",
             Self::RequestTimeout => "no complete response within the request timeout",
             Self::ConnectionReset => "connection reset by the server",
             Self::ClosedBeforeResponse => "server closed the connection before responding",
@@ -166,6 +178,8 @@ impl ErrorClass {
                 | Self::TooManyOpenFiles
                 | Self::ConnectError
                 | Self::TlsHandshake
+                | Self::ResolveFailed
+                | Self::InvalidUrl
                 | Self::NotSent
         )
     }

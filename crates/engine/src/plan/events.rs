@@ -179,6 +179,7 @@ mod tests {
             duration: Duration::from_secs(secs),
         };
         plan.load = Load::Open(OpenLoad {
+            users: false,
             schedule: Schedule::new(vec![s(10.0, 5), s(20.0, 7), s(30.0, 3)]).unwrap(),
             max_connections: 10,
         });

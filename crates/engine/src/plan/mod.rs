@@ -21,6 +21,7 @@ pub mod template;
 use crate::metrics::ErrorClass;
 use check::{Check, Extract, StatusSet};
 use feeder::Feeder;
+use headroom_http::routes::Routes;
 use headroom_http::tls::{TlsClient, TlsError, TlsOptions};
 use headroom_http::{Capture, Endpoint, EndpointError};
 use schedule::Schedule;
@@ -77,6 +78,13 @@ pub struct Plan {
     /// Commands or signals at planned moments (the caller acts on them;
     /// the engine traces the requests around them).
     pub events: Vec<events::Event>,
+    /// Where host names connect (`--connect-to`, `--resolve`), for the
+    /// origins of full URLs; the endpoint was resolved with them already.
+    pub routes: Routes,
+    /// Caps the connections open to any one origin, all users together:
+    /// users then share a pool of connections per origin (as a browser's
+    /// tabs do) instead of each keeping its own.
+    pub max_connections_per_host: Option<u32>,
 }
 
 /// Whether a request that met a connection the server had already closed
@@ -154,6 +162,7 @@ impl Plan {
             expect: Expect::default(),
             encoded,
             template: None,
+            origin: None,
             timeout: None,
             checks: Vec::new(),
             extracts: Vec::new(),
@@ -179,6 +188,8 @@ impl Plan {
             shard: Shard::WHOLE,
             local_addresses: Vec::new(),
             events: Vec::new(),
+            routes: Routes::default(),
+            max_connections_per_host: None,
         })
     }
 
@@ -245,6 +256,12 @@ impl Plan {
         if !self.events.is_empty() {
             let _ = write!(text, "|{:?}", self.events);
         }
+        if let Some(cap) = self.max_connections_per_host {
+            let _ = write!(text, "|per-host {cap}");
+        }
+        for r in self.requests.iter().filter_map(|r| r.origin.as_ref()) {
+            let _ = write!(text, "|{r}");
+        }
         let digest = ring::digest::digest(&ring::digest::SHA256, text.as_bytes());
         digest.as_ref().iter().map(|b| format!("{b:02x}")).collect()
     }
@@ -275,11 +292,25 @@ impl Plan {
         }
     }
 
+    /// Whether an open-model arrival would be a user running a session
+    /// (users/s) rather than a request (req/s).
+    pub fn arrivals_are_users(&self) -> bool {
+        match &self.load {
+            Load::Open(o) => o.users,
+            Load::Closed(_) => matches!(self.flow, Flow::Sessions(_)),
+        }
+    }
+
     /// Threads actually worth starting: no more than there are users.
     pub fn effective_threads(&self) -> usize {
         let most = match &self.load {
             Load::Closed(c) => self.shard.share(c.vus as u64) as usize,
             Load::Open(_) => usize::MAX,
+        };
+        // Each worker needs a place under a per-host cap.
+        let most = match self.max_connections_per_host {
+            Some(cap) => most.min(self.shard.share(cap as u64).max(1) as usize),
+            None => most,
         };
         self.threads.clamp(1, most.max(1))
     }
@@ -301,6 +332,65 @@ pub struct ClosedLoad {
     /// Requests per user.
     pub iterations: Option<u64>,
     pub think_time: Duration,
+    /// k6's ramping-vus: the number of users follows these stages (then
+    /// `vus` is their highest count and `ramp_up` is unused). Empty: `vus`
+    /// users, started over `ramp_up`.
+    pub stages: Vec<UserStage>,
+}
+
+/// The user count goes from `from` to `to` linearly over `duration`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct UserStage {
+    pub duration: Duration,
+    pub from: u32,
+    pub to: u32,
+}
+
+impl UserStage {
+    /// The most users any stage asks for.
+    pub fn peak(stages: &[UserStage]) -> u32 {
+        stages.iter().map(|s| s.from.max(s.to)).max().unwrap_or(0)
+    }
+
+    /// All the stages together.
+    pub fn total(stages: &[UserStage]) -> Duration {
+        stages.iter().map(|s| s.duration).sum()
+    }
+
+    /// When user `k` (0-based) is active under these stages: user k runs
+    /// while the user count is above k. Spans are `(start, stop)` from the
+    /// start of the load; `None` is "until the load ends".
+    pub fn spans(stages: &[UserStage], k: u32) -> Vec<(Duration, Option<Duration>)> {
+        let k = k as f64;
+        let mut spans = Vec::new();
+        let mut since: Option<Duration> = None;
+        let mut t = Duration::ZERO;
+        let mut toggle = |at: Duration, on: bool, since: &mut Option<Duration>| match (on, *since) {
+            (true, None) => *since = Some(at),
+            (false, Some(start)) => {
+                if at > start {
+                    spans.push((start, Some(at)));
+                }
+                *since = None;
+            }
+            _ => {}
+        };
+        for s in stages {
+            let (a, b) = (s.from as f64, s.to as f64);
+            toggle(t, a > k, &mut since);
+            if (a > k) != (b > k) {
+                // The count crosses k within the stage.
+                let frac = (k - a) / (b - a);
+                let at = t + s.duration.mul_f64(frac.clamp(0.0, 1.0));
+                toggle(at, b > k, &mut since);
+            }
+            t += s.duration;
+        }
+        if let Some(start) = since {
+            spans.push((start, None));
+        }
+        spans
+    }
 }
 
 impl ClosedLoad {
@@ -312,6 +402,7 @@ impl ClosedLoad {
             duration: Some(duration),
             iterations: None,
             think_time: Duration::ZERO,
+            stages: Vec::new(),
         }
     }
 }
@@ -321,7 +412,12 @@ impl ClosedLoad {
 pub struct OpenLoad {
     pub schedule: Schedule,
     /// Most connections (= requests in flight) at once, all workers together.
+    /// When arrivals are users, the most users in progress at once.
     pub max_connections: usize,
+    /// Each arrival is a user with its own connections, closed when its
+    /// iteration (session) ends; else arrivals share kept-alive
+    /// connections.
+    pub users: bool,
 }
 
 /// What users do each iteration.
@@ -372,8 +468,12 @@ pub struct RequestSpec {
     /// needs rendering (see `template`).
     pub encoded: Vec<u8>,
     /// Parts rendered per request, when the target, a header or the body
-    /// uses `{{…}}`.
+    /// uses `{{…}}`. A target that renders to a full URL goes to that
+    /// URL's origin.
     pub template: Option<RequestTemplate>,
+    /// `scheme://authority` of a full URL on another origin than the
+    /// plan's endpoint (`encoded` then carries that origin's `Host`).
+    pub origin: Option<String>,
     /// Overrides the plan's request timeout.
     pub timeout: Option<Duration>,
     pub checks: Vec<Check>,
@@ -395,11 +495,21 @@ impl RequestSpec {
         self.method.eq_ignore_ascii_case("HEAD")
     }
 
+    /// The target rendered for this send, when it is a template (a path,
+    /// or a full URL).
+    pub fn render_target(&self, scope: &mut Scope) -> Option<String> {
+        self.template
+            .as_ref()
+            .map(|t| t.target.render_string(scope))
+    }
+
     /// Writes the request for this send into `out`: the pre-encoded bytes,
-    /// or the template rendered for this user, with its cookies.
+    /// or the template rendered for this user (with `target`, from
+    /// [`RequestSpec::render_target`], and `host`), with its cookies.
     pub fn render(
         &self,
         scope: &mut Scope,
+        target: &str,
         host: &str,
         keep_alive: bool,
         cookie: Option<&str>,
@@ -425,7 +535,6 @@ impl RequestSpec {
             }
             return;
         };
-        let target = t.target.render_string(scope);
         let mut headers: Vec<(String, String)> = t
             .headers
             .iter()
@@ -436,15 +545,7 @@ impl RequestSpec {
         }
         let mut body = Vec::new();
         t.body.render(scope, &mut body);
-        headroom_http::write_request(
-            out,
-            &self.method,
-            &target,
-            host,
-            &headers,
-            &body,
-            keep_alive,
-        );
+        headroom_http::write_request(out, &self.method, target, host, &headers, &body, keep_alive);
     }
 }
 
@@ -477,6 +578,33 @@ impl Expect {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn users_follow_the_stages() {
+        let s = |secs: u64, from: u32, to: u32| UserStage {
+            duration: Duration::from_secs(secs),
+            from,
+            to,
+        };
+        let d = Duration::from_secs;
+        let ms = Duration::from_millis;
+        // 0 → 4 over 4 s, hold 4 for 2 s, 4 → 0 over 4 s.
+        let stages = [s(4, 0, 4), s(2, 4, 4), s(4, 4, 0)];
+        assert_eq!(UserStage::peak(&stages), 4);
+        assert_eq!(UserStage::spans(&stages, 0), vec![(d(0), Some(d(10)))]);
+        assert_eq!(UserStage::spans(&stages, 3), vec![(d(3), Some(d(7)))]);
+        // Up, down, up again: two spans; the last lasts to the end.
+        let stages = [s(2, 0, 2), s(2, 2, 0), s(1, 2, 2)];
+        assert_eq!(
+            UserStage::spans(&stages, 1),
+            vec![(d(1), Some(d(3))), (d(4), None)]
+        );
+        // A hold with no users, then a jump: starts at the jump.
+        let stages = [s(1, 0, 0), s(1, 3, 3)];
+        assert_eq!(UserStage::spans(&stages, 2), vec![(d(1), None)]);
+        assert!(UserStage::spans(&stages, 3).is_empty());
+        assert_eq!(UserStage::spans(&[s(1, 0, 10)], 5), vec![(ms(500), None)]);
+    }
 
     #[test]
     fn expectations() {

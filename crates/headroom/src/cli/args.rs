@@ -5,6 +5,7 @@
 use clap::Args;
 use headroom_engine::plan::limits;
 use headroom_engine::plan::schedule::Stage;
+use headroom_engine::plan::UserStage;
 use std::time::Duration;
 
 #[derive(Args, Debug, Clone)]
@@ -62,6 +63,14 @@ pub struct RunArgs {
     /// linearly, e.g. "10s:10,10s:15,10s:20" or "30s:0->500,1m:500".
     #[arg(long, value_name = "STAGES", value_parser = parse_stages)]
     pub stages: Option<StageList>,
+
+    /// Closed model with stages over users (k6's ramping-vus): DURATION:N
+    /// holds N users, DURATION:A->B ramps from A to B users, e.g.
+    /// "30s:0->100,1m:100,10s:100->0". Users that leave finish their
+    /// iteration first.
+    #[arg(long, value_name = "STAGES", value_parser = parse_vu_stages,
+          conflicts_with_all = ["rate", "stages", "vus", "ramp_up", "duration"])]
+    pub vu_stages: Option<UserStageList>,
 
     /// Open a new connection for every request (sends Connection: close).
     #[arg(long)]
@@ -126,6 +135,18 @@ pub struct RunArgs {
     /// address and port through at most ~28k ephemeral ports).
     #[arg(long, value_name = "ADDRS", value_parser = parse_local_addresses)]
     pub local_address: Option<LocalAddresses>,
+
+    /// Connect to HOST2:PORT2 for requests to HOST1:PORT1, keeping the URL
+    /// and Host header (curl's --connect-to; repeatable). An empty HOST1 or
+    /// PORT1 matches any: `::127.0.0.1:8080` sends every host name to
+    /// 127.0.0.1:8080, as a router test needs.
+    #[arg(long, value_name = "HOST1:PORT1:HOST2:PORT2", value_parser = check_connect_to)]
+    pub connect_to: Vec<String>,
+
+    /// Resolve HOST on PORT to ADDRESS without asking DNS (curl's
+    /// --resolve; repeatable; HOST `*` matches any).
+    #[arg(long, value_name = "HOST:PORT:ADDRESS", value_parser = check_resolve)]
+    pub resolve: Vec<String>,
 
     /// Generator threads (one event loop each) [default: the CPUs available].
     #[arg(long, value_name = "N")]
@@ -599,6 +620,14 @@ pub fn parse_event(s: &str) -> Result<headroom_engine::plan::events::Event, Stri
 }
 
 /// `127.0.0.2-127.0.0.9,::1`: addresses and IPv4 ranges.
+fn check_connect_to(s: &str) -> Result<String, String> {
+    headroom_http::routes::ConnectTo::parse(s).map(|_| s.to_string())
+}
+
+fn check_resolve(s: &str) -> Result<String, String> {
+    headroom_http::routes::Resolve::parse(s).map(|_| s.to_string())
+}
+
 pub fn parse_local_addresses(s: &str) -> Result<LocalAddresses, String> {
     use std::net::{IpAddr, Ipv4Addr};
     let mut all = Vec::new();
@@ -690,6 +719,37 @@ pub fn parse_stages(s: &str) -> Result<StageList, String> {
         stages.push(stage);
     }
     Ok(StageList(stages))
+}
+
+/// `--vu-stages`: user counts over time.
+#[derive(Clone, Debug)]
+pub struct UserStageList(pub Vec<UserStage>);
+
+pub fn parse_vu_stages(s: &str) -> Result<UserStageList, String> {
+    let users = |n: usize, t: &str| {
+        t.trim()
+            .parse::<u32>()
+            .map_err(|_| format!("stage {n}: `{t}` is not a number of users"))
+    };
+    let mut stages = Vec::new();
+    for (i, part) in s.split(',').enumerate() {
+        let n = i + 1;
+        let (d, count) = part.split_once(':').ok_or_else(|| {
+            format!(
+                "stage {n} `{part}`: expected DURATION:USERS or DURATION:FROM->TO, e.g. 30s:0->100"
+            )
+        })?;
+        let duration = parse_duration(d).map_err(|e| format!("stage {n}: {e}"))?;
+        let (from, to) = match count.split_once("->") {
+            Some((a, b)) => (users(n, a)?, users(n, b)?),
+            None => (users(n, count)?, users(n, count)?),
+        };
+        stages.push(UserStage { duration, from, to });
+    }
+    if UserStage::peak(&stages) == 0 {
+        return Err("no stage has any users".into());
+    }
+    Ok(UserStageList(stages))
 }
 
 pub fn parse_header(s: &str) -> Result<(String, String), String> {

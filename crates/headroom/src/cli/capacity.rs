@@ -88,7 +88,7 @@ pub fn capacity(args: CapacityArgs) -> anyhow::Result<i32> {
     let stop = StopSignal::new();
     install_interrupt(&stop)?;
     let watch = watch_from_args(&args.run, plan)?;
-    let unit = opts.axis.unit();
+    let unit = headroom_capacity::unit(opts.axis, plan);
     println!(
         "headroom capacity: {} — objective {}; {} axis from {} to {} {unit}, steps of {} (+{} warm-up), at most {}",
         plan.label,

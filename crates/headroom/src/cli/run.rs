@@ -9,6 +9,7 @@ use anyhow::{bail, Context};
 use headroom_engine::plan::schedule::Stage;
 use headroom_engine::plan::Plan;
 use headroom_engine::StopSignal;
+use headroom_http::routes::{ConnectTo, Resolve, Routes};
 use headroom_http::Endpoint;
 use headroom_monitor::launch::ServerProcess;
 use headroom_monitor::remote::RemoteSource;
@@ -19,7 +20,8 @@ use headroom_report::live::{Live, ProgressMode};
 use headroom_results::measure::{measure_from, During, Recording};
 use headroom_results::record::StartAt;
 use headroom_scenario::raw::{
-    Model, RawExpect, RawHttp, RawLoad, RawRequest, RawScenario, RawStage, RawStaleRetry, RawStatus,
+    Model, RawExpect, RawHttp, RawLoad, RawRequest, RawRoutes, RawScenario, RawStage,
+    RawStaleRetry, RawStatus,
 };
 use headroom_scenario::Scenario;
 use std::path::Path;
@@ -74,6 +76,7 @@ fn apply_flags(raw: &mut RawScenario, args: &RunArgs) {
     let load = raw.load.get_or_insert_with(RawLoad::default);
     let open_flag = args.rate.is_some() || args.stages.is_some();
     let closed_flag = args.vus.is_some()
+        || args.vu_stages.is_some()
         || args.iterations.is_some()
         || args.ramp_up.is_some()
         || args.think_time.is_some();
@@ -107,7 +110,10 @@ fn apply_flags(raw: &mut RawScenario, args: &RunArgs) {
     } else if closed_flag {
         let was_open = load.model == Some(Model::Open)
             || load.rate.is_some()
-            || load.stages.is_some()
+            || load
+                .stages
+                .as_ref()
+                .is_some_and(|s| s.iter().all(|s| s.target.is_none()))
             || load.users.is_some()
             || load.users_per_second.is_some();
         if was_open {
@@ -120,6 +126,23 @@ fn apply_flags(raw: &mut RawScenario, args: &RunArgs) {
             };
         }
         load.model = Some(Model::Closed);
+        if let Some(stages) = &args.vu_stages {
+            load.vus = None;
+            load.ramp_up = None;
+            load.duration = None;
+            load.stages = Some(
+                stages
+                    .0
+                    .iter()
+                    .map(|s| RawStage {
+                        duration: duration_text(s.duration),
+                        from: Some(s.from as f64),
+                        to: Some(s.to as f64),
+                        ..RawStage::default()
+                    })
+                    .collect(),
+            );
+        }
     }
     let open = load.model == Some(Model::Open)
         || (load.model.is_none()
@@ -179,6 +202,8 @@ fn apply_flags(raw: &mut RawScenario, args: &RunArgs) {
             tls.ca_file = Some(file.display().to_string());
         }
     }
+    RawRoutes::extend(&mut raw.connect_to, &args.connect_to);
+    RawRoutes::extend(&mut raw.resolve, &args.resolve);
     let http = raw.http.get_or_insert_with(Default::default);
     if !args.headers.is_empty() {
         let headers = http.headers.get_or_insert_with(Default::default);
@@ -191,7 +216,19 @@ fn apply_flags(raw: &mut RawScenario, args: &RunArgs) {
 
 /// The one-liner as a scenario: one request to `--url`.
 fn one_liner(args: &RunArgs, url: &str) -> anyhow::Result<RawScenario> {
-    let (endpoint, target) = Endpoint::from_url(url).context("--url")?;
+    let routes = Routes {
+        connect_to: args
+            .connect_to
+            .iter()
+            .filter_map(|r| ConnectTo::parse(r).ok())
+            .collect(),
+        resolve: args
+            .resolve
+            .iter()
+            .filter_map(|r| Resolve::parse(r).ok())
+            .collect(),
+    };
+    let (endpoint, target) = Endpoint::from_url_via(url, &routes).context("--url")?;
     let method = args
         .method
         .clone()

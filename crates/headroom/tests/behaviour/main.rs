@@ -18,6 +18,7 @@ mod kubernetes;
 mod layout;
 mod prometheus;
 mod reports;
+mod router;
 mod ruby_servers;
 mod scenario;
 mod shards;

@@ -2,20 +2,12 @@
 //! written; mixes follow their weights; feeders, extraction, cookies and
 //! checks do what they say — counted on the server's side.
 
-use crate::common::{read_request_head, run, scenario_dir, Nginx, RawServer, Target};
+use crate::common::study::examples;
+use crate::common::{example, read_request_head, run, scenario_dir, Nginx, RawServer, Target};
 use std::collections::BTreeMap;
 use std::io::Write;
-use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
-
-fn examples() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples")
-}
-
-fn example(name: &str) -> String {
-    examples().join(name).display().to_string()
-}
 
 #[test]
 fn mix_toml_works_as_written() {

@@ -3,8 +3,10 @@
 //! configuration survives it; resuming skips what was measured.
 
 use crate::common::study::{
-    assert_no_survivors, examples, read_json, stdout_of_success, study, two_config_study, write,
+    assert_no_survivors, examples, path_with_headroom, read_json, stdout_of_success, study,
+    two_config_study, write,
 };
+use std::path::Path;
 
 #[test]
 fn example_study_works_as_written() {
@@ -177,4 +179,154 @@ fn resuming_skips_finished_configurations_and_gives_the_same_table() {
             .count(),
         2
     );
+}
+
+/// Is process `pid` (from a pid file) still alive (zombies aside)?
+fn alive(pid_file: &Path) -> bool {
+    let pid = std::fs::read_to_string(pid_file).unwrap();
+    std::fs::read_to_string(format!("/proc/{}/stat", pid.trim())).is_ok_and(|s| {
+        !s.rsplit(')')
+            .next()
+            .unwrap_or("")
+            .trim_start()
+            .starts_with('Z')
+    })
+}
+
+#[test]
+fn services_are_ready_before_the_server_starts_and_stopped_after() {
+    let dir = tempfile::tempdir().unwrap();
+    // Service `a` is ready when its log says so (after a pause, and after
+    // it wrote a marker); `b` when its /health answers. The server starts
+    // only if both are: it checks the marker and b's port itself.
+    std::fs::write(
+        dir.path().join("study.toml"),
+        r#"
+scenario = { base_url = "http://127.0.0.1:1", request = [{ name = "hello", path = "/hello" }], load = { vus = 2, duration = "1s" } }
+
+[[service]]
+name = "a"
+command = "echo $$ > a.pid; sleep 0.5; touch a-{port}.ready; echo 'a is listening'; exec sleep 60"
+ready_log = "^a is listening$"
+
+[[service]]
+name = "b"
+command = "echo $$ > b.pid; exec headroom target --listen 127.0.0.1:{port}"
+ready = "/health"
+
+[[server]]
+name = "needs-both"
+command = "test -f a-{service.a.port}.ready && python3 -c 'import urllib.request; urllib.request.urlopen(\"http://127.0.0.1:{service.b.port}/health\")' && exec headroom target --listen 127.0.0.1:{port}"
+ready = "/health"
+ready_timeout = "10s"
+"#,
+    )
+    .unwrap();
+    let out = dir.path().join("out");
+    let o = study(&dir.path().join("study.toml"), &out, &[]);
+    stdout_of_success(&o);
+    let report = read_json(&out.join("study.json"));
+    let config = &report["configs"][0];
+    assert_eq!(config["runs"][0]["status"], "ok", "{config}");
+    assert!(config["results"]["requests"]["ok"].as_u64().unwrap() > 0);
+    assert_no_survivors(&report);
+    for service in ["a.pid", "b.pid"] {
+        assert!(!alive(&dir.path().join(service)), "{service} still running");
+    }
+}
+
+#[test]
+fn a_service_that_never_gets_ready_fails_its_configuration_with_its_output() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("study.toml"),
+        r#"
+scenario = { base_url = "http://127.0.0.1:1", request = [{ name = "hello", path = "/hello" }], load = { vus = 1, duration = "1s" } }
+
+[[service]]
+name = "bus"
+command = "echo $$ > bus.pid; echo 'bus: cannot bind' >&2; exec sleep 60"
+ready_timeout = "1s"
+
+[[server]]
+name = "router"
+command = "exec headroom target --listen 127.0.0.1:{port} # {service.bus.port}"
+"#,
+    )
+    .unwrap();
+    let out = dir.path().join("out");
+    let o = study(&dir.path().join("study.toml"), &out, &[]);
+    let report = read_json(&out.join("study.json"));
+    let status = report["configs"][0]["runs"][0]["status"].as_str().unwrap();
+    assert!(
+        status.contains("service `bus`") && status.contains("bus: cannot bind"),
+        "{status}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(
+        !alive(&dir.path().join("bus.pid")),
+        "the service was left running"
+    );
+}
+
+#[test]
+fn an_unknown_service_in_a_placeholder_is_refused_with_its_line() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("study.toml"),
+        "scenario = { base_url = \"http://127.0.0.1:1\", request = [{ name = \"h\", path = \"/\" }] }\n\n[[server]]\nname = \"s\"\ncommand = \"x {service.nats.port}\"\n",
+    )
+    .unwrap();
+    let o = study(&dir.path().join("study.toml"), &dir.path().join("out"), &[]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains(":5:") && err.contains("no service `nats`"),
+        "{err}"
+    );
+}
+
+#[test]
+fn router_example_ranks_nginx_and_haproxy_by_the_users_they_held() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = std::process::Command::new(crate::common::headroom_bin())
+        .arg("study")
+        .arg(examples().join("router/study.toml"))
+        .arg("--out")
+        .arg(dir.path())
+        .env("PATH", path_with_headroom())
+        .env("RAMP", "500ms")
+        .env("MIN_USERS", "5")
+        .env("MAX_USERS", "10")
+        .output()
+        .unwrap();
+    stdout_of_success(&o);
+    let report = read_json(&dir.path().join("study.json"));
+    let configs = report["configs"].as_array().unwrap();
+    assert_eq!(configs.len(), 2);
+    for c in configs {
+        let run = &c["runs"][0];
+        assert_eq!(run["status"], "ok", "{}: {run}", c["label"]);
+        // Each step: users × 10 requests, every one a 200 from its app.
+        let cap = &run["capacity"];
+        assert_eq!(cap["unit"], "users");
+        for step in cap["steps"].as_array().unwrap() {
+            let users = step["offered"].as_f64().unwrap();
+            let r = &step["results"]["requests"];
+            assert_eq!(r["total"].as_f64(), Some(users * 10.0), "{step}");
+            // The scenario's ramp-up is kept at every step.
+            let config = &step["results"]["config"];
+            assert_eq!(config["ramp_up_s"].as_f64(), Some(0.5), "{config}");
+            assert_eq!(config["iterations"].as_u64(), Some(10), "{config}");
+        }
+        let held = c["stats"]["capacity"]["median"].as_f64().unwrap();
+        assert!(held >= 5.0, "{}: {held} users", c["label"]);
+    }
+    // Ranked by the users each held: a winner, or a tie said as one.
+    assert!(
+        report["winner"]["label"].is_string(),
+        "{}",
+        report["winner"]
+    );
+    assert_no_survivors(&report);
 }

@@ -108,6 +108,11 @@ pub fn http_get(url: &str) -> String {
     out.split_once("\r\n\r\n").unwrap().1.to_string()
 }
 
+/// The path of a shipped example file.
+pub fn example(name: &str) -> String {
+    study::examples().join(name).display().to_string()
+}
+
 pub fn free_port() -> u16 {
     headroom_study::free_port().expect("a free port")
 }
@@ -163,11 +168,60 @@ impl Nginx {
         server_extra: impl FnOnce(&Path) -> String,
     ) -> Nginx {
         let server_extra = server_extra(dir.path());
+        Self::start_http(dir, |d, port| {
+            let d = d.display();
+            format!(
+                "access_log {d}/access.log;
+  server {{
+    listen 127.0.0.1:{port}{listen_flags} backlog=4096;
+    {server_extra}
+    location / {{ return 200 \"hello from nginx\\n\"; }}
+  }}"
+            )
+        })
+    }
+
+    /// A router: one `server` per host name in `hosts` (each answering 200
+    /// with its own name), a default server answering 404, and an access
+    /// log of `$host $connection $status $request_uri` per request.
+    pub fn start_router(hosts: &[String]) -> Nginx {
+        Self::start_http(tempfile::tempdir().unwrap(), |d, port| {
+            let d = d.display();
+            let names = hosts.join(" ");
+            format!(
+                "server_names_hash_max_size 65536;
+  server_names_hash_bucket_size 128;
+  log_format hosts '$host $connection $status $request_uri';
+  access_log {d}/access.log hosts;
+  server {{
+    listen 127.0.0.1:{port} default_server backlog=4096;
+    location / {{ return 404 \"no such app: $host\\n\"; }}
+  }}
+  server {{
+    listen 127.0.0.1:{port};
+    server_name {names};
+    location / {{ return 200 \"app $host\\n\"; }}
+  }}"
+            )
+        })
+    }
+
+    /// The access log's lines, split on spaces.
+    pub fn log_fields(&self) -> Vec<Vec<String>> {
+        let log = std::fs::read_to_string(self.dir.path().join("access.log")).unwrap_or_default();
+        log.lines()
+            .map(|l| l.split(' ').map(str::to_string).collect())
+            .collect()
+    }
+
+    /// nginx with `http_body` (given the folder and port) inside `http {}`.
+    fn start_http(dir: tempfile::TempDir, http_body: impl FnOnce(&Path, u16) -> String) -> Nginx {
         let nginx = ["/usr/sbin/nginx", "/usr/bin/nginx"]
             .into_iter()
             .find(|p| Path::new(p).exists())
             .expect("nginx is required for these tests: apt-get install -y nginx-light");
         let port = free_port();
+        let http_body = http_body(dir.path(), port);
         let d = dir.path().display();
         let user = if unsafe { libc::geteuid() } == 0 {
             "user root;"
@@ -182,18 +236,13 @@ pid {d}/nginx.pid;
 error_log {d}/error.log;
 events {{ worker_connections 8192; }}
 http {{
-  access_log {d}/access.log;
   client_body_temp_path {d}/body;
   proxy_temp_path {d}/proxy;
   fastcgi_temp_path {d}/fastcgi;
   uwsgi_temp_path {d}/uwsgi;
   scgi_temp_path {d}/scgi;
   keepalive_requests 100000;
-  server {{
-    listen 127.0.0.1:{port}{listen_flags} backlog=4096;
-    {server_extra}
-    location / {{ return 200 \"hello from nginx\\n\"; }}
-  }}
+  {http_body}
 }}
 "
         );

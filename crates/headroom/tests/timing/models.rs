@@ -320,3 +320,60 @@ fn capped_connections_count_waiting_time() {
     assert!(res["latency_ms"]["max"].as_f64().unwrap() > 1000.0);
     assert!(res["service_time_ms"]["max"].as_f64().unwrap() < 200.0);
 }
+
+/// The server's open connections, all workers together, but for the one
+/// that asks.
+fn open_connections(target: &Target) -> u64 {
+    let all: u64 = target.stats()["connections_per_worker"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c.as_u64().unwrap())
+        .sum();
+    all - 1
+}
+
+#[test]
+fn closed_model_user_stages_are_followed_on_the_server() {
+    let _serial = serial();
+    let target = Target::start(1, 16);
+    in_three_tries("user stages", || {
+        // 0 → 4 users over 1 s, 4 for 2 s, 4 → 1 over 1 s, 1 for 2 s.
+        let url = target.url("/sleep?ms=10");
+        let run = std::thread::spawn(move || {
+            run(&["--url", &url, "--vu-stages", "1s:0->4,2s:4,1s:4->1,2s:1"])
+        });
+        let started = Instant::now();
+        let at = |secs: f64| {
+            let when = Duration::from_secs_f64(secs);
+            std::thread::sleep(when.saturating_sub(started.elapsed()));
+            open_connections(&target)
+        };
+        let (holding, after) = (at(2.4), at(5.2));
+        let r = run.join().unwrap();
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        let res = r.results();
+        assert_eq!(
+            res["config"]["stages"][0]["unit"], "users",
+            "{}",
+            res["config"]
+        );
+        assert_eq!(res["config"]["vus"].as_u64(), Some(4));
+        let users: Vec<u64> = res["timeline"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["active_users"].as_u64().unwrap())
+            .collect();
+        // Second 0 ramps to 4 (users start at 0, 0.25, 0.5, 0.75 s); 4
+        // until the ramp down in second 3; 1 from second 5 (the last
+        // leaver finishes its iteration just after 4 s).
+        ensure!(users[..4] == [4, 4, 4, 4], "{users:?}");
+        ensure!(users[4] <= 2 && users[5] == 1, "{users:?}");
+        // The server sees it too: one connection per user, and a user that
+        // left closed its connection.
+        ensure!(holding == 4, "{holding} connections while 4 users hold");
+        ensure!(after == 1, "{after} connections once 1 user is left");
+        Ok(())
+    });
+}

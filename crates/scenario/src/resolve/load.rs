@@ -4,7 +4,7 @@
 use super::builder::Builder;
 use crate::raw::*;
 use headroom_engine::plan::schedule::{Schedule, Stage};
-use headroom_engine::plan::{ClosedLoad, Load, OpenLoad, DEFAULT_MAX_CONNECTIONS};
+use headroom_engine::plan::{ClosedLoad, Load, OpenLoad, UserStage, DEFAULT_MAX_CONNECTIONS};
 use std::time::Duration;
 
 const DEFAULT_VUS: u32 = 10;
@@ -30,8 +30,13 @@ impl Builder<'_> {
                 "load.max_requests: must be at least 1".into(),
             );
         }
+        // Stages with a `target` are user counts (the closed model).
+        let user_stages = l
+            .stages
+            .as_ref()
+            .is_some_and(|s| s.iter().any(|s| s.target.is_some()));
         let open_fields = l.rate.is_some()
-            || l.stages.is_some()
+            || (l.stages.is_some() && !user_stages)
             || l.users.is_some()
             || l.users_per_second.is_some();
         let model = l.model.unwrap_or(if open_fields {
@@ -43,7 +48,6 @@ impl Builder<'_> {
             Model::Closed => {
                 for (set, field) in [
                     (l.rate.is_some(), "rate"),
-                    (l.stages.is_some(), "stages"),
                     (l.users.is_some(), "users"),
                     (l.users_per_second.is_some(), "users_per_second"),
                     (l.over.is_some(), "over"),
@@ -55,22 +59,34 @@ impl Builder<'_> {
                         ));
                     }
                 }
-                let vus = l.vus.unwrap_or(DEFAULT_VUS);
+                let stages = match &l.stages {
+                    Some(raw) => self.user_stages(raw, &l, duration, a),
+                    None => Vec::new(),
+                };
+                let vus = if stages.is_empty() {
+                    l.vus.unwrap_or(DEFAULT_VUS)
+                } else {
+                    UserStage::peak(&stages).max(1)
+                };
                 if vus == 0 {
                     self.problem(a, "vus", "vus", "load.vus: must be at least 1".into());
                 }
                 let bounded =
                     duration.is_some() || l.iterations.is_some() || l.max_requests.is_some();
+                let duration = if !stages.is_empty() {
+                    Some(UserStage::total(&stages))
+                } else if bounded {
+                    duration
+                } else {
+                    Some(DEFAULT_DURATION)
+                };
                 Some(Load::Closed(ClosedLoad {
                     vus,
                     ramp_up: d(self, "ramp_up", &l.ramp_up).unwrap_or_default(),
-                    duration: if bounded {
-                        duration
-                    } else {
-                        Some(DEFAULT_DURATION)
-                    },
+                    duration,
                     iterations: l.iterations,
                     think_time: d(self, "think_time", &l.think_time).unwrap_or_default(),
+                    stages,
                 }))
             }
             Model::Open => {
@@ -118,6 +134,9 @@ impl Builder<'_> {
                 }
                 stages.and_then(|stages| match Schedule::new(stages) {
                     Ok(schedule) => Some(Load::Open(OpenLoad {
+                        // Set again once the flow is known: sessions'
+                        // arrivals are users too.
+                        users: l.users.is_some() || l.users_per_second.is_some(),
                         schedule,
                         max_connections: l
                             .max_connections
@@ -131,6 +150,89 @@ impl Builder<'_> {
             }
         };
         (load, l.max_requests, graceful_stop)
+    }
+
+    /// Closed-model stages over user counts (k6's ramping-vus).
+    fn user_stages(
+        &mut self,
+        raw: &[RawStage],
+        l: &RawLoad,
+        duration: Option<Duration>,
+        a: Option<&str>,
+    ) -> Vec<UserStage> {
+        for (set, field) in [
+            (duration.is_some(), "duration"),
+            (l.vus.is_some(), "vus"),
+            (l.ramp_up.is_some(), "ramp_up"),
+        ] {
+            if set {
+                self.problem(
+                    a,
+                    field,
+                    field,
+                    format!(
+                    "load: `{field}` and user `stages` both say how many users run when: give one"
+                ),
+                );
+            }
+        }
+        if raw.is_empty() {
+            self.problem(
+                a,
+                "stages",
+                "stages",
+                "load.stages: give at least one stage".into(),
+            );
+        }
+        let mut level = 0u32;
+        let mut out = Vec::new();
+        for (i, s) in raw.iter().enumerate() {
+            let n = i + 1;
+            let Some(d) = self.duration(a, "duration", &s.duration) else {
+                continue;
+            };
+            let count = |b: &mut Self, v: f64| {
+                if v >= 0.0 && v.fract() == 0.0 && v <= u32::MAX as f64 {
+                    Some(v as u32)
+                } else {
+                    b.problem(
+                        a,
+                        "stages",
+                        &s.duration,
+                        format!("load.stages[{n}]: `{v}` is not a number of users"),
+                    );
+                    None
+                }
+            };
+            let (from, to) = match (s.target, s.from, s.to, s.rate) {
+                (Some(t), None, None, None) => (level, t),
+                (None, Some(f), Some(t), None) => match (count(self, f), count(self, t)) {
+                    (Some(f), Some(t)) => (f, t),
+                    _ => continue,
+                },
+                _ => {
+                    self.problem(a, "stages", &s.duration, format!(
+                        "load.stages[{n}]: the closed model's stages are user counts: give `target` (from the previous count) or `from` and `to`"
+                    ));
+                    continue;
+                }
+            };
+            level = to;
+            out.push(UserStage {
+                duration: d,
+                from,
+                to,
+            });
+        }
+        if !out.is_empty() && UserStage::peak(&out) == 0 {
+            self.problem(
+                a,
+                "stages",
+                "stages",
+                "load.stages: no stage has any users".into(),
+            );
+        }
+        out
     }
 
     fn open_stages(

@@ -11,7 +11,8 @@
 use super::errors::Problem;
 use super::raw::*;
 use headroom_engine::plan::{
-    Plan, StaleRetry, DEFAULT_CONNECT_TIMEOUT, DEFAULT_GRACEFUL_STOP, DEFAULT_REQUEST_TIMEOUT,
+    Flow, Load, Plan, StaleRetry, DEFAULT_CONNECT_TIMEOUT, DEFAULT_GRACEFUL_STOP,
+    DEFAULT_REQUEST_TIMEOUT,
 };
 use headroom_http::tls::{TlsClient, TlsOptions};
 use headroom_objectives::abort::AbortRule;
@@ -67,14 +68,33 @@ impl Builder<'_> {
 
         let (load, max_requests, graceful_stop) = self.load(raw.load.as_ref());
         let feeders = self.feeders(&raw.feeders);
-        let endpoint = self.endpoint(raw);
+        let routes = self.routes(raw);
+        let endpoint = self.endpoint(raw, &routes);
         let mut check_names = Vec::new();
         let requests = match &endpoint {
-            Some(endpoint) => self.requests(raw, &http, endpoint, keep_alive, &mut check_names),
+            Some(endpoint) => self.requests(
+                raw,
+                &http,
+                (endpoint, &routes),
+                keep_alive,
+                &mut check_names,
+            ),
             None => Vec::new(),
         };
+        if http.max_connections_per_host == Some(0) {
+            self.problem(
+                None,
+                "max_connections_per_host",
+                "max_connections_per_host",
+                "http.max_connections_per_host: must be at least 1".into(),
+            );
+        }
         self.variables(raw, &feeders);
         let flow = self.flow(raw, &feeders);
+        let mut load = load;
+        if let (Some(Load::Open(open)), Flow::Sessions(_)) = (&mut load, &flow) {
+            open.users = true;
+        }
         let tls = endpoint
             .as_ref()
             .filter(|e| e.https)
@@ -128,6 +148,8 @@ impl Builder<'_> {
             shard: Default::default(),
             local_addresses: Vec::new(),
             events,
+            routes,
+            max_connections_per_host: http.max_connections_per_host,
         };
         Ok(Scenario {
             plan,

@@ -9,6 +9,7 @@ use headroom_engine::plan::check::{Check, Extract};
 use headroom_engine::plan::feeder::Feeder;
 use headroom_engine::plan::template::Template;
 use headroom_engine::plan::{Expect, RequestSpec, RequestTemplate};
+use headroom_http::routes::{split_absolute, ConnectTo, Resolve, Routes};
 use headroom_http::{encode_request, Capture, Endpoint};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -20,6 +21,16 @@ struct RequestOrigin<'e> {
     /// "scheme://host:port" of the base URL.
     base_origin: Option<String>,
     endpoint: &'e Endpoint,
+    routes: &'e Routes,
+}
+
+/// A request's target: where it goes, and the path sent.
+struct Target {
+    /// `scheme://authority` of a full URL on another origin.
+    origin: Option<String>,
+    /// Its `Host` header.
+    host_header: Option<String>,
+    path: String,
 }
 
 /// What of the response the checks and extractions need kept.
@@ -69,8 +80,28 @@ impl Builder<'_> {
         out
     }
 
-    /// The one origin all requests go to.
-    pub(super) fn endpoint(&mut self, raw: &RawScenario) -> Option<Endpoint> {
+    /// `connect_to` and `resolve`, each rule checked.
+    pub(super) fn routes(&mut self, raw: &RawScenario) -> Routes {
+        let mut routes = Routes::default();
+        for rule in raw.connect_to.iter().flat_map(RawRoutes::rules) {
+            match ConnectTo::parse(&rule) {
+                Ok(r) => routes.connect_to.push(r),
+                Err(e) => self.problem(None, "connect_to", &rule, format!("connect_to: {e}")),
+            }
+        }
+        for rule in raw.resolve.iter().flat_map(RawRoutes::rules) {
+            match Resolve::parse(&rule) {
+                Ok(r) => routes.resolve.push(r),
+                Err(e) => self.problem(None, "resolve", &rule, format!("resolve: {e}")),
+            }
+        }
+        routes
+    }
+
+    /// The origin of `path` requests (and the server a study waits for):
+    /// the base URL; else the first full URL; else, when every URL is a
+    /// template (a feeder of full URLs), where `connect_to` sends them all.
+    pub(super) fn endpoint(&mut self, raw: &RawScenario, routes: &Routes) -> Option<Endpoint> {
         if raw.requests.is_empty() {
             self.problems.push(Problem {
                 line: 0,
@@ -79,21 +110,35 @@ impl Builder<'_> {
             });
             return None;
         }
-        let base = raw.base_url.clone().or_else(|| {
-            raw.requests
-                .iter()
-                .find_map(|r| r.url.as_deref().and_then(origin))
-        });
+        let base = raw
+            .base_url
+            .clone()
+            .or_else(|| {
+                raw.requests
+                    .iter()
+                    .find_map(|r| r.url.as_deref().and_then(origin))
+            })
+            .or_else(|| {
+                let all_urls = raw.requests.iter().all(|r| r.url.is_some());
+                let to = routes.connect_to.iter().find(|c| c.to_host.is_some())?;
+                let host = to.to_host.as_deref()?;
+                let host = if host.contains(':') {
+                    format!("[{host}]")
+                } else {
+                    host.to_string()
+                };
+                all_urls.then(|| format!("http://{host}:{}", to.to_port.unwrap_or(80)))
+            });
         let Some(base) = base else {
             self.problem(
                 None,
                 "path",
                 "path",
-                "no base_url: set base_url (or --base-url), or give requests a full url".into(),
+                "no base_url: set base_url (or --base-url), give requests a full url, or send templated urls somewhere with connect_to (--connect-to)".into(),
             );
             return None;
         };
-        match Endpoint::from_url(&base) {
+        match Endpoint::from_url_via(&base, routes) {
             Ok((e, _)) => Some(e),
             Err(e) => {
                 self.problem(None, "base_url", &base, format!("base_url: {e}"));
@@ -108,7 +153,7 @@ impl Builder<'_> {
         &mut self,
         raw: &RawScenario,
         http: &RawHttp,
-        endpoint: &Endpoint,
+        (endpoint, routes): (&Endpoint, &Routes),
         keep_alive: bool,
         check_names: &mut Vec<String>,
     ) -> Vec<RequestSpec> {
@@ -121,6 +166,7 @@ impl Builder<'_> {
                 .unwrap_or_default(),
             base_origin: raw.base_url.as_deref().and_then(origin),
             endpoint,
+            routes,
         };
         // Credentials in the base URL (`http://user:pass@host`) are sent as
         // Basic auth, unless a header sets Authorization itself.
@@ -159,7 +205,11 @@ impl Builder<'_> {
         check_names: &mut Vec<String>,
     ) -> Option<RequestSpec> {
         let a = Some(r.name.as_str());
-        let target = self.request_target(r, origin)?;
+        let Target {
+            origin: other_origin,
+            host_header,
+            path: target,
+        } = self.request_target(r, origin)?;
         let method = self.request_method(r);
         let mut headers = self.request_headers(r, http);
         let body = self.request_body(r, &mut headers);
@@ -198,7 +248,9 @@ impl Builder<'_> {
             encode_request(
                 &method,
                 &target,
-                &origin.endpoint.host_header,
+                host_header
+                    .as_deref()
+                    .unwrap_or(&origin.endpoint.host_header),
                 &header_pairs,
                 body.as_bytes(),
                 keep_alive,
@@ -219,6 +271,7 @@ impl Builder<'_> {
                 headers: header_ts,
                 body: body_t,
             }),
+            origin: other_origin,
             timeout,
             checks,
             extracts,
@@ -226,10 +279,16 @@ impl Builder<'_> {
         })
     }
 
-    /// The request target (path and query): `path` joined to the base URL's
-    /// path, or a full `url` on the scenario's one origin.
-    fn request_target(&mut self, r: &RawRequest, at: &RequestOrigin) -> Option<String> {
+    /// The request target: `path` joined to the base URL's path, or a
+    /// full `url` (on any origin; a template that renders a full URL goes
+    /// to that URL's origin when sent).
+    fn request_target(&mut self, r: &RawRequest, at: &RequestOrigin) -> Option<Target> {
         let a = Some(r.name.as_str());
+        let on_base = |path: String| Target {
+            origin: None,
+            host_header: None,
+            path,
+        };
         match (&r.url, &r.path) {
             (Some(_), Some(_)) => {
                 self.problem(
@@ -257,27 +316,56 @@ impl Builder<'_> {
                     self.problem(a, "path", path, format!("request `{}`: path `{path}` must start with / (or be a template such as {{{{path}}}})", r.name));
                     return None;
                 }
-                Some(format!("{}{path}", at.base_path))
+                Some(on_base(format!("{}{path}", at.base_path)))
+            }
+            (Some(url), None) if url.contains("{{") => {
+                let literal = url.split("{{").next().unwrap_or("");
+                if !literal.is_empty()
+                    && split_absolute(literal).is_none()
+                    && literal.contains("://")
+                {
+                    self.problem(
+                        a,
+                        "url",
+                        url,
+                        format!(
+                            "request `{}`: url `{url}` is not http:// or https://",
+                            r.name
+                        ),
+                    );
+                    return None;
+                }
+                Some(on_base(url.clone()))
             }
             (Some(url), None) => {
-                let o = origin(url);
-                let same = o.is_some()
-                    && (o == at.base_origin
-                        || at.base_origin.is_none()
-                            && o.as_deref() == origin_of(at.endpoint).as_deref());
-                if !same {
+                let Some((key, path)) = split_absolute(url) else {
                     self.problem(a, "url", url, format!(
-                        "request `{}`: url `{url}` is not on the scenario's origin; one scenario loads one server (give a path, or a url on base_url's host and port)",
+                        "request `{}`: url `{url}` is not a full http:// or https:// URL (give a path for base_url's server)",
                         r.name
                     ));
                     return None;
-                }
-                let rest = &url[o.map_or(0, |o| o.len())..];
-                Some(if rest.is_empty() {
-                    "/".to_string()
+                };
+                let same = Some(key) == at.base_origin.as_deref()
+                    || at.base_origin.is_none() && Some(key) == origin_of(at.endpoint).as_deref();
+                let path = if path.starts_with('?') {
+                    format!("/{path}")
                 } else {
-                    rest.to_string()
-                })
+                    path.to_string()
+                };
+                if same {
+                    return Some(on_base(path));
+                }
+                match Endpoint::from_url_via(key, at.routes) {
+                    Ok((e, _)) => Some(Target {
+                        origin: Some(key.to_string()),
+                        host_header: Some(e.host_header),
+                        path,
+                    }),
+                    Err(e) => {
+                        self.problem(a, "url", url, format!("request `{}`: {e}", r.name));
+                        None
+                    }
+                }
             }
         }
     }

@@ -1,0 +1,248 @@
+//! The origins (scheme, host, port) one worker's requests go to — the
+//! plan's own, and those of full URLs in requests and feeders — each
+//! resolved once per run (`--connect-to` / `--resolve` first, then the
+//! system resolver), and the connections open to each.
+//!
+//! Connections are kept per origin, as browsers and Gatling keep them: a
+//! request to `app1.test` never goes out on a connection opened for
+//! `app2.test`, even when both connect to one router address. Each user
+//! keeps its own (see `user.rs`), unless the plan caps connections per
+//! host: then a worker's users share one pool per origin, and a request
+//! that finds none idle and its origin at the cap waits for one.
+
+use crate::metrics::ErrorClass;
+use crate::plan::Plan;
+use headroom_http::tls::{TlsClient, TlsOptions};
+use headroom_http::{routes, Connection, Failure};
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
+use std::rc::Rc;
+use std::time::Duration;
+use tokio::sync::Notify;
+
+pub(crate) struct Origin {
+    /// Position in the worker's table (0 = the plan's endpoint).
+    pub id: u32,
+    /// `Host` header: host, and port when the URL gave one.
+    pub host_header: String,
+    pub https: bool,
+    pub addr: SocketAddr,
+    pub tls: Option<TlsClient>,
+    /// Connections open (or being opened) to this origin by this worker.
+    open: Cell<u32>,
+    /// Pooled mode: idle connections any user may take.
+    idle: RefCell<Vec<Conn>>,
+    freed: Notify,
+}
+
+/// A connection to an origin; dropping it closes it and frees its place
+/// under the origin's cap.
+pub(crate) struct Conn {
+    pub http: Connection,
+    pub origin: Rc<Origin>,
+}
+
+impl Drop for Conn {
+    fn drop(&mut self) {
+        self.origin.release();
+    }
+}
+
+impl Origin {
+    fn new(id: u32, host_header: String, https: bool, addr: SocketAddr) -> Origin {
+        Origin {
+            id,
+            host_header,
+            https,
+            addr,
+            tls: None,
+            open: Cell::new(0),
+            idle: RefCell::new(Vec::new()),
+            freed: Notify::new(),
+        }
+    }
+
+    fn release(&self) {
+        self.open.set(self.open.get().saturating_sub(1));
+        self.freed.notify_one();
+    }
+
+    /// `scheme://host:port/…` for cookie matching.
+    pub fn url(&self, target: &str) -> Option<url::Url> {
+        let scheme = if self.https { "https" } else { "http" };
+        url::Url::parse(&format!("{scheme}://{}{target}", self.host_header)).ok()
+    }
+}
+
+/// Why a request's origin has no address.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Unreachable(pub ErrorClass);
+
+pub(crate) struct Origins {
+    list: RefCell<Vec<Rc<Origin>>>,
+    /// By `scheme://authority` as written in URLs; a failed lookup is kept
+    /// too, so a host that does not resolve is asked about once per run.
+    by_key: RefCell<HashMap<String, Result<u32, ErrorClass>>>,
+    routes: routes::Routes,
+    /// Most connections per origin on this worker (pooled mode).
+    cap: Option<u32>,
+    /// For `https://` origins when the plan's own is `http://`.
+    default_tls: RefCell<Option<TlsClient>>,
+    plan_tls: Option<TlsClient>,
+}
+
+impl Drop for Origins {
+    fn drop(&mut self) {
+        // Pooled connections hold their origin: break the cycle.
+        for o in self.list.borrow().iter() {
+            o.idle.borrow_mut().clear();
+        }
+    }
+}
+
+impl Origins {
+    /// The plan's endpoint as origin 0; `cap` is this worker's share of
+    /// `max_connections_per_host`.
+    pub fn new(plan: &Plan, cap: Option<u32>) -> Origins {
+        let e = &plan.endpoint;
+        let mut first = Origin::new(0, e.host_header.clone(), e.https, e.addr);
+        first.tls = plan.tls.clone();
+        let scheme = if e.https { "https" } else { "http" };
+        let mut by_key = HashMap::new();
+        by_key.insert(format!("{scheme}://{}", e.host_header), Ok(0));
+        Origins {
+            list: RefCell::new(vec![Rc::new(first)]),
+            by_key: RefCell::new(by_key),
+            routes: plan.routes.clone(),
+            cap,
+            default_tls: RefCell::new(None),
+            plan_tls: plan.tls.clone(),
+        }
+    }
+
+    pub fn default_origin(&self) -> Rc<Origin> {
+        self.list.borrow()[0].clone()
+    }
+
+    pub fn pooled(&self) -> bool {
+        self.cap.is_some()
+    }
+
+    /// The origin of `key` (`scheme://authority`), resolved on first use.
+    pub async fn get(&self, key: &str) -> Result<Rc<Origin>, Unreachable> {
+        let known = self.by_key.borrow().get(key).copied();
+        let id = match known {
+            Some(found) => found,
+            None => {
+                let found = self.add(key).await;
+                self.by_key.borrow_mut().insert(key.to_string(), found);
+                found
+            }
+        };
+        id.map(|id| self.list.borrow()[id as usize].clone())
+            .map_err(Unreachable)
+    }
+
+    async fn add(&self, key: &str) -> Result<u32, ErrorClass> {
+        let url = url::Url::parse(key).map_err(|_| ErrorClass::InvalidUrl)?;
+        let host = url.host_str().ok_or(ErrorClass::InvalidUrl)?.to_string();
+        let port = url.port_or_known_default().ok_or(ErrorClass::InvalidUrl)?;
+        let https = url.scheme() == "https";
+        let addr = match self.routes.fixed(&host, port) {
+            Some(addr) => addr,
+            None => {
+                let (to_host, to_port) = self.routes.target(&host, port);
+                tokio::net::lookup_host((to_host.as_str(), to_port))
+                    .await
+                    .ok()
+                    .and_then(|mut addrs| addrs.next())
+                    .ok_or(ErrorClass::ResolveFailed)?
+            }
+        };
+        let host_header = match url.port() {
+            Some(p) => format!("{host}:{p}"),
+            None => host.clone(),
+        };
+        // Another key may name the same origin (`HTTP://A.test` and
+        // `http://a.test:80`): share its connections.
+        if let Some(same) = self
+            .list
+            .borrow()
+            .iter()
+            .find(|o| o.https == https && o.addr == addr && o.host_header == host_header)
+        {
+            return Ok(same.id);
+        }
+        let id = self.list.borrow().len() as u32;
+        let mut origin = Origin::new(id, host_header, https, addr);
+        if https {
+            origin.tls = Some(self.tls_for(&host)?);
+        }
+        self.list.borrow_mut().push(Rc::new(origin));
+        Ok(id)
+    }
+
+    fn tls_for(&self, host: &str) -> Result<TlsClient, ErrorClass> {
+        if let Some(tls) = &self.plan_tls {
+            return tls.for_host(host).map_err(|_| ErrorClass::TlsHandshake);
+        }
+        let mut default = self.default_tls.borrow_mut();
+        if default.is_none() {
+            *default = TlsClient::new(host, &TlsOptions::default()).ok();
+        }
+        default
+            .as_ref()
+            .ok_or(ErrorClass::TlsHandshake)?
+            .for_host(host)
+            .map_err(|_| ErrorClass::TlsHandshake)
+    }
+
+    /// Pooled mode: an idle connection to `origin`, or `None` once the
+    /// caller may open one (its place under the cap is then reserved:
+    /// [`Origins::open`] must follow). Waits while the origin is at its cap
+    /// and nothing is idle.
+    pub async fn checkout(&self, origin: &Rc<Origin>) -> Option<Conn> {
+        let cap = self.cap.unwrap_or(u32::MAX);
+        loop {
+            if let Some(conn) = origin.idle.borrow_mut().pop() {
+                return Some(conn);
+            }
+            if origin.open.get() < cap {
+                origin.open.set(origin.open.get() + 1);
+                return None;
+            }
+            origin.freed.notified().await;
+        }
+    }
+
+    /// Pooled mode: a connection back to its origin's idle pool.
+    pub fn check_in(&self, conn: Conn) {
+        let origin = conn.origin.clone();
+        origin.idle.borrow_mut().push(conn);
+        origin.freed.notify_one();
+    }
+
+    /// Opens a connection to `origin` (in pooled mode its place was
+    /// reserved by [`Origins::checkout`]).
+    pub async fn open(
+        &self,
+        origin: &Rc<Origin>,
+        local: Option<IpAddr>,
+        timeout: Duration,
+    ) -> Result<Conn, Failure> {
+        if !self.pooled() {
+            origin.open.set(origin.open.get() + 1);
+        }
+        match Connection::connect(origin.addr, local, timeout, origin.tls.as_ref()).await {
+            Ok(http) => Ok(Conn {
+                http,
+                origin: origin.clone(),
+            }),
+            Err(failure) => {
+                origin.release();
+                Err(failure)
+            }
+        }
+    }
+}
