@@ -510,7 +510,9 @@ impl User {
         }
         let view = ResponseView::new(status, &self.captured, latency);
         if outcome.error.is_none() {
-            if let Some(failed) = spec.checks.iter().find(|c| !c.passes(&view)) {
+            let mut rng = shared.rng.borrow_mut();
+            let mut scope = self.scope(&mut rng);
+            if let Some(failed) = spec.checks.iter().find(|c| !c.passes(&view, &mut scope)) {
                 outcome.error = Some(ErrorClass::CheckFailed);
                 outcome.failed_check = Some(failed.id);
             }

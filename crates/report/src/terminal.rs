@@ -123,10 +123,21 @@ fn write_table(out: &mut dyn Write, rows: &[Vec<String>]) -> io::Result<()> {
 pub fn write_summary(out: &mut dyn Write, r: &Results) -> io::Result<()> {
     let c = &r.config;
     let s = &r.summary;
+    // Open-model arrivals are requests, or users each running a session.
+    let users_arrive = c.arrivals.as_deref() == Some("users");
     let load = match c.model.as_str() {
+        "open" if users_arrive => format!(
+            "open model, {:.1} users/s arriving",
+            r.target_rate_rps.unwrap_or(0.0)
+        ),
         "open" => format!(
             "open model, {:.1} req/s requested",
             r.target_rate_rps.unwrap_or(0.0)
+        ),
+        _ if !c.stages.is_empty() => format!(
+            "closed model, up to {} users in {} stages",
+            c.vus.unwrap_or(0),
+            c.stages.len()
         ),
         _ => format!("closed model, {} users", c.vus.unwrap_or(0)),
     };
@@ -168,7 +179,17 @@ pub fn write_summary(out: &mut dyn Write, r: &Results) -> io::Result<()> {
     if let (Some(target), Some(achieved), Some(lag)) =
         (r.target_rate_rps, r.achieved_rate_rps, &r.send_lag_ms)
     {
-        writeln!(
+        if users_arrive {
+            // Users and requests are different units: no ratio.
+            writeln!(
+                out,
+                "  arrivals: {target:.1} users/s, each on its own connections; {achieved:.1} req/s sent; send lag p50 {} ms, p99 {} ms, max {} ms",
+                ms(lag.p50),
+                ms(lag.p99),
+                ms(lag.max),
+            )?;
+        } else {
+            writeln!(
             out,
             "  rate: {target:.1} req/s requested, {achieved:.1} req/s sent ({:+.2} %); send lag p50 {} ms, p99 {} ms, max {} ms",
             if target > 0.0 { (achieved / target - 1.0) * 100.0 } else { 0.0 },
@@ -176,6 +197,7 @@ pub fn write_summary(out: &mut dyn Write, r: &Results) -> io::Result<()> {
             ms(lag.p99),
             ms(lag.max),
         )?;
+        }
     }
 
     writeln!(out)?;

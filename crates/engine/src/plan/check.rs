@@ -2,6 +2,7 @@
 //! A failed check (or an extraction that finds nothing) fails the request;
 //! the check's name says which in the results' error classes.
 
+use super::template::{Scope, Template};
 use headroom_http::{Capture, Captured};
 use regex::Regex;
 use serde_json_path::JsonPath;
@@ -66,21 +67,30 @@ impl StatusSet {
 pub enum JsonExpect {
     Exists(bool),
     Equals(serde_json::Value),
+    /// A string with `{{…}}`: rendered for the user, then compared.
+    EqualsText(Template),
 }
 
 #[derive(Clone, Debug)]
 pub enum HeaderExpect {
     Present(bool),
-    Equals(String),
+    Equals(Template),
 }
 
 #[derive(Clone, Debug)]
 pub enum CheckKind {
     Status(StatusSet),
-    BodyContains(String),
+    /// Expected values may use `{{…}}` (the user's variables).
+    BodyContains(Template),
     BodyRegex(Regex),
-    Json { path: JsonPath, expect: JsonExpect },
-    Header { name: String, expect: HeaderExpect },
+    Json {
+        path: JsonPath,
+        expect: JsonExpect,
+    },
+    Header {
+        name: String,
+        expect: HeaderExpect,
+    },
     ResponseTimeUnder(Duration),
 }
 
@@ -146,23 +156,28 @@ impl<'a> ResponseView<'a> {
 }
 
 impl Check {
-    pub fn passes(&self, r: &ResponseView) -> bool {
+    /// Whether the response passes, with expected values rendered in
+    /// `scope` (the user's variables).
+    pub fn passes(&self, r: &ResponseView, scope: &mut Scope) -> bool {
         match &self.kind {
             CheckKind::Status(set) => set.contains(r.status),
-            CheckKind::BodyContains(s) => r.text().contains(s.as_str()),
+            CheckKind::BodyContains(t) => r.text().contains(t.text(scope).as_ref()),
             CheckKind::BodyRegex(re) => re.is_match(r.text()),
             CheckKind::Json { path, expect } => {
                 let found = r.json_first(path);
                 match expect {
                     JsonExpect::Exists(want) => found.is_some() == *want,
                     JsonExpect::Equals(want) => found == Some(want),
+                    JsonExpect::EqualsText(t) => {
+                        found.and_then(|v| v.as_str()) == Some(t.text(scope).as_ref())
+                    }
                 }
             }
             CheckKind::Header { name, expect } => {
                 let found = r.captured.header(name);
                 match expect {
                     HeaderExpect::Present(want) => found.is_some() == *want,
-                    HeaderExpect::Equals(want) => found == Some(want.as_str()),
+                    HeaderExpect::Equals(want) => found == Some(want.text(scope).as_ref()),
                 }
             }
             CheckKind::ResponseTimeUnder(bound) => r.latency < *bound,
@@ -256,9 +271,24 @@ mod tests {
     fn checks_and_extractions() {
         let c = captured(r#"{"token":"t-1","n":3}"#, &[("X-Id", "9")]);
         let r = ResponseView::new(200, &c, Duration::from_millis(5));
-        let check = |kind| Check { id: 0, kind }.passes(&r);
-        assert!(check(CheckKind::BodyContains("t-1".into())));
-        assert!(!check(CheckKind::BodyContains("nope".into())));
+        let vars = [("want".to_string(), "t-1".to_string())].into();
+        let mut rng = fastrand::Rng::new();
+        let mut scope = Scope {
+            vars: &vars,
+            user_id: 1,
+            iteration: 0,
+            rng: &mut rng,
+        };
+        let mut check = |kind| Check { id: 0, kind }.passes(&r, &mut scope);
+        let t = |s: &str| Template::parse(s).unwrap();
+        assert!(check(CheckKind::BodyContains(t("t-1"))));
+        assert!(!check(CheckKind::BodyContains(t("nope"))));
+        // Expected values are rendered for the user.
+        assert!(check(CheckKind::BodyContains(t("{{want}}"))));
+        assert!(check(CheckKind::Json {
+            path: JsonPath::parse("$.token").unwrap(),
+            expect: JsonExpect::EqualsText(t("{{want}}"))
+        }));
         assert!(check(CheckKind::BodyRegex(
             Regex::new(r#""n":\d"#).unwrap()
         )));
@@ -273,7 +303,7 @@ mod tests {
         }));
         assert!(check(CheckKind::Header {
             name: "x-id".into(),
-            expect: HeaderExpect::Equals("9".into())
+            expect: HeaderExpect::Equals(t("9"))
         }));
         assert!(!check(CheckKind::Header {
             name: "x-other".into(),

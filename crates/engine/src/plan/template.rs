@@ -152,6 +152,16 @@ impl Template {
         }
     }
 
+    /// The rendered text, borrowed when the template is one literal (a
+    /// check's expected value, compared on every response).
+    pub fn text<'t>(&'t self, scope: &mut Scope) -> std::borrow::Cow<'t, str> {
+        match &self.parts[..] {
+            [] => std::borrow::Cow::Borrowed(""),
+            [Part::Literal(l)] => std::borrow::Cow::Borrowed(l),
+            _ => std::borrow::Cow::Owned(self.render_string(scope)),
+        }
+    }
+
     pub fn render_string(&self, scope: &mut Scope) -> String {
         let mut out = Vec::new();
         self.render(scope, &mut out);

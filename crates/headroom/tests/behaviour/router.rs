@@ -270,3 +270,48 @@ path = "/c?u={{user_id}}"
         "active users counted: {peak:?}"
     );
 }
+
+#[test]
+fn checks_expand_the_users_variables() {
+    let nginx = Nginx::start_router(&app_hosts()[..4]);
+    let dir = scenario_dir(&[
+        (
+            "apps.csv",
+            "url,host\nhttp://app0001.example.test/,app0001.example.test\n\
+             http://app0002.example.test/,app0003.example.test\n",
+        ),
+        (
+            "s.toml",
+            r#"
+[load]
+vus = 1
+iterations = 4
+
+[[feeder]]
+name = "apps"
+file = "apps.csv"
+
+[[request]]
+name = "app"
+url = "{{url}}"
+check = [{ name = "its own app", body_contains = "app {{host}}" }]
+"#,
+        ),
+    ]);
+    let s = dir.path().join("s.toml");
+    let r = run(&[
+        s.to_str().unwrap(),
+        "--connect-to",
+        &format!("::127.0.0.1:{}", nginx.port),
+    ]);
+    let res = r.results();
+    assert_eq!(r.total(), 4, "{}", r.stderr);
+    // The second row names another app than its URL's: its check fails.
+    assert_eq!(
+        res["errors"]["check: app: its own app"].as_u64(),
+        Some(2),
+        "{}",
+        res["errors"]
+    );
+    assert_eq!(res["requests"]["ok"].as_u64(), Some(2));
+}

@@ -35,10 +35,10 @@ impl Builder<'_> {
                 let d = format!("status {}", set.describe());
                 (CheckKind::Status(set), d)
             } else if let Some(s) = &c.body_contains {
-                (
-                    CheckKind::BodyContains(s.clone()),
-                    format!("body contains {s:?}"),
-                )
+                let Some(t) = self.template(a, "body_contains", s) else {
+                    continue;
+                };
+                (CheckKind::BodyContains(t), format!("body contains {s:?}"))
             } else if let Some(re) = &c.body_regex {
                 match regex::Regex::new(re) {
                     Ok(compiled) => (
@@ -60,6 +60,12 @@ impl Builder<'_> {
                     continue;
                 };
                 let (expect, d) = match (&c.equals, c.exists) {
+                    (Some(serde_json::Value::String(v)), None) if v.contains("{{") => {
+                        let Some(t) = self.template(a, "equals", v) else {
+                            continue;
+                        };
+                        (JsonExpect::EqualsText(t), format!("json {p} == {v:?}"))
+                    }
                     (Some(v), None) => (JsonExpect::Equals(v.clone()), format!("json {p} == {v}")),
                     (None, Some(e)) => (
                         JsonExpect::Exists(e),
@@ -73,14 +79,20 @@ impl Builder<'_> {
                 };
                 (CheckKind::Json { path, expect }, d)
             } else if let Some(h) = &c.header {
-                let (expect, d) = match (&c.equals, c.present) {
-                    (Some(serde_json::Value::String(v)), None) => (
-                        HeaderExpect::Equals(v.clone()),
-                        format!("header {h} == {v:?}"),
-                    ),
-                    (Some(other), None) => (
-                        HeaderExpect::Equals(other.to_string()),
-                        format!("header {h} == {other}"),
+                let text = match &c.equals {
+                    Some(serde_json::Value::String(v)) => Some(v.clone()),
+                    other => other.as_ref().map(|v| v.to_string()),
+                };
+                // An expected value may use the user's variables.
+                let want = match text.as_deref().map(|v| self.template(a, "equals", v)) {
+                    Some(None) => continue,
+                    Some(t) => t,
+                    None => None,
+                };
+                let (expect, d) = match (want, c.present) {
+                    (Some(t), None) => (
+                        HeaderExpect::Equals(t),
+                        format!("header {h} == {:?}", text.unwrap_or_default()),
                     ),
                     (None, Some(p)) => (
                         HeaderExpect::Present(p),

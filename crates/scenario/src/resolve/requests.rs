@@ -488,6 +488,11 @@ impl Builder<'_> {
             );
             let json = r.json.as_ref().map(|j| j.to_string());
             texts.extend(json.as_deref());
+            // Checks' expected values are templates too.
+            for c in &r.checks {
+                texts.extend(c.body_contains.as_deref());
+                texts.extend(c.equals.as_ref().and_then(|v| v.as_str()));
+            }
             for text in texts {
                 let Ok(t) = Template::parse(text) else {
                     continue;
