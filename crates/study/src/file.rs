@@ -17,7 +17,6 @@
 //! duration = "5s"
 //! ```
 
-use crate::services::{Scope, Service};
 use headroom_monitor::launch::signal_by_name;
 use headroom_objectives::capacity::Settings;
 use headroom_scenario::errors::{Locator, Problem, ScenarioError};
@@ -90,7 +89,7 @@ pub struct RawService {
     /// "config" (default: started before each configuration's server and
     /// stopped after it) or "study" (once for the whole study).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub scope: Option<crate::services::Scope>,
+    pub scope: Option<Scope>,
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
@@ -251,6 +250,37 @@ pub struct Server {
     pub events: Vec<RawEvent>,
     /// With placeholders, added to the scenario's `connect_to`.
     pub connect_to: Vec<String>,
+}
+
+/// When a service runs.
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Scope {
+    /// Started before each configuration's server, stopped after it: every
+    /// configuration meets a fresh one.
+    Config,
+    /// Started once before the first configuration, stopped at the end.
+    Study,
+}
+
+/// A `[[service]]`, checked.
+#[derive(Clone, Debug)]
+pub struct Service {
+    pub name: String,
+    /// With `{port}` and `{service.NAME.port}` placeholders.
+    pub command: String,
+    pub ready: Ready,
+    /// A regular expression a line of its output (stdout or stderr) must
+    /// match before it counts as ready.
+    pub ready_log: Option<regex::Regex>,
+    pub ready_timeout: Duration,
+    pub dir: Option<PathBuf>,
+    pub env: Vec<(String, String)>,
+    pub stop_signal: i32,
+    pub stop_grace: Duration,
+    pub scope: Scope,
 }
 
 /// One configuration: a server and its parameter values.

@@ -3,6 +3,8 @@
 //!
 //! - [`file`](mod@file): the study file, grid expansion, `{param}`/`{port}` filling.
 //! - [`rank`]: statistics over repeats, the objective, the winner.
+//! - [`services`]: companion services started before a configuration's
+//!   server (or once for the study) and stopped after it.
 //!
 //! The comparison table and `study.csv` are drawn by `headroom-report`
 //! from the [`StudyReport`] each [`Event::Saved`] carries.
@@ -282,10 +284,10 @@ fn run_config(
         }
     };
     // This configuration's own services, before its server.
-    let own: Vec<&services::Service> = study
+    let own: Vec<&file::Service> = study
         .services
         .iter()
-        .filter(|s| s.scope == services::Scope::Config)
+        .filter(|s| s.scope == file::Scope::Config)
         .collect();
     let running = match Running::start(&own, study_wide) {
         Ok(r) => r,
@@ -558,10 +560,10 @@ pub fn run(
         })
         .collect();
     let total = configs.len() * study.repeat as usize;
-    let wide: Vec<&services::Service> = study
+    let wide: Vec<&file::Service> = study
         .services
         .iter()
-        .filter(|s| s.scope == services::Scope::Study)
+        .filter(|s| s.scope == file::Scope::Study)
         .collect();
     let study_wide = Running::start(&wide, &Running::default()).map_err(std::io::Error::other)?;
     let mut index = 0;

@@ -5,43 +5,10 @@
 //! after them with the same process-group handling as servers. Servers and
 //! later services find it as `{service.NAME.port}`.
 
-use crate::file::Ready;
+use crate::file::{Ready, Service};
 use crate::free_port;
 use headroom_monitor::launch::{LaunchError, LaunchSpec, ServerProcess};
 use std::net::SocketAddr;
-use std::path::PathBuf;
-use std::time::Duration;
-
-/// When a service runs.
-#[derive(
-    Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize, schemars::JsonSchema,
-)]
-#[serde(rename_all = "lowercase")]
-pub enum Scope {
-    /// Started before each configuration's server, stopped after it: every
-    /// configuration meets a fresh one.
-    Config,
-    /// Started once before the first configuration, stopped at the end.
-    Study,
-}
-
-/// A `[[service]]`, checked.
-#[derive(Clone, Debug)]
-pub struct Service {
-    pub name: String,
-    /// With `{port}` and `{service.NAME.port}` placeholders.
-    pub command: String,
-    pub ready: Ready,
-    /// A regular expression a line of its output (stdout or stderr) must
-    /// match before it counts as ready.
-    pub ready_log: Option<regex::Regex>,
-    pub ready_timeout: Duration,
-    pub dir: Option<PathBuf>,
-    pub env: Vec<(String, String)>,
-    pub stop_signal: i32,
-    pub stop_grace: Duration,
-    pub scope: Scope,
-}
 
 /// Services that are running, in the order started; dropping stops them
 /// in reverse order (a registrar before the bus it talks to).
