@@ -649,29 +649,9 @@ impl Checker<'_> {
             .clone()
             .unwrap_or_else(|| "http://127.0.0.1:{port}".into());
         self.placeholders(s, &base_url, params);
-        let ready = match s.ready.as_deref() {
-            None | Some("tcp") => Ready::Tcp,
-            Some(p) if p.starts_with('/') => Ready::Http(p.to_string()),
-            Some(p) => {
-                self.problem(
-                    anchor,
-                    "ready",
-                    p,
-                    format!(
-                        "server `{}`: ready `{p}`: give an HTTP path starting with / or \"tcp\"",
-                        s.name
-                    ),
-                );
-                Ready::Tcp
-            }
-        };
-        let stop_signal = match s.stop_signal.as_deref() {
-            None => libc::SIGTERM,
-            Some(name) => signal_by_name(name).unwrap_or_else(|| {
-                self.problem(anchor, "stop_signal", name, format!("server `{}`: `{name}` is not a signal (TERM, INT, QUIT, HUP, USR1, USR2, WINCH, KILL)", s.name));
-                libc::SIGTERM
-            }),
-        };
+        let what = format!("server `{}`", s.name);
+        let ready = self.ready(&what, anchor, s.ready.as_deref(), "");
+        let stop_signal = self.stop_signal(&what, anchor, s.stop_signal.as_deref());
         Server {
             name: s.name.clone(),
             command: s.command.clone(),
@@ -702,6 +682,50 @@ impl Checker<'_> {
         }
     }
 
+    /// `ready`: "tcp" (the default) or an HTTP path, for `what` (a server
+    /// or a service).
+    fn ready(
+        &mut self,
+        what: &str,
+        anchor: Option<&str>,
+        ready: Option<&str>,
+        hint: &str,
+    ) -> Ready {
+        match ready {
+            None | Some("tcp") => Ready::Tcp,
+            Some(p) if p.starts_with('/') => Ready::Http(p.to_string()),
+            Some(p) => {
+                self.problem(
+                    anchor,
+                    "ready",
+                    p,
+                    format!(
+                        "{what}: ready `{p}`: give an HTTP path starting with / or \"tcp\"{hint}"
+                    ),
+                );
+                Ready::Tcp
+            }
+        }
+    }
+
+    /// `stop_signal` by name (TERM by default), for `what`.
+    fn stop_signal(&mut self, what: &str, anchor: Option<&str>, name: Option<&str>) -> i32 {
+        let Some(name) = name else {
+            return libc::SIGTERM;
+        };
+        signal_by_name(name).unwrap_or_else(|| {
+            self.problem(
+                anchor,
+                "stop_signal",
+                name,
+                format!(
+                "{what}: `{name}` is not a signal (TERM, INT, QUIT, HUP, USR1, USR2, WINCH, KILL)"
+            ),
+            );
+            libc::SIGTERM
+        })
+    }
+
     /// Every `[[service]]`, checked.
     fn services(&mut self, raw: &[RawService], dir: &Path) -> Vec<Service> {
         let mut names = std::collections::BTreeSet::new();
@@ -727,17 +751,13 @@ impl Checker<'_> {
                     s.name
                 ));
             }
-            let ready = match s.ready.as_deref() {
-                None | Some("tcp") => Ready::Tcp,
-                Some(p) if p.starts_with('/') => Ready::Http(p.to_string()),
-                Some(p) => {
-                    self.problem(anchor, "ready", p, format!(
-                        "service `{}`: ready `{p}`: give an HTTP path starting with / or \"tcp\" (a log line: ready_log)",
-                        s.name
-                    ));
-                    Ready::Tcp
-                }
-            };
+            let what = format!("service `{}`", s.name);
+            let ready = self.ready(
+                &what,
+                anchor,
+                s.ready.as_deref(),
+                " (a log line: ready_log)",
+            );
             let ready_log = s.ready_log.as_deref().and_then(|re| {
                 match regex::RegexBuilder::new(re).multi_line(true).build() {
                     Ok(re) => Some(re),
@@ -752,21 +772,11 @@ impl Checker<'_> {
                     }
                 }
             });
-            let stop_signal = match s.stop_signal.as_deref() {
-                None => libc::SIGTERM,
-                Some(name) => signal_by_name(name).unwrap_or_else(|| {
-                    self.problem(anchor, "stop_signal", name, format!("service `{}`: `{name}` is not a signal (TERM, INT, QUIT, HUP, USR1, USR2, WINCH, KILL)", s.name));
-                    libc::SIGTERM
-                }),
-            };
+            let stop_signal = self.stop_signal(&what, anchor, s.stop_signal.as_deref());
             out.push(Service {
                 name: s.name.clone(),
                 command: s.command.clone(),
-                ready: if s.ready.is_none() && ready_log.is_some() {
-                    Ready::Tcp
-                } else {
-                    ready
-                },
+                ready,
                 ready_log,
                 ready_timeout: self.duration_or(
                     anchor,

@@ -2,7 +2,7 @@
 //! (`--connect-to`), full URLs from a feeder, connections kept per origin
 //! and capped per host — against nginx with 6,000 virtual hosts.
 
-use crate::common::{example, run, run_with, scenario_dir, Nginx};
+use crate::common::{example, run, run_with, scenario_dir, Nginx, Run};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// The seed's 6,000 app host names (as in `examples/router-urls.csv`).
@@ -10,6 +10,16 @@ fn app_hosts() -> Vec<String> {
     (0..6000)
         .map(|i| format!("app{i:04}.example.test"))
         .collect()
+}
+
+/// Runs `s.toml` of `dir` with every host name sent to `router`.
+fn run_routed(dir: &tempfile::TempDir, router: &Nginx) -> Run {
+    let s = dir.path().join("s.toml");
+    run(&[
+        s.to_str().unwrap(),
+        "--connect-to",
+        &format!("::127.0.0.1:{}", router.port),
+    ])
 }
 
 /// The host names the router's access log saw, with the status of each.
@@ -77,12 +87,7 @@ url = "{{url}}"
 "#,
         ),
     ]);
-    let s = dir.path().join("s.toml");
-    let r = run(&[
-        s.to_str().unwrap(),
-        "--connect-to",
-        &format!("::127.0.0.1:{}", nginx.port),
-    ]);
+    let r = run_routed(&dir, &nginx);
     let res = r.results();
     assert_eq!(r.total(), 10, "{}", r.stderr);
     assert_eq!(
@@ -182,12 +187,7 @@ name = "c"
 url = "http://app0002.example.test/"
 "#,
     )]);
-    let s = dir.path().join("s.toml");
-    let r = run(&[
-        s.to_str().unwrap(),
-        "--connect-to",
-        &format!("::127.0.0.1:{}", nginx.port),
-    ]);
+    let r = run_routed(&dir, &nginx);
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert_eq!(r.total(), 360);
     assert!(nginx.log_fields().iter().all(|f| f[2] == "200"));
@@ -230,12 +230,7 @@ name = "c"
 path = "/c?u={{user_id}}"
 "#,
     )]);
-    let s = dir.path().join("s.toml");
-    let r = run(&[
-        s.to_str().unwrap(),
-        "--connect-to",
-        &format!("::127.0.0.1:{}", nginx.port),
-    ]);
+    let r = run_routed(&dir, &nginx);
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert_eq!(r.total(), 36);
     let res = r.results();
@@ -298,12 +293,7 @@ check = [{ name = "its own app", body_contains = "app {{host}}" }]
 "#,
         ),
     ]);
-    let s = dir.path().join("s.toml");
-    let r = run(&[
-        s.to_str().unwrap(),
-        "--connect-to",
-        &format!("::127.0.0.1:{}", nginx.port),
-    ]);
+    let r = run_routed(&dir, &nginx);
     let res = r.results();
     assert_eq!(r.total(), 4, "{}", r.stderr);
     // The second row names another app than its URL's: its check fails.
