@@ -1,9 +1,11 @@
 //! `headroom import` against real servers: the example JMeter plan,
-//! imported, sends what the plan describes (counted in nginx's access log);
+//! imported, sends what real JMeter sends for it (counted in nginx's access
+//! logs);
 //! a curl command imported sends what curl itself sends.
 
 use crate::common::{headroom_bin, run, Nginx};
 use std::collections::BTreeMap;
+use std::path::PathBuf;
 use std::process::Command;
 
 /// "METHOD /path" of every request in nginx's access log, counted.
@@ -29,19 +31,64 @@ fn ok_nginx() -> Nginx {
     Nginx::start()
 }
 
-/// The example JMeter plan, imported and run against nginx, sends what
-/// the plan describes: 4 users × 5 loops of its three samplers, the ids of
-/// its CSV in turn, the header and the raw body. (Debian 12's JMeter 2.13
-/// cannot load any plan — its xstream refuses `ScriptWrapper` — so the
-/// side-by-side run with real JMeter waits for a JMeter 5 install.)
+/// Where `.ci/jmeter.sh` put JMeter 5 (Maven Central's jars laid out as
+/// JMeter's distribution). Debian 12's `jmeter` 2.13 cannot load any plan —
+/// its xstream refuses `ScriptWrapper` — so the package is not used.
+fn jmeter_home() -> PathBuf {
+    let home = std::env::var_os("HEADROOM_JMETER_HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            let cache = std::env::var_os("XDG_CACHE_HOME")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").unwrap()).join(".cache"));
+            cache.join("headroom/jmeter-5.6.3")
+        });
+    assert!(
+        home.join("bin/ApacheJMeter.jar").is_file(),
+        "JMeter 5 is not at {}: run .ci/jmeter.sh (or set HEADROOM_JMETER_HOME)",
+        home.display()
+    );
+    home
+}
+
+/// The example JMeter plan run by real JMeter 5.6 and, imported, by
+/// headroom, each against its own nginx: both send the same requests —
+/// 4 users × 5 loops of its three samplers, the ids of its CSV in turn, the
+/// header and the raw body — counted in the two access logs.
 #[test]
-fn an_imported_jmeter_plan_sends_what_the_plan_describes() {
+fn an_imported_jmeter_plan_sends_what_jmeter_sends() {
     let examples =
         std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples/jmeter");
     let dir = tempfile::tempdir().unwrap();
     for f in ["plan.jmx", "ids.csv"] {
         std::fs::copy(examples.join(f), dir.path().join(f)).unwrap();
     }
+
+    let by_jmeter = ok_nginx();
+    let port = by_jmeter
+        .url("")
+        .split(':')
+        .nth(2)
+        .unwrap()
+        .trim_end_matches('/')
+        .to_string();
+    let o = Command::new("java")
+        .arg("-jar")
+        .arg(jmeter_home().join("bin/ApacheJMeter.jar"))
+        .args(["-n", "-t", "plan.jmx", "-l", "plan.jtl", "-j", "jmeter.log"])
+        .arg(format!("-JPORT={port}"))
+        // No shutdown listener on UDP 4445: parallel tests would race for it.
+        .arg("-Jjmeterengine.nongui.port=0")
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+
     let scenario = dir.path().join("plan.toml");
     let o = Command::new(headroom_bin())
         .args(["import", "jmx"])
@@ -53,8 +100,8 @@ fn an_imported_jmeter_plan_sends_what_the_plan_describes() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let text = std::fs::read_to_string(&scenario).unwrap();
     assert!(text.starts_with("# Imported by headroom from"), "{text}");
-    let nginx = ok_nginx();
-    let base = nginx.url("").trim_end_matches('/').to_string();
+    let by_headroom = ok_nginx();
+    let base = by_headroom.url("").trim_end_matches('/').to_string();
     let r = run(&[scenario.to_str().unwrap(), "--base-url", &base]);
     assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
     assert_eq!(r.total(), 60);
@@ -64,13 +111,15 @@ fn an_imported_jmeter_plan_sends_what_the_plan_describes() {
         "{}",
         r.results()["errors"]
     );
+
     let mut expected = BTreeMap::new();
     expected.insert("GET /hello".to_string(), 20);
     expected.insert("POST /login".to_string(), 20);
     for id in 101..=105 {
         expected.insert(format!("GET /item?id={id}"), 4);
     }
-    assert_eq!(requests(&nginx), expected);
+    assert_eq!(requests(&by_jmeter), expected, "what JMeter sent");
+    assert_eq!(requests(&by_headroom), expected, "what headroom sent");
 }
 
 #[test]
@@ -105,4 +154,102 @@ fn an_imported_curl_command_sends_what_curl_sends() {
     ]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert_eq!(requests(&again), by_curl);
+}
+
+/// A shop page whose script fetches a list, then posts to a cart with a
+/// JSON body and a header of its own.
+const SHOP_PAGE: &str = r#"<!doctype html>
+<html><head><title>shop</title><link rel="stylesheet" href="/static/shop.css"></head>
+<body><img src="/static/logo.svg" alt="logo">
+<script>
+fetch('/api/items?page=2')
+  .then(r => r.text())
+  .then(() => fetch('/api/cart', {method: 'POST',
+    headers: {'Content-Type': 'application/json', 'X-Trace': '7'},
+    body: JSON.stringify({item: 42})}))
+  .then(() => { document.title = 'done'; });
+</script></body></html>
+"#;
+
+/// A HAR that headless Chromium saved while loading a page (through the
+/// DevTools protocol, as the developer tools' "Save all as HAR" does),
+/// imported and run once, sends what the browser sent: the page, its
+/// stylesheet and image, and the two requests its script made, with the
+/// script's body.
+#[test]
+fn an_imported_har_from_chromium_sends_what_chromium_sent() {
+    let site = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(site.path().join("static")).unwrap();
+    std::fs::write(site.path().join("shop.html"), SHOP_PAGE).unwrap();
+    std::fs::write(site.path().join("static/shop.css"), "body { margin: 0 }\n").unwrap();
+    std::fs::write(
+        site.path().join("static/logo.svg"),
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="8" height="8"/>"#,
+    )
+    .unwrap();
+    let locations = format!(
+        "location = /shop {{ default_type text/html; alias {root}/shop.html; }}
+    location /static/ {{ root {root}; }}
+    location = /favicon.ico {{ return 204; }}
+    location /api/ {{ return 200 \"{{\\\"ok\\\":true}}\"; }}",
+        root = site.path().display()
+    );
+    let by_chromium = Nginx::start_with("", &locations);
+    let har = site.path().join("shop.har");
+    let capture = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/common/har_capture.py");
+    let o = Command::new("python3")
+        .arg(&capture)
+        .arg(by_chromium.url("/shop"))
+        .arg(&har)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    // The page, what it links and what its script sent (and Chromium's
+    // /favicon.ico, which the HAR records as well).
+    let sent = requests(&by_chromium);
+    for r in [
+        "GET /shop",
+        "GET /static/shop.css",
+        "GET /static/logo.svg",
+        "GET /api/items?page=2",
+        "POST /api/cart",
+    ] {
+        assert_eq!(sent.get(r), Some(&1), "{r} in {sent:?}");
+    }
+
+    let o = Command::new(headroom_bin())
+        .args(["import", "har"])
+        .arg(&har)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let scenario = site.path().join("shop.toml");
+    std::fs::write(&scenario, &o.stdout).unwrap();
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.contains("X-Trace"), "{text}");
+    assert!(text.contains(r#"{"item":42}"#), "{text}");
+
+    let by_headroom = Nginx::start_with("", &locations);
+    let base = by_headroom.url("").trim_end_matches('/').to_string();
+    let r = run(&[
+        scenario.to_str().unwrap(),
+        "--base-url",
+        &base,
+        "--vus",
+        "1",
+        "--iterations",
+        "1",
+    ]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    assert_eq!(
+        r.results()["requests"]["failed"],
+        0,
+        "{}",
+        r.results()["errors"]
+    );
+    assert_eq!(
+        requests(&by_headroom),
+        sent,
+        "what headroom sent, against Chromium"
+    );
 }
