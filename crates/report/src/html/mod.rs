@@ -3,6 +3,10 @@
 //! search or a comparison. Light and dark mode follow the reader's system;
 //! printing drops the colours of the page, not of the charts.
 //!
+//! Built with maud: the markup is checked when headroom compiles, and every
+//! value written into it (a URL, a request's name, an error message) is
+//! escaped unless marked `PreEscaped` — only the style sheet is.
+//!
 //! - [`svg`]: the charts.
 
 pub mod svg;
@@ -13,15 +17,8 @@ use headroom_engine::metrics::aggregate::TimelinePoint;
 use headroom_engine::metrics::histogram;
 use headroom_results::record::Results;
 use headroom_study::StudyReport;
-use std::fmt::Write;
+use maud::{html, Markup, PreEscaped, DOCTYPE};
 use svg::{BarChart, Heatmap, LineChart, Marker, Series};
-
-pub fn esc(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
-}
 
 const CSS: &str = r#"
 :root { color-scheme: light dark; --bg: #ffffff; --fg: #1d232a; --muted: #5b6570; --grid: #e3e7eb;
@@ -60,58 +57,69 @@ polyline.line { fill: none; }
 "#;
 
 /// The page around `body`.
-fn page(title: &str, body: &str) -> String {
-    format!(
-        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>{}</title>\n<style>{CSS}</style>\n</head>\n<body>\n{body}\n<p class=\"meta\">Made by headroom {} — a self-contained file: nothing is loaded from the network.</p>\n</body>\n</html>\n",
-        esc(title),
-        env!("CARGO_PKG_VERSION")
-    )
+fn page(title: &str, body: Markup) -> String {
+    html! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                meta name="viewport" content="width=device-width, initial-scale=1";
+                title { (title) }
+                style { (PreEscaped(CSS)) }
+            }
+            body {
+                (body)
+                p class="meta" {
+                    "Made by headroom " (env!("CARGO_PKG_VERSION"))
+                    " — a self-contained file: nothing is loaded from the network."
+                }
+            }
+        }
+    }
+    .into_string()
 }
 
 /// A table as HTML; rows whose first cell is in `best` are highlighted.
-fn table_html(t: &Table, best: &[String]) -> String {
-    // Wide tables scroll inside their box instead of widening the page.
-    let mut s = String::from("<div class=\"scroll\"><table><thead><tr>");
-    for (i, h) in t.headers.iter().enumerate() {
-        let class = if t.left.contains(&i) {
-            " class=\"text\""
+fn table_html(t: &Table, best: &[String]) -> Markup {
+    let left = |i: usize| t.left.contains(&i).then_some("text");
+    // A verdict cell is coloured.
+    let verdict = |c: &str| {
+        if c == "pass" || c.starts_with("pass ") {
+            Some("pass")
+        } else if c.starts_with("FAIL") {
+            Some("fail")
         } else {
-            ""
-        };
-        let _ = write!(s, "<th{class}>{}</th>", esc(h));
-    }
-    s.push_str("</tr></thead><tbody>");
-    for row in &t.rows {
-        let hl = row.iter().any(|c| best.contains(c));
-        s.push_str(if hl { "<tr class=\"best\">" } else { "<tr>" });
-        for (i, c) in row.iter().enumerate() {
-            let mut class = if t.left.contains(&i) { "text" } else { "" }.to_string();
-            if c == "pass" || c.starts_with("pass ") {
-                class.push_str(" pass");
-            } else if c.starts_with("FAIL") {
-                class.push_str(" fail");
-            }
-            let attr = if class.trim().is_empty() {
-                String::new()
-            } else {
-                format!(" class=\"{}\"", class.trim())
-            };
-            let _ = write!(s, "<td{attr}>{}</td>", esc(c));
+            None
         }
-        s.push_str("</tr>");
+    };
+    let class = |i: usize, c: &str| {
+        let words: Vec<&str> = left(i).into_iter().chain(verdict(c)).collect();
+        (!words.is_empty()).then(|| words.join(" "))
+    };
+    // Wide tables scroll inside their box instead of widening the page.
+    html! {
+        div class="scroll" {
+            table {
+                thead { tr { @for (i, h) in t.headers.iter().enumerate() { th class=[left(i)] { (h) } } } }
+                tbody {
+                    @for row in &t.rows {
+                        tr class=[row.iter().any(|c| best.contains(c)).then_some("best")] {
+                            @for (i, c) in row.iter().enumerate() { td class=[class(i, c)] { (c) } }
+                        }
+                    }
+                }
+            }
+        }
     }
-    s.push_str("</tbody></table></div>");
-    s
 }
 
-fn thresholds_html(r: &Results) -> String {
-    if r.thresholds.is_empty() {
-        return String::new();
+fn thresholds_html(r: &Results) -> Markup {
+    html! {
+        @if !r.thresholds.is_empty() {
+            h2 { "Thresholds" }
+            (table_html(&crate::thresholds::table(&r.thresholds), &[]))
+        }
     }
-    format!(
-        "<h2>Thresholds</h2>{}",
-        table_html(&crate::thresholds::table(&r.thresholds), &[])
-    )
 }
 
 /// A marker at each event's start and each server restart, for every
@@ -129,7 +137,7 @@ fn event_markers(r: &Results) -> Vec<Marker> {
 }
 
 /// Each event's 100 ms buckets: OK and failed responses, and p99.
-fn event_charts(r: &Results) -> Vec<String> {
+fn event_charts(r: &Results) -> Vec<Markup> {
     r.events
         .iter()
         .filter(|e| !e.timeline_100ms.is_empty())
@@ -166,7 +174,7 @@ fn event_charts(r: &Results) -> Vec<String> {
         .collect()
 }
 
-fn timeline_charts(r: &Results) -> Vec<String> {
+fn timeline_charts(r: &Results) -> Vec<Markup> {
     let tl = &r.timeline;
     let t = |f: &dyn Fn(&TimelinePoint) -> f64| -> Vec<(f64, f64)> {
         tl.iter().map(|p| (p.t_s as f64, f(p))).collect()
@@ -272,7 +280,7 @@ fn timeline_charts(r: &Results) -> Vec<String> {
     charts
 }
 
-fn server_charts(r: &Results) -> Vec<String> {
+fn server_charts(r: &Results) -> Vec<Markup> {
     let Some(server) = &r.server else {
         return Vec::new();
     };
@@ -348,7 +356,7 @@ fn server_charts(r: &Results) -> Vec<String> {
 
 /// Response-time histogram from the run's HDR histogram: 40 equal bins
 /// from the minimum to p99.9, the rest in a last bin.
-fn distribution_chart(r: &Results) -> Option<String> {
+fn distribution_chart(r: &Results) -> Option<Markup> {
     let h = histogram::from_base64(&r.histograms.latency).ok()?;
     if h.is_empty() {
         return None;
@@ -385,28 +393,20 @@ fn distribution_chart(r: &Results) -> Option<String> {
     )
 }
 
-fn findings_html(r: &Results) -> String {
-    let mut items: Vec<String> = Vec::new();
-    if r.generator_bound {
-        items.push(format!(
-            "<li class=\"fail\">GENERATOR-BOUND: {}</li>",
-            esc(&r.generator_bound_reasons.join("; "))
-        ));
+fn findings_html(r: &Results) -> Markup {
+    let findings: Vec<_> = r.server.iter().flat_map(|s| &s.findings).collect();
+    let nothing = !r.generator_bound && findings.is_empty() && r.warnings.is_empty();
+    html! {
+        h2 { "Findings" }
+        ul {
+            @if r.generator_bound {
+                li class="fail" { "GENERATOR-BOUND: " (r.generator_bound_reasons.join("; ")) }
+            }
+            @for f in findings { li { b { (f.kind) } ": " (f.message) } }
+            @for w in &r.warnings { li { (w) } }
+            @if nothing { li { "Nothing ran out: no finding fired." } }
+        }
     }
-    for f in r.server.iter().flat_map(|s| &s.findings) {
-        items.push(format!(
-            "<li><b>{}</b>: {}</li>",
-            esc(&f.kind),
-            esc(&f.message)
-        ));
-    }
-    for w in &r.warnings {
-        items.push(format!("<li>{}</li>", esc(w)));
-    }
-    if items.is_empty() {
-        items.push("<li>Nothing ran out: no finding fired.</li>".into());
-    }
-    format!("<h2>Findings</h2><ul>{}</ul>", items.join(""))
 }
 
 /// Responses by HTTP status, with their share of all requests.
@@ -455,31 +455,8 @@ fn whole_seconds(r: &Results) -> &[TimelinePoint] {
 
 /// The report of one run.
 pub fn run_report(r: &Results) -> String {
-    let mut b = String::new();
-    let _ = write!(
-        b,
-        "<h1>{}</h1><p class=\"meta\">headroom run — started {} — {} model — {:.1} s — {} requests</p>",
-        esc(&r.config.url),
-        esc(&r.meta.started_at),
-        esc(&r.config.model),
-        r.duration_s,
-        r.summary.requests.total
-    );
-    b.push_str(&thresholds_html(r));
-    let _ = write!(
-        b,
-        "<h2>Summary</h2>{}<h2>Response-time ranges</h2>{}",
-        table_html(&crate::terminal::aggregate_table(r), &[]),
-        table_html(&crate::terminal::distribution_table(r), &[])
-    );
-    let _ = write!(
-        b,
-        "<div class=\"charts\"><div><h2>Status codes</h2>{}</div><div><h2>Errors</h2>{}</div></div>",
-        table_html(&status_table(r), &[]),
-        table_html(&errors_table(r), &[])
-    );
     // Gatling's per-request table: OK and KO, then the figures.
-    let mut t = Table::new(
+    let mut per_request = Table::new(
         &[
             "Request", "Samples", "OK", "KO", "KO %", "p50 ms", "p90 ms", "p95 ms", "p99 ms",
             "max ms", "req/s",
@@ -488,7 +465,7 @@ pub fn run_report(r: &Results) -> String {
     );
     for (name, s) in &r.per_request {
         let l = &s.latency_ms;
-        t.push(vec![
+        per_request.push(vec![
             name.clone(),
             s.requests.total.to_string(),
             s.requests.ok.to_string(),
@@ -502,74 +479,54 @@ pub fn run_report(r: &Results) -> String {
             format!("{:.1}", s.throughput_rps),
         ]);
     }
-    let _ = write!(b, "<h2>Per request</h2>{}", table_html(&t, &[]));
-    if let Some(t) = crate::events::table(r) {
-        let _ = write!(
-            b,
-            "<h2>Events</h2><p class=\"meta\">after: from the event until the latency was back \
-             within the pre-event p99 for 5 s; before: as long, just before; max gap: the longest \
-             time in which no request completed OK</p>{}<div class=\"charts\">{}</div>",
-            table_html(&t, &[]),
-            event_charts(r).join("")
-        );
-    }
-    b.push_str("<h2>Over time</h2><div class=\"charts\">");
-    for c in timeline_charts(r) {
-        b.push_str(&c);
-    }
-    b.push_str("</div>");
-    if let Some(c) = distribution_chart(r) {
-        let _ = write!(b, "<h2>Distribution</h2><div class=\"charts\">{c}</div>");
-    }
     let server = server_charts(r);
-    if !server.is_empty() {
-        let source = r
-            .server
-            .as_ref()
-            .map_or(String::new(), |s| s.source.clone());
-        let _ = write!(
-            b,
-            "<h2>Server and machine</h2><p class=\"meta\">watched: {}</p><div class=\"charts\">{}</div>",
-            esc(&source),
-            server.join("")
-        );
-    }
-    b.push_str(&findings_html(r));
-    page(&format!("headroom — {}", r.config.url), &b)
+    let body = html! {
+        h1 { (r.config.url) }
+        p class="meta" {
+            "headroom run — started " (r.meta.started_at) " — " (r.config.model) " model — "
+            (format!("{:.1}", r.duration_s)) " s — " (r.summary.requests.total) " requests"
+        }
+        (thresholds_html(r))
+        h2 { "Summary" }
+        (table_html(&crate::terminal::aggregate_table(r), &[]))
+        h2 { "Response-time ranges" }
+        (table_html(&crate::terminal::distribution_table(r), &[]))
+        div class="charts" {
+            div { h2 { "Status codes" } (table_html(&status_table(r), &[])) }
+            div { h2 { "Errors" } (table_html(&errors_table(r), &[])) }
+        }
+        h2 { "Per request" }
+        (table_html(&per_request, &[]))
+        @if let Some(t) = crate::events::table(r) {
+            h2 { "Events" }
+            p class="meta" {
+                "after: from the event until the latency was back within the pre-event p99 for 5 s; \
+                 before: as long, just before; max gap: the longest time in which no request \
+                 completed OK"
+            }
+            (table_html(&t, &[]))
+            div class="charts" { @for c in event_charts(r) { (c) } }
+        }
+        h2 { "Over time" }
+        div class="charts" { @for c in timeline_charts(r) { (c) } }
+        @if let Some(c) = distribution_chart(r) {
+            h2 { "Distribution" }
+            div class="charts" { (c) }
+        }
+        @if !server.is_empty() {
+            h2 { "Server and machine" }
+            p class="meta" { "watched: " (r.server.as_ref().map_or("", |s| s.source.as_str())) }
+            div class="charts" { @for c in &server { (c) } }
+        }
+        (findings_html(r))
+    };
+    page(&format!("headroom — {}", r.config.url), body)
 }
 
 /// The report of a study: the comparison, charts across configurations
 /// and, for a two-parameter grid, a heat-map.
 pub fn study_report(report: &StudyReport) -> String {
-    let mut b = String::new();
-    let _ = write!(
-        b,
-        "<h1>Study: {}</h1><p class=\"meta\">ranked by {} — {} configurations × {} run(s)</p>",
-        esc(&report.study),
-        esc(report.objective.describe()),
-        report.configs.len(),
-        report.repeat
-    );
     let winner = report.winner.as_ref().map(|w| w.label.clone());
-    match &report.winner {
-        Some(w) => {
-            let _ = write!(
-                b,
-                "<p class=\"verdict\">Winner: <b>{}</b> — {}</p>",
-                esc(&w.label),
-                esc(&w.reason)
-            );
-        }
-        None => b.push_str(
-            "<p class=\"verdict warn\">No winner: no configuration met the objective.</p>",
-        ),
-    }
-    let table = crate::study_table::table(report, false);
-    let _ = write!(
-        b,
-        "<h2>Comparison</h2>{}",
-        table_html(&table, winner.as_slice())
-    );
     let configs: Vec<&headroom_study::ConfigReport> = report.configs.iter().collect();
     let highlight = winner
         .as_ref()
@@ -665,17 +622,27 @@ pub fn study_report(report: &StudyReport) -> String {
     if let Some(h) = heatmap(report) {
         charts.push(h);
     }
-    let _ = write!(
-        b,
-        "<h2>Charts</h2><div class=\"charts\">{}</div>",
-        charts.join("")
-    );
-    page(&format!("headroom study — {}", report.study), &b)
+    let body = html! {
+        h1 { "Study: " (report.study) }
+        p class="meta" {
+            "ranked by " (report.objective.describe()) " — " (report.configs.len())
+            " configurations × " (report.repeat) " run(s)"
+        }
+        @match &report.winner {
+            Some(w) => p class="verdict" { "Winner: " b { (w.label) } " — " (w.reason) },
+            None => p class="verdict warn" { "No winner: no configuration met the objective." },
+        }
+        h2 { "Comparison" }
+        (table_html(&crate::study_table::table(report, false), winner.as_slice()))
+        h2 { "Charts" }
+        div class="charts" { @for c in &charts { (c) } }
+    };
+    page(&format!("headroom study — {}", report.study), body)
 }
 
 /// Workers × threads (any two grid parameters of one server): throughput,
 /// or capacity when that is the objective.
-fn heatmap(report: &StudyReport) -> Option<String> {
+fn heatmap(report: &StudyReport) -> Option<Markup> {
     let first = report.configs.first()?;
     let keys: Vec<&String> = first.params.keys().collect();
     if keys.len() != 2 || report.configs.iter().any(|c| c.server != first.server) {
@@ -734,31 +701,6 @@ fn heatmap(report: &StudyReport) -> Option<String> {
 /// The report of a capacity search: latency and achieved load against the
 /// offered load, with the knee and the capacity marked.
 pub fn capacity_report(c: &CapacityReport) -> String {
-    let mut b = String::new();
-    let _ = write!(
-        b,
-        "<h1>Capacity: {}</h1><p class=\"meta\">objective {} — {} axis — {} steps in {:.0} s</p><p class=\"verdict{}\">{}</p>",
-        esc(&c.target),
-        esc(&c.slo),
-        esc(&c.unit),
-        c.steps.len(),
-        c.elapsed_s,
-        if c.generator_bound { " warn" } else { "" },
-        esc(&c.verdict)
-    );
-    if let (Some(kind), Some(detail)) = (&c.limited_by, &c.limited_by_detail) {
-        let _ = write!(
-            b,
-            "<p><b>Limited by</b>: {} — {}</p>",
-            esc(kind),
-            esc(detail)
-        );
-    }
-    let _ = write!(
-        b,
-        "<h2>Steps</h2>{}",
-        table_html(&crate::capacity_table::steps(c), &[])
-    );
     let mut sorted: Vec<&headroom_capacity::Step> = c
         .steps
         .iter()
@@ -814,29 +756,26 @@ pub fn capacity_report(c: &CapacityReport) -> String {
         "errors",
         pts(&|r| r.summary.requests.error_rate * 100.0),
     ));
-    let _ = write!(
-        b,
-        "<h2>Charts</h2><div class=\"charts\">{}{}{}</div>",
-        lat.render(),
-        ach.render(),
-        err.render()
-    );
-    page(&format!("headroom capacity — {}", c.target), &b)
+    let body = html! {
+        h1 { "Capacity: " (c.target) }
+        p class="meta" {
+            "objective " (c.slo) " — " (c.unit) " axis — " (c.steps.len()) " steps in "
+            (format!("{:.0}", c.elapsed_s)) " s"
+        }
+        p class={ "verdict" @if c.generator_bound { " warn" } } { (c.verdict) }
+        @if let (Some(kind), Some(detail)) = (&c.limited_by, &c.limited_by_detail) {
+            p { b { "Limited by" } ": " (kind) " — " (detail) }
+        }
+        h2 { "Steps" }
+        (table_html(&crate::capacity_table::steps(c), &[]))
+        h2 { "Charts" }
+        div class="charts" { (lat.render()) (ach.render()) (err.render()) }
+    };
+    page(&format!("headroom capacity — {}", c.target), body)
 }
 
 /// The report of `headroom compare`.
 pub fn compare_report(cmp: &crate::compare::Comparison) -> String {
-    let mut b = String::new();
-    let _ = write!(
-        b,
-        "<h1>Comparison</h1><p class=\"meta\">baseline: {} — differences marked noise when the spreads overlap</p>{}{}",
-        esc(&cmp.names[0]),
-        cmp.notes()
-            .iter()
-            .map(|n| format!("<p class=\"meta\">note: {}</p>", esc(n)))
-            .collect::<String>(),
-        table_html(&cmp.table(), &[])
-    );
     let categories = cmp.names.clone();
     let mut charts = Vec::new();
     for (metric, title, unit) in [
@@ -858,6 +797,41 @@ pub fn compare_report(cmp: &crate::compare::Comparison) -> String {
             .render(),
         );
     }
-    let _ = write!(b, "<div class=\"charts\">{}</div>", charts.join(""));
-    page("headroom compare", &b)
+    let body = html! {
+        h1 { "Comparison" }
+        p class="meta" {
+            "baseline: " (cmp.names[0]) " — differences marked noise when the spreads overlap"
+        }
+        @for n in cmp.notes() { p class="meta" { "note: " (n) } }
+        (table_html(&cmp.table(), &[]))
+        div class="charts" { @for c in &charts { (c) } }
+    };
+    page("headroom compare", body)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What users type — a URL, request names, warnings — lands in the
+    /// page as text, never as markup.
+    #[test]
+    fn what_users_typed_is_escaped() {
+        let mut r: Results =
+            serde_json::from_str(include_str!("../../../results/tests/data/results-min.json"))
+                .unwrap();
+        r.config.url = "http://127.0.0.1:1/?a=<script>alert(1)</script>&b=\"c\"".into();
+        let named = r.summary.clone();
+        r.per_request
+            .insert("<img src=x onerror=boom>".into(), named);
+        r.warnings.push("a & b < c".into());
+        let page = run_report(&r);
+        assert!(!page.contains("<script>"), "{page}");
+        assert!(!page.contains("<img"), "{page}");
+        assert!(page.contains("&lt;script&gt;alert(1)&lt;/script&gt;&amp;b=&quot;c&quot;"));
+        assert!(page.contains("&lt;img src=x onerror=boom&gt;"));
+        assert!(page.contains("<li>a &amp; b &lt; c</li>"));
+        // The style sheet is the one thing written as it is.
+        assert!(page.contains("th, td { padding"));
+    }
 }

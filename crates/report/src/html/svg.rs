@@ -4,8 +4,7 @@
 //! Every data point is drawn as a mark (`class="pt"`, with a `<title>`
 //! tooltip), so a reader — or a test — can tell a chart drew its data.
 
-use super::esc;
-use std::fmt::Write;
+use maud::{html, Markup, Render};
 
 const W: f64 = 760.0;
 const H: f64 = 300.0;
@@ -40,6 +39,16 @@ fn ticks(min: f64, max: f64, want: usize) -> Vec<f64> {
         t += step;
     }
     out
+}
+
+/// A coordinate with one decimal: enough for a 760 px wide chart.
+struct Px(f64);
+
+impl Render for Px {
+    fn render_to(&self, buffer: &mut String) {
+        use std::fmt::Write;
+        let _ = write!(buffer, "{:.1}", self.0);
+    }
 }
 
 /// "1.5k", "250", "0.25" — short tick labels.
@@ -139,8 +148,7 @@ impl LineChart {
         }
     }
 
-    pub fn render(&self) -> String {
-        let mut s = open(&self.title);
+    pub fn render(&self) -> Markup {
         let xs = || {
             self.series
                 .iter()
@@ -161,176 +169,128 @@ impl LineChart {
         let (r0, r1) = range(side_values(Side::Right), false);
         let px = |x: f64| LEFT + (x - x0) / (x1 - x0) * plot_w();
         let py = |y: f64, lo: f64, hi: f64| TOP + plot_h() - (y - lo) / (hi - lo) * plot_h();
-        // Grid and axes.
-        for t in ticks(y0, y1, 5) {
-            let y = py(t, y0, y1);
-            let _ = write!(
-                s,
-                r#"<line class="grid" x1="{LEFT}" x2="{}" y1="{y:.1}" y2="{y:.1}"/><text class="tick" x="{}" y="{:.1}" text-anchor="end">{}</text>"#,
-                LEFT + plot_w(),
-                LEFT - 6.0,
-                y + 4.0,
-                short(t)
-            );
-        }
-        for t in ticks(x0, x1, 8) {
-            let x = px(t);
-            let _ = write!(
-                s,
-                r#"<line class="grid" x1="{x:.1}" x2="{x:.1}" y1="{TOP}" y2="{}"/><text class="tick" x="{x:.1}" y="{}" text-anchor="middle">{}</text>"#,
-                TOP + plot_h(),
-                TOP + plot_h() + 16.0,
-                short(t)
-            );
-        }
         let has_right = self.series.iter().any(|s| s.side == Side::Right);
-        if has_right {
-            for t in ticks(r0, r1, 5) {
-                let _ = write!(
-                    s,
-                    r#"<text class="tick" x="{}" y="{:.1}">{}</text>"#,
-                    LEFT + plot_w() + 6.0,
-                    py(t, r0, r1) + 4.0,
-                    short(t)
-                );
-            }
-        }
-        axes(
-            &mut s,
-            &self.x_label,
-            &self.y_label,
-            self.y2_label.as_deref().filter(|_| has_right),
-        );
-        if self.diagonal {
-            let lo = x0.max(y0);
-            let hi = x1.min(y1);
-            let _ = write!(
-                s,
-                r#"<line class="diag" x1="{:.1}" y1="{:.1}" x2="{:.1}" y2="{:.1}"><title>achieved = offered</title></line>"#,
-                px(lo),
-                py(lo, y0, y1),
-                px(hi),
-                py(hi, y0, y1)
-            );
-        }
-        for (i, m) in self.markers.iter().enumerate() {
-            let x = px(m.x);
-            // Labels of nearby markers are stacked, not overprinted.
-            let _ = write!(
-                s,
-                r#"<line class="marker" x1="{x:.1}" x2="{x:.1}" y1="{TOP}" y2="{}"/><text class="marker-label" x="{:.1}" y="{}">{}</text>"#,
-                TOP + plot_h(),
-                x + 4.0,
-                TOP + 12.0 + 14.0 * i as f64,
-                esc(&m.label)
-            );
-        }
-        for (i, series) in self.series.iter().enumerate() {
-            let (lo, hi) = match series.side {
-                Side::Left => (y0, y1),
-                Side::Right => (r0, r1),
-            };
-            let colour = i % 8 + 1;
-            // A point that is not finite (a second with no value) breaks
-            // the line: each run of finite points is its own polyline.
-            let shown: Vec<((f64, f64), (f64, f64))> = series
-                .points
-                .iter()
-                .filter(|p| p.0.is_finite() && p.1.is_finite())
-                .map(|&(x, y)| ((px(x), py(y, lo, hi)), (x, y)))
-                .collect();
-            if !series.points_only {
-                let dash = if series.side == Side::Right {
-                    r#" stroke-dasharray="6 3""#
-                } else {
-                    ""
-                };
-                for run in series
-                    .points
-                    .split(|p| !(p.0.is_finite() && p.1.is_finite()))
-                    .filter(|run| run.len() > 1)
-                {
-                    let d: Vec<String> = run
-                        .iter()
-                        .map(|&(x, y)| format!("{:.1},{:.1}", px(x), py(y, lo, hi)))
-                        .collect();
-                    let _ = write!(
-                        s,
-                        r#"<polyline class="line s{colour}"{dash} points="{}"/>"#,
-                        d.join(" ")
-                    );
+        let (lo, hi) = (x0.max(y0), x1.min(y1));
+        chart(
+            &self.title,
+            html! {
+                (y_grid(ticks(y0, y1, 5).into_iter().map(|t| (t, py(t, y0, y1)))))
+                @for t in ticks(x0, x1, 8) {
+                    @let x = Px(px(t));
+                    line class="grid" x1=(x) x2=(x) y1=(TOP) y2=(TOP + plot_h()) {}
+                    text class="tick" x=(x) y=(TOP + plot_h() + 16.0) text-anchor="middle" { (short(t)) }
                 }
-            }
-            let radius = if shown.len() > 120 { 1.2 } else { 3.0 };
-            for ((x, y), (vx, vy)) in &shown {
-                let _ = write!(
-                    s,
-                    r#"<circle class="pt s{colour}" cx="{x:.1}" cy="{y:.1}" r="{radius}"><title>{}: {} → {}</title></circle>"#,
-                    esc(&series.name),
-                    short(*vx),
-                    short(*vy)
-                );
-            }
+                @if has_right {
+                    @for t in ticks(r0, r1, 5) {
+                        text class="tick" x=(LEFT + plot_w() + 6.0) y=(Px(py(t, r0, r1) + 4.0)) { (short(t)) }
+                    }
+                }
+                (axes(&self.x_label, &self.y_label, self.y2_label.as_deref().filter(|_| has_right)))
+                @if self.diagonal {
+                    line class="diag" x1=(Px(px(lo))) y1=(Px(py(lo, y0, y1))) x2=(Px(px(hi))) y2=(Px(py(hi, y0, y1))) {
+                        title { "achieved = offered" }
+                    }
+                }
+                @for (i, m) in self.markers.iter().enumerate() {
+                    @let x = Px(px(m.x));
+                    line class="marker" x1=(x) x2=(x) y1=(TOP) y2=(TOP + plot_h()) {}
+                    // Labels of nearby markers are stacked, not overprinted.
+                    text class="marker-label" x=(Px(px(m.x) + 4.0)) y=(TOP + 12.0 + 14.0 * i as f64) { (m.label) }
+                }
+                @for (i, series) in self.series.iter().enumerate() {
+                    @let (lo, hi) = match series.side {
+                        Side::Left => (y0, y1),
+                        Side::Right => (r0, r1),
+                    };
+                    @let colour = i % 8 + 1;
+                    @if !series.points_only {
+                        // A point that is not finite (a second with no
+                        // value) breaks the line: each run of finite points
+                        // is its own polyline.
+                        @for run in series.points.split(|p| !finite(p)).filter(|run| run.len() > 1) {
+                            @let d: Vec<String> = run
+                                .iter()
+                                .map(|&(x, y)| format!("{:.1},{:.1}", px(x), py(y, lo, hi)))
+                                .collect();
+                            polyline class={ "line s" (colour) }
+                                stroke-dasharray=[(series.side == Side::Right).then_some("6 3")]
+                                points=(d.join(" ")) {}
+                        }
+                    }
+                    @let shown = series.points.iter().filter(|p| finite(p));
+                    @let radius = if shown.clone().count() > 120 { 1.2 } else { 3.0 };
+                    @for &(vx, vy) in shown {
+                        circle class={ "pt s" (colour) } cx=(Px(px(vx))) cy=(Px(py(vy, lo, hi))) r=(radius) {
+                            title { (series.name) ": " (short(vx)) " → " (short(vy)) }
+                        }
+                    }
+                }
+                (legend(self.series.iter().map(|x| {
+                    let suffix = if has_right && x.side == Side::Right {
+                        " (right axis)"
+                    } else {
+                        ""
+                    };
+                    format!("{}{suffix}", x.name)
+                })))
+            },
+        )
+    }
+}
+
+fn finite(p: &(f64, f64)) -> bool {
+    p.0.is_finite() && p.1.is_finite()
+}
+
+/// The frame of every chart: its box, its title, then what is drawn in it.
+fn chart(title: &str, drawn: Markup) -> Markup {
+    html! {
+        svg class="chart" viewBox={ "0 0 " (W) " " (H) } role="img" aria-label=(title)
+            xmlns="http://www.w3.org/2000/svg" {
+            text class="title" x=(LEFT) y="20" { (title) }
+            (drawn)
         }
-        legend(
-            &mut s,
-            self.series.iter().map(|x| {
-                let suffix = if has_right && x.side == Side::Right {
-                    " (right axis)"
-                } else {
-                    ""
-                };
-                format!("{}{suffix}", x.name)
-            }),
-        );
-        s.push_str("</svg>");
-        s
     }
 }
 
-fn open(title: &str) -> String {
-    format!(
-        r#"<svg class="chart" viewBox="0 0 {W} {H}" role="img" aria-label="{t}" xmlns="http://www.w3.org/2000/svg"><text class="title" x="{LEFT}" y="20">{t}</text>"#,
-        t = esc(title)
-    )
-}
-
-fn axes(s: &mut String, x_label: &str, y_label: &str, y2_label: Option<&str>) {
-    let _ = write!(
-        s,
-        r#"<line class="axis" x1="{LEFT}" x2="{LEFT}" y1="{TOP}" y2="{b}"/><line class="axis" x1="{LEFT}" x2="{r}" y1="{b}" y2="{b}"/><text class="label" x="{cx}" y="{xl}" text-anchor="middle">{x}</text><text class="label" transform="translate(16 {cy}) rotate(-90)" text-anchor="middle">{y}</text>"#,
-        b = TOP + plot_h(),
-        r = LEFT + plot_w(),
-        cx = LEFT + plot_w() / 2.0,
-        xl = TOP + plot_h() + 34.0,
-        cy = TOP + plot_h() / 2.0,
-        x = esc(x_label),
-        y = esc(y_label)
-    );
-    if let Some(y2) = y2_label {
-        let _ = write!(
-            s,
-            r#"<text class="label" transform="translate({} {}) rotate(90)" text-anchor="middle">{}</text>"#,
-            W - 14.0,
-            TOP + plot_h() / 2.0,
-            esc(y2)
-        );
+/// Horizontal grid lines with their labels on the left, at (value, y).
+fn y_grid(at: impl Iterator<Item = (f64, f64)>) -> Markup {
+    html! {
+        @for (t, y) in at {
+            line class="grid" x1=(LEFT) x2=(LEFT + plot_w()) y1=(Px(y)) y2=(Px(y)) {}
+            text class="tick" x=(LEFT - 6.0) y=(Px(y + 4.0)) text-anchor="end" { (short(t)) }
+        }
     }
 }
 
-fn legend(s: &mut String, names: impl Iterator<Item = String>) {
-    let mut x = LEFT;
+fn axes(x_label: &str, y_label: &str, y2_label: Option<&str>) -> Markup {
+    let bottom = TOP + plot_h();
+    html! {
+        line class="axis" x1=(LEFT) x2=(LEFT) y1=(TOP) y2=(bottom) {}
+        line class="axis" x1=(LEFT) x2=(LEFT + plot_w()) y1=(bottom) y2=(bottom) {}
+        text class="label" x=(LEFT + plot_w() / 2.0) y=(bottom + 34.0) text-anchor="middle" { (x_label) }
+        text class="label" transform={ "translate(16 " (TOP + plot_h() / 2.0) ") rotate(-90)" }
+            text-anchor="middle" { (y_label) }
+        @if let Some(y2) = y2_label {
+            text class="label" transform={ "translate(" (W - 14.0) " " (TOP + plot_h() / 2.0) ") rotate(90)" }
+                text-anchor="middle" { (y2) }
+        }
+    }
+}
+
+fn legend(names: impl Iterator<Item = String>) -> Markup {
     let y = H - 12.0;
-    for (i, name) in names.enumerate() {
-        let colour = i % 8 + 1;
-        let _ = write!(
-            s,
-            r#"<rect class="key s{colour}" x="{x:.1}" y="{}" width="12" height="12"/><text class="legend" x="{:.1}" y="{y}">{}</text>"#,
-            y - 10.0,
-            x + 16.0,
-            esc(&name)
-        );
-        x += 26.0 + name.chars().count() as f64 * 6.6;
+    // Each key starts where the one before ended (about 6.6 px a character).
+    let placed = names.scan(LEFT, |x, name| {
+        let at = *x;
+        *x += 26.0 + name.chars().count() as f64 * 6.6;
+        Some((at, name))
+    });
+    html! {
+        @for (i, (x, name)) in placed.enumerate() {
+            rect class={ "key s" (i % 8 + 1) } x=(Px(x)) y=(y - 10.0) width="12" height="12" {}
+            text class="legend" x=(Px(x + 16.0)) y=(y) { (name) }
+        }
     }
 }
 
@@ -351,81 +311,55 @@ pub struct BarChart {
 }
 
 impl BarChart {
-    pub fn render(&self) -> String {
-        let mut s = open(&self.title);
+    pub fn render(&self) -> Markup {
         let (y0, y1) = range(
             self.series.iter().flat_map(|(_, v)| v.iter().copied()),
             false,
         );
         let py = |y: f64| TOP + plot_h() - (y - y0) / (y1 - y0) * plot_h();
-        for t in ticks(y0, y1, 5) {
-            let y = py(t);
-            let _ = write!(
-                s,
-                r#"<line class="grid" x1="{LEFT}" x2="{}" y1="{y:.1}" y2="{y:.1}"/><text class="tick" x="{}" y="{:.1}" text-anchor="end">{}</text>"#,
-                LEFT + plot_w(),
-                LEFT - 6.0,
-                y + 4.0,
-                short(t)
-            );
-        }
-        axes(&mut s, &self.x_label, &self.y_label, None);
         let n = self.categories.len().max(1) as f64;
         let slot = plot_w() / n;
         let k = self.series.len().max(1) as f64;
         let bar = (slot * 0.8 / k).min(60.0);
-        for (c, name) in self.categories.iter().enumerate() {
-            let left = LEFT + slot * c as f64 + (slot - bar * k) / 2.0;
-            for (j, (series, values)) in self.series.iter().enumerate() {
-                let Some(&v) = values.get(c) else { continue };
-                if !v.is_finite() {
-                    continue;
+        let every = self.label_every.max(1);
+        let base = py(y0.max(0.0));
+        chart(
+            &self.title,
+            html! {
+                (y_grid(ticks(y0, y1, 5).into_iter().map(|t| (t, py(t)))))
+                (axes(&self.x_label, &self.y_label, None))
+                @for (c, name) in self.categories.iter().enumerate() {
+                    @let left = LEFT + slot * c as f64 + (slot - bar * k) / 2.0;
+                    @for (j, (series, values)) in self.series.iter().enumerate() {
+                        @if let Some(&v) = values.get(c).filter(|v| v.is_finite()) {
+                            rect class={ "pt bar s" (j % 8 + 1) @if self.highlight == Some(c) { " best" } }
+                                x=(Px(left + bar * j as f64)) y=(Px(py(v).min(base)))
+                                width=(Px(bar)) height=(Px((base - py(v)).abs().max(0.5))) {
+                                title { (name) " — " (series) ": " (short(v)) }
+                            }
+                        }
+                    }
+                    @if c % every == 0 || c + 1 == self.categories.len() {
+                        text class="tick" x=(Px(LEFT + slot * (c as f64 + 0.5))) y=(TOP + plot_h() + 16.0)
+                            text-anchor="middle" { (fit(name, slot * every as f64)) }
+                    }
                 }
-                let top = py(v);
-                let base = py(y0.max(0.0));
-                let class = if self.highlight == Some(c) {
-                    " best"
-                } else {
-                    ""
-                };
-                let _ = write!(
-                    s,
-                    r#"<rect class="pt bar s{}{class}" x="{:.1}" y="{:.1}" width="{bar:.1}" height="{:.1}"><title>{} — {}: {}</title></rect>"#,
-                    j % 8 + 1,
-                    left + bar * j as f64,
-                    top.min(base),
-                    (base - top).abs().max(0.5),
-                    esc(name),
-                    esc(series),
-                    short(v)
-                );
-            }
-            let every = self.label_every.max(1);
-            let last = c + 1 == self.categories.len();
-            if c % every != 0 && !last {
-                continue;
-            }
-            // As many characters as the slots it may use hold (about 6.5
-            // px each).
-            let fits = ((slot * every as f64 / 6.5) as usize).max(3);
-            let label: String = if name.chars().count() > fits {
-                name.chars().take(fits - 1).chain(['…']).collect()
-            } else {
-                name.clone()
-            };
-            let _ = write!(
-                s,
-                r#"<text class="tick" x="{:.1}" y="{}" text-anchor="middle">{}</text>"#,
-                LEFT + slot * (c as f64 + 0.5),
-                TOP + plot_h() + 16.0,
-                esc(&label)
-            );
-        }
-        if self.series.len() > 1 {
-            legend(&mut s, self.series.iter().map(|(n, _)| n.clone()));
-        }
-        s.push_str("</svg>");
-        s
+                @if self.series.len() > 1 {
+                    (legend(self.series.iter().map(|(n, _)| n.clone())))
+                }
+            },
+        )
+    }
+}
+
+/// `name` cut with an ellipsis to as many characters as `width` px hold
+/// (about 6.5 px each).
+fn fit(name: &str, width: f64) -> String {
+    let fits = ((width / 6.5) as usize).max(3);
+    if name.chars().count() > fits {
+        name.chars().take(fits - 1).chain(['…']).collect()
+    } else {
+        name.to_string()
     }
 }
 
@@ -442,71 +376,45 @@ pub struct Heatmap {
 }
 
 impl Heatmap {
-    pub fn render(&self) -> String {
-        let mut s = open(&self.title);
+    pub fn render(&self) -> Markup {
         let all: Vec<f64> = self.values.iter().flatten().flatten().copied().collect();
         let lo = all.iter().copied().fold(f64::INFINITY, f64::min);
         let hi = all.iter().copied().fold(f64::NEG_INFINITY, f64::max);
         let cw = plot_w() / self.cols.len().max(1) as f64;
         let ch = plot_h() / self.rows.len().max(1) as f64;
-        for (r, row) in self.values.iter().enumerate() {
-            for (c, v) in row.iter().enumerate() {
-                let x = LEFT + cw * c as f64;
-                let y = TOP + ch * r as f64;
-                match v {
-                    Some(v) => {
-                        let share = if hi > lo { (v - lo) / (hi - lo) } else { 1.0 };
-                        let _ = write!(
-                            s,
-                            r#"<rect class="pt cell" x="{x:.1}" y="{y:.1}" width="{cw:.1}" height="{ch:.1}" style="fill-opacity:{:.2}"><title>{} {}, {} {}: {} {}</title></rect><text class="cell-label" x="{:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
-                            0.15 + 0.85 * share,
-                            esc(&self.row_label),
-                            esc(&self.rows[r]),
-                            esc(&self.col_label),
-                            esc(&self.cols[c]),
-                            short(*v),
-                            esc(&self.unit),
-                            x + cw / 2.0,
-                            y + ch / 2.0 + 5.0,
-                            short(*v)
-                        );
-                    }
-                    None => {
-                        let _ = write!(
-                            s,
-                            r#"<rect class="cell-empty" x="{x:.1}" y="{y:.1}" width="{cw:.1}" height="{ch:.1}"/>"#
-                        );
+        let opacity = |v: f64| {
+            let share = if hi > lo { (v - lo) / (hi - lo) } else { 1.0 };
+            format!("fill-opacity:{:.2}", 0.15 + 0.85 * share)
+        };
+        chart(
+            &self.title,
+            html! {
+                @for (r, row) in self.values.iter().enumerate() {
+                    @for (c, v) in row.iter().enumerate() {
+                        @let (x, y) = (LEFT + cw * c as f64, TOP + ch * r as f64);
+                        @if let Some(v) = v {
+                            rect class="pt cell" x=(Px(x)) y=(Px(y)) width=(Px(cw)) height=(Px(ch)) style=(opacity(*v)) {
+                                title {
+                                    (self.row_label) " " (self.rows[r]) ", " (self.col_label) " "
+                                    (self.cols[c]) ": " (short(*v)) " " (self.unit)
+                                }
+                            }
+                            text class="cell-label" x=(Px(x + cw / 2.0)) y=(Px(y + ch / 2.0 + 5.0)) text-anchor="middle" { (short(*v)) }
+                        } @else {
+                            rect class="cell-empty" x=(Px(x)) y=(Px(y)) width=(Px(cw)) height=(Px(ch)) {}
+                        }
                     }
                 }
-            }
-        }
-        for (c, name) in self.cols.iter().enumerate() {
-            let _ = write!(
-                s,
-                r#"<text class="tick" x="{:.1}" y="{}" text-anchor="middle">{}</text>"#,
-                LEFT + cw * (c as f64 + 0.5),
-                TOP + plot_h() + 16.0,
-                esc(name)
-            );
-        }
-        for (r, name) in self.rows.iter().enumerate() {
-            let _ = write!(
-                s,
-                r#"<text class="tick" x="{}" y="{:.1}" text-anchor="end">{}</text>"#,
-                LEFT - 6.0,
-                TOP + ch * (r as f64 + 0.5) + 4.0,
-                esc(name)
-            );
-        }
-        axes(&mut s, &self.col_label, &self.row_label, None);
-        let _ = write!(
-            s,
-            r#"<text class="legend" x="{LEFT}" y="{}">darker = more {}</text>"#,
-            H - 12.0,
-            esc(&self.unit)
-        );
-        s.push_str("</svg>");
-        s
+                @for (c, name) in self.cols.iter().enumerate() {
+                    text class="tick" x=(Px(LEFT + cw * (c as f64 + 0.5))) y=(TOP + plot_h() + 16.0) text-anchor="middle" { (name) }
+                }
+                @for (r, name) in self.rows.iter().enumerate() {
+                    text class="tick" x=(LEFT - 6.0) y=(Px(TOP + ch * (r as f64 + 0.5) + 4.0)) text-anchor="end" { (name) }
+                }
+                (axes(&self.col_label, &self.row_label, None))
+                text class="legend" x=(LEFT) y=(H - 12.0) { "darker = more " (self.unit) }
+            },
+        )
     }
 }
 
@@ -533,7 +441,7 @@ mod tests {
         c.series
             .push(Series::new("users", vec![(1.0, 10.0), (2.0, 10.0)]).right());
         c.y2_label = Some("users".into());
-        let svg = c.render();
+        let svg = c.render().into_string();
         assert_eq!(svg.matches("class=\"pt ").count(), 5);
         assert!(svg.contains("time (s)") && svg.contains("latency (ms)"));
         assert!(svg.contains("users (right axis)"));
@@ -551,7 +459,7 @@ mod tests {
             (5.0, 8.0),
         ];
         c.series.push(Series::new("p90", points));
-        let svg = c.render();
+        let svg = c.render().into_string();
         assert_eq!(
             svg.matches("<polyline").count(),
             2,
