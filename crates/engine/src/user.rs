@@ -55,6 +55,11 @@ pub(crate) struct User {
     /// The last connect failed: pause (closed model) or yield before the
     /// next request.
     backoff_pending: bool,
+    /// The request timeout, one timer per user reset for every request
+    /// (made on the first). A later deadline only updates the entry;
+    /// tokio moves it in its wheel when the earlier one comes due — so a
+    /// request does not insert and remove a timer as `timeout()` would.
+    request_timer: Option<Pin<Box<tokio::time::Sleep>>>,
 }
 
 impl User {
@@ -72,6 +77,7 @@ impl User {
             intended: None,
             backoff: ConnectBackoff::default(),
             backoff_pending: false,
+            request_timer: None,
         }
     }
 
@@ -214,11 +220,14 @@ impl User {
         })
     }
 
-    /// May this user start another request now?
-    fn may_send(&self, shared: &Shared) -> bool {
-        !shared.stop.is_stopping()
-            && self.deadline.is_none_or(|d| Instant::now() < d)
-            && shared.take_budget()
+    /// May this user start another request now? If so, now (one read of
+    /// the clock for the deadline and the request's intended time).
+    fn may_send(&self, shared: &Shared) -> Option<Instant> {
+        if shared.stop.is_stopping() {
+            return None;
+        }
+        let now = Instant::now();
+        (self.deadline.is_none_or(|d| now < d) && shared.take_budget()).then_some(now)
     }
 
     /// Sends request `index`, reads the response, runs its checks and
@@ -237,8 +246,10 @@ impl User {
                     .record_not_sent(index, at, Instant::now());
                 return Control::Stop;
             }
-            None if self.may_send(shared) => Instant::now(),
-            None => return Control::Stop,
+            None => match self.may_send(shared) {
+                Some(now) => now,
+                None => return Control::Stop,
+            },
         };
         let mut in_flight = InFlight::begin(shared, index, intended);
         let rendered = {
@@ -276,7 +287,7 @@ impl User {
         }
         let sent = Instant::now();
         in_flight.sent_at(sent);
-        let mut outcome = self.exchange(shared, spec, index, &origin).await;
+        let mut outcome = self.exchange(shared, spec, index, &origin, sent).await;
         let done = Instant::now();
         if let Some(status) = outcome.status {
             self.judge(
@@ -384,7 +395,8 @@ impl User {
     }
 
     /// One exchange with `origin` on this user's connection to it
-    /// (connecting first if needed).
+    /// (connecting first if needed); on a kept-alive connection the timeout
+    /// runs from `sent`.
     ///
     /// If the server closes a reused connection just as the request goes
     /// out (EOF/RST before any response byte), the request never reached
@@ -395,6 +407,7 @@ impl User {
         spec: &RequestSpec,
         index: usize,
         origin: &Rc<Origin>,
+        sent: Instant,
     ) -> Outcome {
         let plan = &shared.plan;
         let mut outcome = Outcome::default();
@@ -405,11 +418,19 @@ impl User {
         };
         let timeout = spec.timeout.unwrap_or(plan.request_timeout);
         let mut may_retry = plan.stale_retry.allows(&spec.method);
+        // A pooled connection may have been waited for: the wait is not
+        // the exchange's.
+        let pooled = plan.max_connections_per_host.is_some();
+        let mut due = if pooled { Instant::now() } else { sent } + timeout;
         loop {
             let c = match &mut conn {
                 Some(c) => c,
                 None => match self.connect(shared, origin, index).await {
-                    Ok(c) => conn.insert(c),
+                    Ok(c) => {
+                        // The timeout is the exchange's, not the connect's.
+                        due = Instant::now() + timeout;
+                        conn.insert(c)
+                    }
                     Err(failure) => {
                         outcome.error = Some(failure.into());
                         return outcome;
@@ -419,8 +440,22 @@ impl User {
             let exchange = c
                 .http
                 .exchange(&self.wire, spec.is_head(), want, &mut self.captured);
-            match tokio::time::timeout(timeout, exchange).await {
-                Err(_) => outcome.error = Some(ErrorClass::RequestTimeout),
+            let timer = match &mut self.request_timer {
+                Some(timer) => {
+                    timer.as_mut().reset(due.into());
+                    timer
+                }
+                None => self
+                    .request_timer
+                    .insert(Box::pin(tokio::time::sleep_until(due.into()))),
+            };
+            let finished = tokio::select! {
+                biased;
+                result = exchange => Ok(result),
+                () = timer.as_mut() => Err(()),
+            };
+            match finished {
+                Err(()) => outcome.error = Some(ErrorClass::RequestTimeout),
                 Ok(Err(failure)) if may_retry && c.http.was_stale(failure) => {
                     conn = None;
                     may_retry = false;

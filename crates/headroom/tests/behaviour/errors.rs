@@ -54,6 +54,43 @@ fn never_answering_server_times_out_on_time() {
     assert_eq!(server.requests(), r.total());
 }
 
+/// A user's request timer is one timer moved for every request: after
+/// fast requests moved it later, a slow one still times out at its own
+/// timeout, and the fast ones after it do not.
+#[test]
+fn a_slow_request_among_fast_ones_times_out_at_its_own_deadline() {
+    let _light = crate::common::light();
+    let target = Target::start(1, 2);
+    let dir = crate::common::scenario_dir(&[(
+        "mixed.toml",
+        &format!(
+            "base_url = \"{}\"\n\
+             [[request]]\nname = \"fast\"\npath = \"/hello\"\n\
+             [[request]]\nname = \"slow\"\npath = \"/sleep?ms=1500\"\ntimeout = \"300ms\"\n\
+             [[session]]\nname = \"s\"\n\
+             steps = [{{ request = \"fast\" }}, {{ request = \"fast\" }}, {{ request = \"slow\" }}, {{ request = \"fast\" }}]\n",
+            target.base
+        ),
+    )]);
+    let scenario = dir.path().join("mixed.toml");
+    let r = run(&[
+        scenario.to_str().unwrap(),
+        "--vus",
+        "1",
+        "--iterations",
+        "3",
+    ]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let per = &r.results()["per_request"];
+    assert_eq!(per["slow"]["requests"]["total"], 3);
+    assert_eq!(per["slow"]["errors"]["request_timeout"], 3, "{per}");
+    assert_eq!(per["fast"]["requests"]["total"], 9);
+    assert_eq!(per["fast"]["requests"]["failed"], 0, "{per}");
+    // Timed out at its 300 ms, not when the server answered at 1.5 s.
+    let max = per["slow"]["latency_ms"]["max"].as_f64().unwrap();
+    assert!(max < 1_400.0, "slow request max {max} ms");
+}
+
 #[test]
 fn graceful_stop_cuts_off_slow_requests_as_aborted() {
     let target = Target::start(1, 8);
