@@ -13,7 +13,8 @@ processes and source addresses.
 Every second it samples the generator's processes (the parent and its
 children): total RSS, and the established TCP connections to nginx. At the
 end it prints the peak connections held, the generator's peak total RSS
-(and per connection), and checks the merged results' total against
+(and per connection: all of it, and above an empty run — the same
+processes holding one user each — measured first), and checks the merged results' total against
 nginx's access log, exactly.
 
 Usage: bench/connections.py [--connections 100000] [--processes 6]
@@ -143,24 +144,9 @@ def main():
             open(path, "w").write(value)
 
 
-def run(a):
-    d = tempfile.mkdtemp(prefix="headroom-conns-")
-    port = free_port()
-    nginx = start_nginx(d, port, a.nginx_workers, a.reuseport)
-    # The merged results stay in the temporary folder (hundreds of KB);
-    # --out keeps the summary and the per-second samples (bench.json).
-    results = os.path.join(d, "results.json")
-    if a.out:
-        os.makedirs(a.out, exist_ok=True)
-    duration = a.ramp + a.hold
-    cmd = [a.headroom, "run", "--url", f"http://{LISTEN[0]}:{port}/",
-           "--vus", str(a.connections), "--think-time", f"{a.think}s",
-           "--ramp-up", f"{a.ramp}s", "-d", f"{duration}s",
-           "--processes", str(a.processes),
-           "--local-address", "127.0.0.2-127.0.0.9",
-           "--connect-timeout", "30s", "-q", "--out", results]
-    print("$ " + " ".join(cmd), flush=True)
-    t0 = time.monotonic()
+def sampled(cmd, port, t0, quiet=False):
+    """Runs the generator, sampling its processes every second: returns
+    (exit code, peak connections held, peak total RSS in KiB, samples)."""
     gen = subprocess.Popen(cmd)
     peak_conns, peak_rss, samples = 0, 0, []
     while gen.poll() is None:
@@ -171,17 +157,49 @@ def run(a):
         peak_conns, peak_rss = max(peak_conns, conns), max(peak_rss, rss)
         samples.append({"t_s": round(time.monotonic() - t0, 1), "processes": len(pids),
                         "rss_kib": rss, "connections": conns})
-        if len(samples) % 5 == 0:
+        if len(samples) % 5 == 0 and not quiet:
             print(f"  {samples[-1]['t_s']:6.1f} s  {conns:7d} connections  "
                   f"{rss / 1024:7.1f} MiB RSS in {len(pids)} processes", flush=True)
-    code = gen.wait()
+    return gen.wait(), peak_conns, peak_rss, samples
+
+
+def run(a):
+    d = tempfile.mkdtemp(prefix="headroom-conns-")
+    port = free_port()
+    nginx = start_nginx(d, port, a.nginx_workers, a.reuseport)
+    # The merged results stay in the temporary folder (hundreds of KB);
+    # --out keeps the summary and the per-second samples (bench.json).
+    results = os.path.join(d, "results.json")
+    if a.out:
+        os.makedirs(a.out, exist_ok=True)
+    duration = a.ramp + a.hold
+
+    def command(users, ramp, seconds, out):
+        return [a.headroom, "run", "--url", f"http://{LISTEN[0]}:{port}/",
+                "--vus", str(users), "--think-time", f"{a.think}s",
+                "--ramp-up", f"{ramp}s", "-d", f"{seconds}s",
+                "--processes", str(a.processes),
+                "--local-address", "127.0.0.2-127.0.0.9",
+                "--connect-timeout", "30s", "-q", "--out", out]
+
+    # The empty run: the same processes holding one user each, so what the
+    # connections cost is the difference.
+    empty_cmd = command(a.processes, 1, 8, os.path.join(d, "empty.json"))
+    print("$ " + " ".join(empty_cmd), flush=True)
+    _, _, empty_rss, _ = sampled(empty_cmd, port, time.monotonic(), quiet=True)
+    print(f"  empty run: {empty_rss / 1024:.1f} MiB RSS", flush=True)
+    before = sum(1 for _ in open(f"{d}/access.log"))
+
+    cmd = command(a.connections, a.ramp, duration, results)
+    print("$ " + " ".join(cmd), flush=True)
+    code, peak_conns, peak_rss, samples = sampled(cmd, port, time.monotonic())
     time.sleep(1)
     nginx.send_signal(signal.SIGQUIT)
     try:
         nginx.wait(timeout=60)
     except subprocess.TimeoutExpired:
         nginx.kill()
-    served = sum(1 for _ in open(f"{d}/access.log"))
+    served = sum(1 for _ in open(f"{d}/access.log")) - before
     errors = open(f"{d}/error.log").read().strip().splitlines()
     if errors:
         print(f"nginx error.log ({len(errors)} lines), last: {errors[-3:]}")
@@ -192,6 +210,8 @@ def run(a):
         "connections_wanted": a.connections, "peak_connections_held": peak_conns,
         "generator_peak_rss_mib": round(peak_rss / 1024, 1),
         "kib_per_connection": round(peak_rss / max(peak_conns, 1), 2),
+        "empty_run_rss_mib": round(empty_rss / 1024, 1),
+        "kib_per_connection_above_empty": round((peak_rss - empty_rss) / max(peak_conns, 1), 2),
         "requests_total": total, "requests_ok": r["requests"]["ok"],
         "errors": r["errors"], "served_by_nginx": served,
         # Every request nginx logged is one headroom counted OK, and every

@@ -19,10 +19,11 @@ def free_port():
 def start_nginx(d, port):
     conf = f"""{'user root;' if os.geteuid() == 0 else ''}
 worker_processes 1;
+worker_rlimit_nofile 30000;
 daemon off;
 pid {d}/nginx.pid;
 error_log {d}/error.log;
-events {{ worker_connections 4096; }}
+events {{ worker_connections 20000; }}
 http {{
   access_log {d}/access.log;
   client_body_temp_path {d}/body; proxy_temp_path {d}/proxy; fastcgi_temp_path {d}/fcgi;

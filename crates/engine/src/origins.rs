@@ -29,6 +29,10 @@ pub(crate) struct Origin {
     pub https: bool,
     pub addr: SocketAddr,
     pub tls: Option<TlsClient>,
+    /// `scheme://host:port/`, parsed once: a request's URL for its cookies
+    /// is this with the target's path and query (no host parsing per
+    /// request).
+    root: Option<url::Url>,
     /// Connections open (or being opened) to this origin by this worker.
     open: Cell<u32>,
     /// Pooled mode: idle connections any user may take.
@@ -51,12 +55,15 @@ impl Drop for Conn {
 
 impl Origin {
     fn new(id: u32, host_header: String, https: bool, addr: SocketAddr) -> Origin {
+        let scheme = if https { "https" } else { "http" };
+        let root = url::Url::parse(&format!("{scheme}://{host_header}/")).ok();
         Origin {
             id,
             host_header,
             https,
             addr,
             tls: None,
+            root,
             open: Cell::new(0),
             idle: RefCell::new(Vec::new()),
             freed: Notify::new(),
@@ -70,8 +77,15 @@ impl Origin {
 
     /// `scheme://host:port/…` for cookie matching.
     pub fn url(&self, target: &str) -> Option<url::Url> {
-        let scheme = if self.https { "https" } else { "http" };
-        url::Url::parse(&format!("{scheme}://{}{target}", self.host_header)).ok()
+        let mut url = self.root.clone()?;
+        let target = target.split('#').next().unwrap_or(target);
+        let (path, query) = match target.split_once('?') {
+            Some((path, query)) => (path, Some(query)),
+            None => (target, None),
+        };
+        url.set_path(path);
+        url.set_query(query);
+        Some(url)
     }
 }
 
@@ -242,6 +256,35 @@ impl Origins {
             Err(failure) => {
                 origin.release();
                 Err(failure)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The URL built from the parsed root is the one a full parse gives
+    /// (less the fragment).
+    #[test]
+    fn a_targets_url_is_the_fully_parsed_one() {
+        for (https, host) in [(false, "127.0.0.1:8080"), (true, "App1.Example.test")] {
+            let origin = Origin::new(0, host.into(), https, "127.0.0.1:1".parse().unwrap());
+            let scheme = if https { "https" } else { "http" };
+            for target in [
+                "/",
+                "/a/b?x=1&y=%20z",
+                "/p#frag",
+                "/ü/ä?q=é",
+                "/a b?c d",
+                "/?",
+                "/x/../y",
+            ] {
+                let mut parsed = url::Url::parse(&format!("{scheme}://{host}{target}")).unwrap();
+                // A fragment is never sent, and cookies do not look at it.
+                parsed.set_fragment(None);
+                assert_eq!(origin.url(target).unwrap(), parsed, "{target}");
             }
         }
     }

@@ -172,30 +172,111 @@ pub fn write_request(
     body: &[u8],
     keep_alive: bool,
 ) {
-    out.extend_from_slice(format!("{method} {target} HTTP/1.1\r\n").as_bytes());
-    let has = |name: &str| headers.iter().any(|(k, _)| k.eq_ignore_ascii_case(name));
-    if !has("host") {
-        out.extend_from_slice(format!("Host: {host}\r\n").as_bytes());
-    }
-    if !has("user-agent") {
-        out.extend_from_slice(
-            concat!("User-Agent: headroom/", env!("CARGO_PKG_VERSION"), "\r\n").as_bytes(),
-        );
-    }
-    if !has("accept") {
-        out.extend_from_slice(b"Accept: */*\r\n");
-    }
+    let sets_host = headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("host"));
+    let mut head = RequestWriter::start(out, method, target, (!sets_host).then_some(host));
     for (k, v) in headers {
-        out.extend_from_slice(format!("{k}: {v}\r\n").as_bytes());
+        head.header(k, |out| out.extend_from_slice(v.as_bytes()));
     }
-    if !keep_alive {
-        out.extend_from_slice(b"Connection: close\r\n");
+    head.finish(keep_alive, |out| out.extend_from_slice(body));
+}
+
+/// Writes a request into a buffer as it is made — the request line and
+/// `Host` (first, as RFC 9112 asks), each header's value written in place
+/// by the caller (a template rendering straight into it), then the defaults
+/// and the body — so a request built per send makes no string of its own.
+pub struct RequestWriter<'a> {
+    out: &'a mut Vec<u8>,
+    method_has_body: bool,
+    has_user_agent: bool,
+    has_accept: bool,
+}
+
+impl<'a> RequestWriter<'a> {
+    /// `host`: the `Host` header's value, unless the caller sets its own.
+    pub fn start(
+        out: &'a mut Vec<u8>,
+        method: &str,
+        target: &str,
+        host: Option<&str>,
+    ) -> RequestWriter<'a> {
+        for part in [method.as_bytes(), b" ", target.as_bytes(), b" HTTP/1.1\r\n"] {
+            out.extend_from_slice(part);
+        }
+        if let Some(host) = host {
+            for part in [b"Host: ", host.as_bytes(), b"\r\n"] {
+                out.extend_from_slice(part);
+            }
+        }
+        RequestWriter {
+            out,
+            method_has_body: matches!(method, "POST" | "PUT" | "PATCH"),
+            has_user_agent: false,
+            has_accept: false,
+        }
     }
-    if !body.is_empty() || matches!(method, "POST" | "PUT" | "PATCH") {
-        out.extend_from_slice(format!("Content-Length: {}\r\n", body.len()).as_bytes());
+
+    /// A header; `value` appends the value's bytes.
+    pub fn header(&mut self, name: &str, value: impl FnOnce(&mut Vec<u8>)) {
+        self.has_user_agent |= name.eq_ignore_ascii_case("user-agent");
+        self.has_accept |= name.eq_ignore_ascii_case("accept");
+        self.out.extend_from_slice(name.as_bytes());
+        self.out.extend_from_slice(b": ");
+        value(self.out);
+        self.out.extend_from_slice(b"\r\n");
     }
-    out.extend_from_slice(b"\r\n");
-    out.extend_from_slice(body);
+
+    /// The default headers the caller did not set, `Content-Length`, the
+    /// blank line and the body (`body` appends it; its length is measured,
+    /// then the length header is put before it).
+    pub fn finish(self, keep_alive: bool, body: impl FnOnce(&mut Vec<u8>)) {
+        let out = self.out;
+        if !self.has_user_agent {
+            out.extend_from_slice(
+                concat!("User-Agent: headroom/", env!("CARGO_PKG_VERSION"), "\r\n").as_bytes(),
+            );
+        }
+        if !self.has_accept {
+            out.extend_from_slice(b"Accept: */*\r\n");
+        }
+        if !keep_alive {
+            out.extend_from_slice(b"Connection: close\r\n");
+        }
+        let head_end = out.len();
+        body(out);
+        let body_len = out.len() - head_end;
+        let mut digits = [0u8; 20];
+        let length: &[&[u8]] = if body_len > 0 || self.method_has_body {
+            &[
+                b"Content-Length: ",
+                decimal(body_len, &mut digits),
+                b"\r\n\r\n",
+            ]
+        } else {
+            &[b"\r\n"]
+        };
+        let mut tail = [0u8; 48];
+        let mut n = 0;
+        for part in length {
+            tail[n..n + part.len()].copy_from_slice(part);
+            n += part.len();
+        }
+        // The body is short next to a syscall: moving it is cheaper than
+        // rendering it into a buffer of its own.
+        out.splice(head_end..head_end, tail[..n].iter().copied());
+    }
+}
+
+/// `n` in decimal, written into the end of `buf`.
+fn decimal(mut n: usize, buf: &mut [u8; 20]) -> &[u8] {
+    let mut at = buf.len();
+    loop {
+        at -= 1;
+        buf[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            return &buf[at..];
+        }
+    }
 }
 
 /// What to keep of a response, beyond its status and size.
@@ -237,18 +318,23 @@ impl Captured {
     }
 
     fn keep_head(&mut self, head: &[u8], want: Capture) {
-        let mut headers = [httparse::EMPTY_HEADER; 100];
-        let mut response = httparse::Response::new(&mut headers);
-        if response.parse(head).is_err() {
+        let mut headers = [const { std::mem::MaybeUninit::uninit() }; 100];
+        let mut response = httparse::Response::new(&mut []);
+        let parsed = httparse::ParserConfig::default().parse_response_with_uninit_headers(
+            &mut response,
+            head,
+            &mut headers,
+        );
+        if parsed.is_err() {
             return;
         }
+        let text = |value: &[u8]| String::from_utf8_lossy(value).into_owned();
         for h in response.headers.iter() {
-            let value = String::from_utf8_lossy(h.value);
             if want.set_cookies && h.name.eq_ignore_ascii_case("set-cookie") {
-                self.set_cookies.push(value.to_string());
+                self.set_cookies.push(text(h.value));
             }
             if want.headers {
-                self.headers.push((h.name.to_string(), value.into_owned()));
+                self.headers.push((h.name.to_string(), text(h.value)));
             }
         }
     }
@@ -631,5 +717,48 @@ mod tests {
         let names: Vec<_> = req.headers.iter().map(|h| h.name).collect();
         assert!(names.contains(&"Connection"));
         assert!(names.contains(&"Content-Length"));
+    }
+
+    #[test]
+    fn a_request_written_in_place_is_the_one_expected() {
+        let mut out = b"stale".to_vec();
+        out.clear();
+        let mut head = RequestWriter::start(&mut out, "POST", "/login?u=1", Some("h:8"));
+        head.header("X-Id", |o| o.extend_from_slice(b"42"));
+        head.finish(true, |o| o.extend_from_slice(b"user=ann&password=secret"));
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            format!(
+                "POST /login?u=1 HTTP/1.1\r\nHost: h:8\r\nX-Id: 42\r\n\
+                 User-Agent: headroom/{}\r\nAccept: */*\r\nContent-Length: 24\r\n\r\n\
+                 user=ann&password=secret",
+                env!("CARGO_PKG_VERSION")
+            )
+        );
+        // A GET has no length; a POST without a body says 0; the caller's
+        // own Host, User-Agent and Accept replace the defaults.
+        let mut out = Vec::new();
+        let own = [
+            ("host".to_string(), "app1.test".to_string()),
+            ("Accept".to_string(), "text/html".to_string()),
+            ("user-agent".to_string(), "me".to_string()),
+        ];
+        write_request(&mut out, "GET", "/", "h:8", &own, b"", false);
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "GET / HTTP/1.1\r\nhost: app1.test\r\nAccept: text/html\r\nuser-agent: me\r\n\
+             Connection: close\r\n\r\n"
+        );
+        let mut out = Vec::new();
+        write_request(&mut out, "POST", "/", "h", &[], b"", true);
+        assert!(out.ends_with(b"Content-Length: 0\r\n\r\n"));
+    }
+
+    #[test]
+    fn decimals() {
+        let mut buf = [0u8; 20];
+        for n in [0, 7, 10, 12_345, usize::MAX] {
+            assert_eq!(decimal(n, &mut buf), n.to_string().as_bytes());
+        }
     }
 }

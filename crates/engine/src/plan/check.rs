@@ -124,7 +124,7 @@ pub struct ResponseView<'a> {
     pub status: u16,
     pub captured: &'a Captured,
     pub latency: Duration,
-    text: OnceCell<String>,
+    text: OnceCell<std::borrow::Cow<'a, str>>,
     json: OnceCell<Option<serde_json::Value>>,
 }
 
@@ -140,8 +140,9 @@ impl<'a> ResponseView<'a> {
     }
 
     fn text(&self) -> &str {
+        // Borrowed from the captured body when it is UTF-8, as it mostly is.
         self.text
-            .get_or_init(|| String::from_utf8_lossy(&self.captured.body).into_owned())
+            .get_or_init(|| String::from_utf8_lossy(&self.captured.body))
     }
 
     fn json(&self) -> Option<&serde_json::Value> {

@@ -535,17 +535,19 @@ impl RequestSpec {
             }
             return;
         };
-        let mut headers: Vec<(String, String)> = t
+        let sets_host = t
             .headers
             .iter()
-            .map(|(k, v)| (k.clone(), v.render_string(scope)))
-            .collect();
-        if let Some(cookie) = cookie {
-            headers.push(("Cookie".into(), cookie.to_string()));
+            .any(|(k, _)| k.eq_ignore_ascii_case("host"));
+        let host = (!sets_host).then_some(host);
+        let mut head = headroom_http::RequestWriter::start(out, &self.method, target, host);
+        for (name, value) in &t.headers {
+            head.header(name, |out| value.render(scope, out));
         }
-        let mut body = Vec::new();
-        t.body.render(scope, &mut body);
-        headroom_http::write_request(out, &self.method, target, host, &headers, &body, keep_alive);
+        if let Some(cookie) = cookie {
+            head.header("Cookie", |out| out.extend_from_slice(cookie.as_bytes()));
+        }
+        head.finish(keep_alive, |out| t.body.render(scope, out));
     }
 }
 

@@ -165,7 +165,8 @@ impl Template {
     pub fn render_string(&self, scope: &mut Scope) -> String {
         let mut out = Vec::new();
         self.render(scope, &mut out);
-        String::from_utf8_lossy(&out).into_owned()
+        String::from_utf8(out)
+            .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
     }
 }
 

@@ -1,0 +1,195 @@
+#!/usr/bin/env python3
+"""A realistic scripted session, headroom vs k6 vs Locust: requests per
+generator CPU-second.
+
+The session (headroom.toml, k6.js, locustfile.py — one each, the same
+requests): log in with a form post, extract the token from the JSON answer,
+three GETs of items from a CSV feeder with the token in a header, a body
+check on every response, cookies on. The server is nginx on CPU 0 (a
+`return` per location: the login answers JSON with a token and sets a
+cookie, items answer 401 without a Bearer token); each generator runs
+alone on CPU 1, one thread/process, USERS users, interleaved over rounds.
+headroom's bare GET (`headroom run URL -c USERS`) runs in the same rounds:
+the scripted session's cost is its rate against that.
+
+CPU is the generator's own (user + system, from wait4's rusage, children
+included); requests are what each tool counted, checked against nginx's
+access log (k6 and Locust stop with requests in flight, so theirs may
+differ by a few).
+
+Usage: bench/scenario/run.py [--rounds 3] [--duration 10] [--users 20]
+         [--headroom target/release/headroom] [--k6 k6] [--locust locust] [--out DIR]
+Peers: `go install go.k6.io/k6@latest`, `pip install locust`.
+"""
+import argparse, json, os, random, shutil, socket, statistics, subprocess, sys, tempfile, time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+NGINX = """{user}
+worker_processes 1;
+daemon off;
+pid {d}/nginx.pid;
+error_log {d}/error.log;
+events {{ worker_connections 4096; }}
+http {{
+  access_log {d}/access.log;
+  client_body_temp_path {d}/body; proxy_temp_path {d}/proxy; fastcgi_temp_path {d}/fcgi;
+  uwsgi_temp_path {d}/uwsgi; scgi_temp_path {d}/scgi;
+  keepalive_requests 1000000;
+  server {{
+    listen 127.0.0.1:{port} backlog=4096;
+    location = /login {{
+      default_type application/json;
+      add_header Set-Cookie "session=s-$arg_user; Path=/; HttpOnly";
+      return 200 '{{"user":"$arg_user","token":"tok-$arg_user"}}\\n';
+    }}
+    location /item/ {{
+      default_type application/json;
+      if ($http_authorization !~ "^Bearer tok-") {{ return 401 '{{"ok":false}}\\n'; }}
+      return 200 '{{"item":"$uri","ok":true}}\\n';
+    }}
+    location / {{ return 200 "hello from nginx\\n"; }}
+  }}
+}}
+"""
+
+
+def free_port():
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); p = s.getsockname()[1]; s.close(); return p
+
+
+def start_nginx(d, port):
+    with open(f"{d}/nginx.conf", "w") as f:
+        f.write(NGINX.format(d=d, port=port, user="user root;" if os.geteuid() == 0 else ""))
+    p = subprocess.Popen(["taskset", "-c", "0", "nginx", "-p", d, "-c", f"{d}/nginx.conf"],
+                         stderr=subprocess.DEVNULL)
+    for _ in range(200):
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.1).close()
+            return p
+        except OSError:
+            time.sleep(0.05)
+    p.kill(); sys.exit("nginx did not start")
+
+
+def log_lines(d):
+    try:
+        with open(f"{d}/access.log") as f:
+            return sum(1 for _ in f)
+    except FileNotFoundError:
+        return 0
+
+
+def measured(cmd, env, cwd):
+    """Runs cmd on CPU 1; returns (stdout, CPU seconds of it and its children)."""
+    p = subprocess.Popen(["taskset", "-c", "1", *cmd], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, env=env, cwd=cwd)
+    out, err = p.communicate()
+    # communicate() reaped it; its rusage is in the children totals.
+    if p.returncode not in (0, 1):
+        sys.exit(f"{cmd[0]} failed ({p.returncode}): {err[-2000:]}")
+    return out, err
+
+
+def children_cpu():
+    r = os.times()
+    return r.children_user + r.children_system
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--duration", type=int, default=10)
+    ap.add_argument("--users", type=int, default=20)
+    ap.add_argument("--headroom", default="target/release/headroom")
+    ap.add_argument("--k6", default=shutil.which("k6") or os.path.expanduser("~/go/bin/k6"))
+    ap.add_argument("--locust", default=shutil.which("locust") or "locust")
+    ap.add_argument("--tools", default="headroom,headroom-bare,k6,locust")
+    ap.add_argument("--out", default=None)
+    a = ap.parse_args()
+    headroom = os.path.abspath(a.headroom)
+    tools = a.tools.split(",")
+    d = tempfile.mkdtemp(prefix="headroom-scenario-")
+    work = os.path.join(d, "work")
+    os.makedirs(work)
+    for f in ("headroom.toml", "k6.js", "locustfile.py"):
+        shutil.copy(os.path.join(HERE, f), work)
+    rnd = random.Random(7)
+    with open(os.path.join(work, "data.csv"), "w") as f:
+        f.write("user,item1,item2,item3\n")
+        for i in range(1000):
+            f.write(f"u{i}," + ",".join(str(rnd.randrange(1, 100000)) for _ in range(3)) + "\n")
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    nginx = start_nginx(d, port)
+    env = dict(os.environ, BASE_URL=base, USERS=str(a.users), DURATION=f"{a.duration}s",
+               K6_NO_USAGE_REPORT="true")
+    rows = []
+    try:
+        for r in range(1, a.rounds + 1):
+            for tool in tools:
+                before_log, before_cpu = log_lines(d), children_cpu()
+                if tool == "headroom":
+                    res = os.path.join(d, "r.json")
+                    measured([headroom, "run", "headroom.toml", "--threads", "1", "--quiet",
+                              "--out", res], env, work)
+                    got = json.load(open(res))
+                    reqs, failed = got["requests"]["total"], got["requests"]["failed"]
+                elif tool == "headroom-bare":
+                    res = os.path.join(d, "b.json")
+                    measured([headroom, "run", base + "/", "-c", str(a.users), "-d", f"{a.duration}s",
+                              "--threads", "1", "--quiet", "--out", res], env, work)
+                    got = json.load(open(res))
+                    reqs, failed = got["requests"]["total"], got["requests"]["failed"]
+                elif tool == "k6":
+                    res = os.path.join(d, "k6.json")
+                    measured([a.k6, "run", "--quiet", "--no-color", "--summary-export", res, "k6.js"],
+                             env, work)
+                    m = json.load(open(res))["metrics"]
+                    reqs = int(m["http_reqs"]["count"])
+                    failed = int(m["http_req_failed"].get("passes", 0))
+                    checks = m["checks"]
+                    failed += int(checks.get("fails", 0))
+                elif tool == "locust":
+                    out, _ = measured([a.locust, "-f", "locustfile.py", "--headless", "-u", str(a.users),
+                                       "-r", str(a.users), "-t", f"{a.duration}s", "--host", base,
+                                       "--json", "--skip-log", "--stop-timeout", "5"], env, work)
+                    stats = json.loads(out)
+                    reqs = sum(s["num_requests"] for s in stats)
+                    failed = sum(s["num_failures"] for s in stats)
+                else:
+                    sys.exit(f"unknown tool {tool}")
+                cpu = children_cpu() - before_cpu
+                time.sleep(0.3)
+                served = log_lines(d) - before_log
+                rows.append(dict(round=r, tool=tool, requests=reqs, failed=failed, served=served,
+                                 cpu_s=cpu, per_cpu_s=reqs / cpu if cpu else 0.0))
+                x = rows[-1]
+                print(f"round {r} {tool:<14} {reqs:>9} req ({failed} failed; server saw {served:>9})"
+                      f"  cpu {cpu:6.2f} s  {x['per_cpu_s']:>9.0f} req/cpu-s", flush=True)
+    finally:
+        nginx.terminate(); nginx.wait()
+    med = {t: statistics.median(x["per_cpu_s"] for x in rows if x["tool"] == t) for t in tools}
+    lines = [f"scripted session (login form post, JSON token, 3 feeder GETs with the token, body checks, "
+             f"cookies); {a.users} users, {a.duration} s x {a.rounds} rounds; nginx on CPU 0, generator on CPU 1",
+             "requests per generator CPU-second (median): " +
+             ", ".join(f"{t} {med[t]:.0f}" for t in tools)]
+    if "headroom" in med:
+        for peer in ("k6", "locust"):
+            if peer in med and med[peer]:
+                lines.append(f"headroom / {peer}: {med['headroom'] / med[peer]:.1f}x")
+        if "headroom-bare" in med:
+            lines.append(f"headroom scripted / its bare GET: {med['headroom'] / med['headroom-bare']:.2f}")
+    print("\n".join(lines))
+    if a.out:
+        os.makedirs(a.out, exist_ok=True)
+        with open(os.path.join(a.out, "rounds.json"), "w") as f:
+            json.dump(rows, f, indent=1)
+        with open(os.path.join(a.out, "summary.txt"), "w") as f:
+            f.write("\n".join(lines) + "\n")
+    shutil.rmtree(d, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
