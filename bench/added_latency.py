@@ -9,8 +9,11 @@ connection, so requests never queue), and the bench prints headroom's p50
 latency, the server's p50 service time, and their difference: the latency
 the generator and the loopback round trip add. The target is < 50 us.
 
-wrk is run the same way for comparison where it is installed (one
-connection, back to back: its p50 is from its --latency output).
+At a low rate both the server's thread and the generator sleep between
+requests, and each wake-up is in the figure; so headroom also runs one
+user back to back (closed model, --vus 1), as wrk is run for comparison
+where it is installed (one connection, back to back: its p50 is from its
+--latency output).
 
 Usage: bench/added_latency.py [--rate 200] [--duration 10]
                               [--headroom target/release/headroom]
@@ -74,12 +77,15 @@ def p50_us(values_ns):
 
 
 def run_headroom(binary, url, rate, duration, out):
-    cmd = [binary, "run", url, "--rate", str(rate), "--duration", f"{duration}s",
-           "--connections", "1", "--threads", "1", "-q", "--out", out]
+    """Open model at `rate` over one connection, or (rate None) one user
+    back to back, as wrk -c1 runs."""
+    load = ["--rate", str(rate), "--connections", "1"] if rate else ["--vus", "1"]
+    cmd = [binary, "run", url, *load, "--duration", f"{duration}s", "--threads", "1", "-q", "--out", out]
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
     with open(out) as f:
         r = json.load(f)
-    return r["latency_ms"]["p50"] * 1000.0, r["service_time_ms"]["p50"] * 1000.0, r["requests"]["total"]
+    service = r.get("service_time_ms") or r["latency_ms"]
+    return r["latency_ms"]["p50"] * 1000.0, service["p50"] * 1000.0, r["requests"]["total"]
 
 
 def wrk_p50_us(url, duration):
@@ -107,12 +113,18 @@ def main():
         h_p50, h_service_p50, total = run_headroom(a.headroom, url, a.rate, a.duration, os.path.join(d, "r.json"))
     time.sleep(0.2)
     server_p50 = p50_us(server.take())
+    with tempfile.TemporaryDirectory() as d:
+        c_p50, _, c_total = run_headroom(a.headroom, url, None, min(a.duration, 5), os.path.join(d, "c.json"))
+    time.sleep(0.2)
+    server_closed_p50 = p50_us(server.take())
     w_p50 = wrk_p50_us(url, min(a.duration, 5))
     server_wrk_p50 = p50_us(server.take())
     print(f"headroom open model, {a.rate} req/s over 1 connection for {a.duration} s: {total} requests")
     print(f"  headroom p50 {h_p50:.1f} us (from the intended send; {h_service_p50:.1f} us from the actual send)")
     print(f"  server's own service time p50 {server_p50:.1f} us")
     print(f"  generator-added latency (headroom p50 - server p50): {h_p50 - server_p50:.1f} us (target < 50 us)")
+    print(f"headroom, 1 user back to back (as wrk -c1): {c_total} requests, p50 {c_p50:.1f} us; "
+          f"server p50 {server_closed_p50:.1f} us; added {c_p50 - server_closed_p50:.1f} us")
     if w_p50 is not None:
         print(f"wrk, 1 connection back to back: p50 {w_p50:.1f} us; server p50 {server_wrk_p50:.1f} us; "
               f"added {w_p50 - server_wrk_p50:.1f} us")

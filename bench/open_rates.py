@@ -76,6 +76,7 @@ def main():
                 row = dict(rate=rate, round=rnd, planned=planned, requests=sent,
                            failed=r["requests"]["failed"], achieved_rps=r["throughput_rps"],
                            off_pct=(sent - planned) / planned * 100.0,
+                           achieved_pct=(r["throughput_rps"] - rate) / rate * 100.0,
                            lag_p50_ms=lag.get("p50"), lag_p99_ms=lag.get("p99"), lag_max_ms=lag.get("max"),
                            cpu_pct=cpu / r["duration_s"] * 100.0, p99_ms=r["latency_ms"]["p99"])
                 rows.append(row)
@@ -88,11 +89,12 @@ def main():
         shutil.rmtree(d, ignore_errors=True)
     print(f"\nmedian of {a.rounds} rounds, {a.duration} s each; nginx ({a.nginx_workers} worker) on CPU 0, "
           "headroom (1 thread) on CPU 1")
-    print(f"{'target':>8} {'sent vs planned':>16} {'lag p99 ms':>11} {'gen CPU %':>10}")
+    print(f"{'target':>8} {'achieved vs target':>19} {'sent vs planned':>16} {'lag p99 ms':>11} {'gen CPU %':>10}")
     for rate in sorted({x["rate"] for x in rows}):
         xs = [x for x in rows if x["rate"] == rate]
         med = lambda k: statistics.median(x[k] for x in xs if x[k] is not None)
-        print(f"{rate:>8} {med('off_pct'):>+15.2f}% {med('lag_p99_ms'):>11.3f} {med('cpu_pct'):>10.0f}")
+        print(f"{rate:>8} {med('achieved_pct'):>+18.2f}% {med('off_pct'):>+15.2f}% "
+              f"{med('lag_p99_ms'):>11.3f} {med('cpu_pct'):>10.0f}")
     if a.out:
         os.makedirs(a.out, exist_ok=True)
         json.dump(rows, open(os.path.join(a.out, "rounds.json"), "w"), indent=1)

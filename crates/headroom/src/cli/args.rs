@@ -284,7 +284,7 @@ pub struct ScaleArgs {
 
     /// Run P shards as child processes of this one and merge their results:
     /// one command, one summary, for more connections than one process's
-    /// open-files limit allows.
+    /// open-files limit allows (P = 1: the run in this process).
     #[arg(long, value_name = "P", value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub processes: Option<u32>,
 }

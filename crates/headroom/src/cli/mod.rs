@@ -120,9 +120,10 @@ pub fn main() -> i32 {
         }
     };
     let result = match cli.command {
+        // One process is the run itself: no child, no merge.
         Command::Run(args) => match args.scale.processes {
-            Some(processes) => processes::run(&args, processes),
-            None => run::run(*args),
+            Some(processes) if processes > 1 => processes::run(&args, processes),
+            _ => run::run(*args),
         },
         Command::Capacity(args) => capacity::capacity(*args),
         Command::Target(args) => target(args),

@@ -355,6 +355,27 @@ fn processes_run_the_shards_and_print_one_summary() {
     );
 }
 
+/// `--processes 1` is the run itself (it once failed: the one child's
+/// results, shard 1/1, carry no shard to merge).
+#[test]
+fn one_process_is_the_run_itself() {
+    let target = Target::start(1, 2);
+    let before = target.requests();
+    let (o, v, _dir) = processes_run(&[
+        "--url",
+        &target.url("/hello"),
+        "-n",
+        "50",
+        "-c",
+        "2",
+        "--processes",
+        "1",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(total(&v), 50);
+    assert_eq!(target.requests() - before, 50);
+}
+
 #[test]
 fn local_addresses_spread_connections_over_source_addresses() {
     let nginx = Nginx::start();
