@@ -11,7 +11,7 @@ pub mod routes;
 mod stream;
 pub mod tls;
 
-use response::{append_limited, parse_head, ChunkedDecoder, Framing};
+use response::{append_limited, ChunkedDecoder, Framing, HeadCache};
 use std::io;
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -372,6 +372,7 @@ pub struct Connection {
     completed: u64,
     /// The current (or last) exchange read at least one byte.
     answered: bool,
+    heads: HeadCache,
 }
 
 /// Connects to `addr` from source address `ip` (any free port).
@@ -423,6 +424,7 @@ impl Connection {
             buf: Vec::with_capacity(READ_BUFFER),
             completed: 0,
             answered: false,
+            heads: HeadCache::default(),
         })
     }
 
@@ -452,12 +454,14 @@ impl Connection {
     }
 
     /// Gives the read buffer back while the connection waits (a user's
-    /// think time): an idle keep-alive connection then holds no buffer,
-    /// and the next read allocates one. Only when nothing unread is in it.
+    /// think time): an idle keep-alive connection then holds no buffer
+    /// (nor the last head), and the next read allocates one. The read
+    /// buffer only when nothing unread is in it.
     pub fn release_buffer(&mut self) {
         if self.buf.is_empty() {
             self.buf = Vec::new();
         }
+        self.heads = HeadCache::default();
     }
 
     /// `failure` ended an exchange on a reused connection before any byte
@@ -531,7 +535,7 @@ impl Connection {
             .map_err(|e| exchange_error_class(&e))?;
         let mut received = 0u64;
         let head = loop {
-            match parse_head(&self.buf, head_request) {
+            match self.heads.parse(&self.buf, head_request) {
                 Err(_) => return Err(Failure::MalformedResponse),
                 // Interim responses (100 Continue, 103 Early Hints) precede the real one.
                 Ok(Some(h)) if (100..200).contains(&h.status) && h.status != 101 => {
