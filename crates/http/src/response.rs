@@ -79,9 +79,17 @@ pub fn parse_head(buf: &[u8], request_was_head: bool) -> Result<Option<Head>, Ma
 /// instructions (callgrind, nginx's five-header answer).
 #[derive(Debug, Default)]
 pub struct HeadCache {
+    /// Boxed: a connection is moved in and out of its user's list on every
+    /// request, and stays small that way.
+    last: Option<Box<KeptHead>>,
+}
+
+#[derive(Debug)]
+struct KeptHead {
     bytes: Vec<u8>,
-    /// The head of `bytes`, and whether it answered a HEAD request.
-    last: Option<(Head, bool)>,
+    head: Head,
+    /// It answered a HEAD request.
+    head_request: bool,
 }
 
 impl HeadCache {
@@ -91,16 +99,24 @@ impl HeadCache {
 
     /// [`parse_head`], from the cache when `buf` starts with the last head.
     pub fn parse(&mut self, buf: &[u8], request_was_head: bool) -> Result<Option<Head>, Malformed> {
-        if let Some((head, was_head)) = self.last {
-            if was_head == request_was_head && buf.starts_with(&self.bytes) {
-                return Ok(Some(head));
+        if let Some(kept) = &self.last {
+            if kept.head_request == request_was_head && buf.starts_with(&kept.bytes) {
+                return Ok(Some(kept.head));
             }
         }
         let parsed = parse_head(buf, request_was_head)?;
         if let Some(head) = parsed.filter(|h| h.len <= Self::MAX_KEPT) {
-            self.bytes.clear();
-            self.bytes.extend_from_slice(&buf[..head.len]);
-            self.last = Some((head, request_was_head));
+            let kept = self.last.get_or_insert_with(|| {
+                Box::new(KeptHead {
+                    bytes: Vec::new(),
+                    head,
+                    head_request: request_was_head,
+                })
+            });
+            kept.bytes.clear();
+            kept.bytes.extend_from_slice(&buf[..head.len]);
+            kept.head = head;
+            kept.head_request = request_was_head;
         }
         Ok(parsed)
     }
@@ -515,7 +531,7 @@ mod tests {
         let answer = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nhi";
         let mut cache = HeadCache::default();
         let head = cache.parse(answer, false).unwrap().unwrap();
-        assert_eq!(cache.bytes, &answer[..head.len]);
+        assert_eq!(cache.last.as_ref().unwrap().bytes, &answer[..head.len]);
         assert_eq!(cache.parse(answer, false), Ok(Some(head)));
         // A HEAD request's answer has no body: parsed again.
         let to_head = cache.parse(answer, true).unwrap().unwrap();
@@ -524,6 +540,6 @@ mod tests {
         let long = format!("HTTP/1.1 200 OK\r\nX: {}\r\n\r\n", "a".repeat(2000));
         let mut cache = HeadCache::default();
         assert!(cache.parse(long.as_bytes(), false).unwrap().is_some());
-        assert!(cache.bytes.is_empty() && cache.last.is_none());
+        assert!(cache.last.is_none());
     }
 }

@@ -230,6 +230,11 @@ impl Aggregate {
     pub fn finish(mut self) -> Finished {
         let last = self.pending.keys().next_back().map(|&i| i + 1).unwrap_or(0);
         self.finalize_before(last.max(self.timeline.len() as u32));
+        // A one-request plan's workers keep no per-request totals: they
+        // are the run's.
+        if let [only] = &mut self.per_request[..] {
+            *only = self.total.clone();
+        }
         Finished {
             total: self.total,
             per_request: self.per_request,
@@ -284,7 +289,9 @@ mod tests {
         let second_two = histogram::from_base64(&latency_intervals[1]).unwrap();
         assert_eq!(second_two.len(), 4);
         assert_eq!(total.requests, 8);
+        // One request in the plan: its totals are the run's.
         assert_eq!(per_request[0].requests, 8);
+        assert_eq!(per_request[0].latency.len(), 8);
         let counts: Vec<u64> = timeline.iter().map(|p| p.requests).collect();
         assert_eq!(counts, vec![2, 4, 0, 2]);
         assert_eq!(

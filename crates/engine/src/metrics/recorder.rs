@@ -63,6 +63,9 @@ pub struct Recorder {
     start: Instant,
     current: Interval,
     completed: Vec<Interval>,
+    /// Each request's totals — only when the plan has more than one: with
+    /// one they are the run's totals, which the aggregate copies (one
+    /// record per request instead of two: four histogram increments fewer).
     per_request: Vec<Stats>,
     active: u32,
     in_flight: u32,
@@ -95,7 +98,11 @@ impl Recorder {
             start,
             current: Interval::new(0, 0, 0),
             completed: Vec::new(),
-            per_request: (0..request_count).map(|_| Stats::new()).collect(),
+            per_request: if request_count > 1 {
+                (0..request_count).map(|_| Stats::new()).collect()
+            } else {
+                Vec::new()
+            },
             active: 0,
             in_flight: 0,
             last_sent: None,
@@ -115,7 +122,7 @@ impl Recorder {
     }
 
     fn interval_index(&self, at: Instant) -> u32 {
-        (at.saturating_duration_since(self.start).as_micros() / 1_000_000) as u32
+        at.saturating_duration_since(self.start).as_secs() as u32
     }
 
     /// Moves to the interval `at` falls in (times only move forward here:
@@ -162,7 +169,8 @@ impl Recorder {
     /// counted at once so that a request cut off later keeps it.
     pub fn connection_event(&mut self, request: usize, event: ConnectionEvent) {
         self.advance_to(Instant::now());
-        for stats in [&mut self.current.stats, &mut self.per_request[request]] {
+        self.current.stats.connection_events[event as usize] += 1;
+        if let Some(stats) = self.per_request.get_mut(request) {
             stats.connection_events[event as usize] += 1;
         }
     }
@@ -170,7 +178,8 @@ impl Recorder {
     /// A per-user memory bound was reached `times` times by request `request`.
     pub fn limit_reached(&mut self, request: usize, limit: LimitReached, times: u64) {
         self.advance_to(Instant::now());
-        for stats in [&mut self.current.stats, &mut self.per_request[request]] {
+        self.current.stats.limits_reached[limit as usize] += times;
+        if let Some(stats) = self.per_request.get_mut(request) {
             stats.limits_reached[limit as usize] += times;
         }
     }
@@ -218,13 +227,9 @@ impl Recorder {
             }
             histogram::record_us(&mut by[request], latency);
         }
-        record_into(
-            &mut self.per_request[request],
-            latency,
-            service,
-            lag,
-            outcome,
-        );
+        if let Some(stats) = self.per_request.get_mut(request) {
+            record_into(stats, latency, service, lag, outcome);
+        }
     }
 
     /// Files a request that was due but never sent (it was never counted
@@ -327,7 +332,8 @@ mod tests {
     #[test]
     fn outcomes_land_in_the_second_they_complete() {
         let start = Instant::now();
-        let mut r = Recorder::new(start, 1);
+        // Two requests in the plan: each keeps its own totals.
+        let mut r = Recorder::new(start, 2);
         let ok = Outcome {
             status: Some(200),
             ..Default::default()
@@ -354,6 +360,7 @@ mod tests {
         assert_eq!(report.intervals.len(), 1);
         assert_eq!(report.intervals[0].stats.failed, 1);
         assert_eq!(report.per_request[0].requests, 3);
+        assert_eq!(report.per_request[1].requests, 0);
         assert_eq!(report.per_request[0].ok, 2);
         assert_eq!(
             report.per_request[0].error_count(ErrorClass::ConnectRefused),
