@@ -2,8 +2,8 @@
 """A realistic scripted session, headroom vs k6 vs Locust: requests per
 generator CPU-second.
 
-The session (headroom.toml, k6.js, locustfile.py — one each, the same
-requests): log in with a form post, extract the token from the JSON answer,
+The session (headroom.toml, k6.js, locustfile.py, jmeter.jmx — one each,
+the same requests): log in with a form post, extract the token from the JSON answer,
 three GETs of items from a CSV feeder with the token in a header, a body
 check on every response, cookies on. The server is nginx on CPU 0 (a
 `return` per location: the login answers JSON with a token and sets a
@@ -18,8 +18,10 @@ access log (k6 and Locust stop with requests in flight, so theirs may
 differ by a few).
 
 Usage: bench/scenario/run.py [--rounds 3] [--duration 10] [--users 20]
-         [--headroom target/release/headroom] [--k6 k6] [--locust locust] [--out DIR]
-Peers: `go install go.k6.io/k6@latest`, `pip install locust`.
+         [--headroom target/release/headroom] [--k6 k6] [--locust locust]
+         [--jmeter ApacheJMeter.jar] [--tools headroom,headroom-bare,k6,locust,jmeter] [--out DIR]
+Peers: `go install go.k6.io/k6@latest`, `pip install locust`, `.ci/jmeter.sh`
+(JMeter 5.6.3 from Maven Central; its JVM start-up is in its CPU time).
 """
 import argparse, json, os, random, shutil, socket, statistics, subprocess, sys, tempfile, time
 
@@ -104,7 +106,10 @@ def main():
     ap.add_argument("--headroom", default="target/release/headroom")
     ap.add_argument("--k6", default=shutil.which("k6") or os.path.expanduser("~/go/bin/k6"))
     ap.add_argument("--locust", default=shutil.which("locust") or "locust")
-    ap.add_argument("--tools", default="headroom,headroom-bare,k6,locust")
+    ap.add_argument("--jmeter", default=os.path.join(
+        os.environ.get("HEADROOM_JMETER_HOME") or os.path.expanduser("~/.cache/headroom/jmeter-5.6.3"),
+        "bin", "ApacheJMeter.jar"), help="JMeter 5's ApacheJMeter.jar (.ci/jmeter.sh puts one there)")
+    ap.add_argument("--tools", default="headroom,headroom-bare,k6,locust,jmeter")
     ap.add_argument("--out", default=None)
     a = ap.parse_args()
     headroom = os.path.abspath(a.headroom)
@@ -112,7 +117,7 @@ def main():
     d = tempfile.mkdtemp(prefix="headroom-scenario-")
     work = os.path.join(d, "work")
     os.makedirs(work)
-    for f in ("headroom.toml", "k6.js", "locustfile.py"):
+    for f in ("headroom.toml", "k6.js", "locustfile.py", "jmeter.jmx"):
         shutil.copy(os.path.join(HERE, f), work)
     rnd = random.Random(7)
     with open(os.path.join(work, "data.csv"), "w") as f:
@@ -157,6 +162,20 @@ def main():
                     stats = json.loads(out)
                     reqs = sum(s["num_requests"] for s in stats)
                     failed = sum(s["num_failures"] for s in stats)
+                elif tool == "jmeter":
+                    jtl = os.path.join(d, "jmeter.jtl")
+                    if os.path.exists(jtl):
+                        os.remove(jtl)
+                    # One JVM on one core; its start-up (~2 s of CPU) is in
+                    # the figure, as it is in every run of JMeter.
+                    measured(["java", "-XX:ActiveProcessorCount=1", "-jar", a.jmeter, "-n", "-t", "jmeter.jmx",
+                              f"-Jhost=127.0.0.1", f"-Jport={port}", f"-Jusers={a.users}",
+                              f"-Jseconds={a.duration}", "-Jjmeterengine.nongui.port=0",
+                              "-l", jtl, "-j", os.path.join(d, "jmeter.log")], env, work)
+                    with open(jtl) as f:
+                        lines = f.read().splitlines()[1:]
+                    reqs = len(lines)
+                    failed = sum(1 for line in lines if ",false," in line)
                 else:
                     sys.exit(f"unknown tool {tool}")
                 cpu = children_cpu() - before_cpu
@@ -175,7 +194,7 @@ def main():
              "requests per generator CPU-second (median): " +
              ", ".join(f"{t} {med[t]:.0f}" for t in tools)]
     if "headroom" in med:
-        for peer in ("k6", "locust"):
+        for peer in ("k6", "locust", "jmeter"):
             if peer in med and med[peer]:
                 lines.append(f"headroom / {peer}: {med['headroom'] / med[peer]:.1f}x")
         if "headroom-bare" in med:
