@@ -43,6 +43,7 @@ mod open;
 mod origins;
 mod shared;
 pub mod stop;
+mod timeout;
 mod user;
 mod worker;
 

@@ -10,6 +10,7 @@ use crate::plan::limits::MAX_COOKIES_PER_USER;
 use crate::plan::template::Scope;
 use crate::plan::{Flow, Load, RequestSpec, Step};
 use crate::shared::{InFlight, Shared};
+use crate::timeout::{timed, RequestTimer};
 use cookie_store::CookieStore;
 use headroom_http::{routes, Capture, Captured, Failure, Idle};
 use std::collections::HashMap;
@@ -55,9 +56,8 @@ pub(crate) struct User {
     /// The last connect failed: pause (closed model) or yield before the
     /// next request.
     backoff_pending: bool,
-    /// The request timeout: one timer per user, made on the first request
-    /// (see [`timed`]).
-    request_timer: Option<Pin<Box<tokio::time::Sleep>>>,
+    /// The request timeout: one timer per user, made on the first request.
+    request_timer: Option<RequestTimer>,
 }
 
 impl User {
@@ -220,7 +220,7 @@ impl User {
     }
 
     /// May this user start another request now? If so, now (one read of
-    /// the clock for the deadline and the request's intended time).
+    /// the clock for the deadline and the request's send time).
     fn may_send(&self, shared: &Shared) -> Option<Instant> {
         if shared.stop.is_stopping() {
             return None;
@@ -235,8 +235,11 @@ impl User {
         let spec = &shared.plan.requests[index];
         // An open-model arrival is admitted by the schedule; later steps
         // and closed-model users ask the gate.
-        let intended = match self.intended.take() {
-            Some(at) if !shared.stop.is_stopping() => at,
+        // `scheduled`: an open-model arrival, timed from its place in the
+        // schedule; any other request is timed from when it was decided
+        // (latency counts from the send: its clock read is the send's).
+        let (intended, scheduled) = match self.intended.take() {
+            Some(at) if !shared.stop.is_stopping() => (at, true),
             Some(at) => {
                 // Due, but the run stopped before it went out: counted.
                 shared
@@ -246,7 +249,7 @@ impl User {
                 return Control::Stop;
             }
             None => match self.may_send(shared) {
-                Some(now) => now,
+                Some(now) => (now, false),
                 None => return Control::Stop,
             },
         };
@@ -284,7 +287,7 @@ impl User {
                 &mut self.wire,
             );
         }
-        let sent = Instant::now();
+        let sent = if scheduled { Instant::now() } else { intended };
         in_flight.sent_at(sent);
         let mut outcome = self.exchange(shared, spec, index, &origin, sent).await;
         let done = Instant::now();
@@ -293,7 +296,7 @@ impl User {
                 shared,
                 (spec, index, &origin, target),
                 status,
-                done.saturating_duration_since(intended),
+                (intended, done),
                 &mut outcome,
             );
         }
@@ -416,7 +419,9 @@ impl User {
             ..spec.capture
         };
         let timeout = spec.timeout.unwrap_or(plan.request_timeout);
-        let mut may_retry = plan.stale_retry.allows(&spec.method);
+        // Whether a request cut off by a stale connection may go again
+        // (asked of the method only when it happens).
+        let mut may_retry = true;
         // A pooled connection may have been waited for: the wait is not
         // the exchange's.
         let pooled = plan.max_connections_per_host.is_some();
@@ -447,7 +452,11 @@ impl User {
             };
             match finished {
                 Err(()) => outcome.error = Some(ErrorClass::RequestTimeout),
-                Ok(Err(failure)) if may_retry && c.http.was_stale(failure) => {
+                Ok(Err(failure))
+                    if may_retry
+                        && c.http.was_stale(failure)
+                        && plan.stale_retry.allows(&spec.method) =>
+                {
                     conn = None;
                     may_retry = false;
                     shared
@@ -508,7 +517,7 @@ impl User {
         shared: &Shared,
         (spec, index, origin, target): (&RequestSpec, usize, &Origin, &str),
         status: u16,
-        latency: Duration,
+        (intended, done): (Instant, Instant),
         outcome: &mut Outcome,
     ) {
         if let Some(jar) = &mut self.jar {
@@ -535,6 +544,7 @@ impl User {
         if spec.checks.is_empty() && spec.extracts.is_empty() {
             return;
         }
+        let latency = done.saturating_duration_since(intended);
         let view = ResponseView::new(status, &self.captured, latency);
         if outcome.error.is_none() {
             let mut rng = shared.rng.borrow_mut();
@@ -582,42 +592,6 @@ impl User {
     }
 }
 
-/// Runs `exchange` until it finishes or `due` passes (`Err`), on the
-/// user's one timer. A request does not insert and remove a timer as
-/// `timeout()` would, nor even move it: the timer only has to go off no
-/// later than `due`, so one set for an earlier request's deadline stays;
-/// when it goes off early, it is set to `due` and the wait goes on. With
-/// answers much faster than the timeout, the timer is touched about once
-/// per timeout, not once per request (moving it was 1.5 % of the CPU at
-/// 1,000 connections).
-async fn timed<T>(
-    timer: &mut Option<Pin<Box<tokio::time::Sleep>>>,
-    due: Instant,
-    mut exchange: Pin<&mut impl Future<Output = T>>,
-) -> Result<T, ()> {
-    let timer = match timer {
-        Some(timer) => {
-            if due < timer.deadline().into_std() {
-                timer.as_mut().reset(due.into());
-            }
-            timer
-        }
-        None => timer.insert(Box::pin(tokio::time::sleep_until(due.into()))),
-    };
-    loop {
-        tokio::select! {
-            biased;
-            result = exchange.as_mut() => return Ok(result),
-            () = timer.as_mut() => {
-                if Instant::now() >= due {
-                    return Err(());
-                }
-                timer.as_mut().reset(due.into());
-            }
-        }
-    }
-}
-
 /// Stores a response's cookies, up to [`MAX_COOKIES_PER_USER`] in the jar:
 /// a cookie of a name the jar has is updated, a new one past the cap is
 /// dropped. Returns how many were dropped.
@@ -641,45 +615,4 @@ fn store_cookies(jar: &mut CookieStore, set_cookies: &[String], url: &url::Url) 
         .collect();
     jar.store_response_cookies(cookies.into_iter(), url);
     dropped
-}
-
-#[cfg(test)]
-mod tests {
-    use super::timed;
-    use std::future::pending;
-    use std::time::Duration;
-    use tokio::time::{sleep, Instant};
-
-    /// On paused time: the timer goes off at each request's own deadline,
-    /// whether the timer was left earlier or later by the one before.
-    #[tokio::test(start_paused = true)]
-    async fn each_request_times_out_at_its_own_deadline() {
-        let start = Instant::now();
-        let mut timer = None;
-        let at = |ms| (start + Duration::from_millis(ms)).into_std();
-        // The first request makes the timer and answers in time.
-        let answer = std::pin::pin!(async {
-            sleep(Duration::from_millis(50)).await;
-            7
-        });
-        assert_eq!(timed(&mut timer, at(100), answer).await, Ok(7));
-        // The next deadline is later; the timer, left at 100 ms, goes off
-        // early and waits on to 300 ms.
-        let never = std::pin::pin!(pending::<()>());
-        assert_eq!(timed(&mut timer, at(300), never).await, Err(()));
-        assert_eq!(start.elapsed(), Duration::from_millis(300));
-        // A long timeout leaves the timer at 1.3 s; the next request's
-        // shorter one is due before that: the timer is moved.
-        let quick = std::pin::pin!(sleep(Duration::from_millis(10)));
-        assert_eq!(timed(&mut timer, at(1_300), quick).await, Ok(()));
-        let slow = std::pin::pin!(sleep(Duration::from_millis(800)));
-        assert_eq!(timed(&mut timer, at(400), slow).await, Err(()));
-        assert_eq!(start.elapsed(), Duration::from_millis(400));
-        // An answer just before the deadline is an answer.
-        let just = std::pin::pin!(async {
-            sleep(Duration::from_millis(99)).await;
-            1
-        });
-        assert_eq!(timed(&mut timer, at(500), just).await, Ok(1));
-    }
 }

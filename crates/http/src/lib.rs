@@ -17,7 +17,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 use stream::Stream;
 use tls::TlsClient;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 /// Most body bytes kept for checks and extraction, per user; the rest is
@@ -441,15 +441,11 @@ impl Connection {
         if !self.buf.is_empty() {
             return Idle::UnrequestedBytes;
         }
-        let waker = std::task::Waker::noop();
-        let mut cx = std::task::Context::from_waker(waker);
         let mut spare = [0u8; 64];
-        let mut read = tokio::io::ReadBuf::new(&mut spare);
-        match std::pin::Pin::new(&mut self.stream).poll_read(&mut cx, &mut read) {
-            std::task::Poll::Pending => Idle::Open,
-            std::task::Poll::Ready(Ok(())) if read.filled().is_empty() => Idle::Closed,
-            std::task::Poll::Ready(Ok(())) => Idle::UnrequestedBytes,
-            std::task::Poll::Ready(Err(_)) => Idle::Closed,
+        match self.stream.read_idle(&mut spare) {
+            None => Idle::Open,
+            Some(Ok(0)) | Some(Err(_)) => Idle::Closed,
+            Some(Ok(_)) => Idle::UnrequestedBytes,
         }
     }
 

@@ -99,6 +99,10 @@ impl HeadCache {
 
     /// [`parse_head`], from the cache when `buf` starts with the last head.
     pub fn parse(&mut self, buf: &[u8], request_was_head: bool) -> Result<Option<Head>, Malformed> {
+        // Before the first read of an answer: nothing to parse yet.
+        if buf.is_empty() {
+            return Ok(None);
+        }
         if let Some(kept) = &self.last {
             if kept.head_request == request_was_head && buf.starts_with(&kept.bytes) {
                 return Ok(Some(kept.head));

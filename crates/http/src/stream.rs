@@ -13,6 +13,31 @@ pub enum Stream {
     Tls(Box<TlsStream<TcpStream>>),
 }
 
+impl Stream {
+    /// Reads what arrived while the connection sat idle, without waiting
+    /// and without leaving a waker behind (the next request's read
+    /// registers its own): `None` when nothing did.
+    pub fn read_idle(&mut self, spare: &mut [u8]) -> Option<io::Result<usize>> {
+        match self {
+            // Answered from tokio's readiness flag: no system call unless
+            // the socket was seen readable, no waker registered.
+            Stream::Plain(s) => match s.try_read(spare) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => None,
+                read => Some(read),
+            },
+            // TLS may hold decrypted bytes or a close_notify of its own.
+            Stream::Tls(s) => {
+                let mut cx = Context::from_waker(std::task::Waker::noop());
+                let mut read = ReadBuf::new(spare);
+                match Pin::new(s.as_mut()).poll_read(&mut cx, &mut read) {
+                    Poll::Pending => None,
+                    Poll::Ready(r) => Some(r.map(|()| read.filled().len())),
+                }
+            }
+        }
+    }
+}
+
 impl AsyncRead for Stream {
     fn poll_read(
         self: Pin<&mut Self>,

@@ -3,6 +3,7 @@
 
 use super::trace::Trace;
 use super::{histogram, ConnectionEvent, ErrorClass, LimitReached, Stats, MAX_STATUS};
+use hdrhistogram::Histogram;
 use std::time::{Duration, Instant};
 
 /// What became of one request, as the client saw it.
@@ -62,11 +63,14 @@ impl Interval {
 pub struct Recorder {
     start: Instant,
     current: Interval,
+    /// The current interval's histograms kept as exceptions until sealed.
+    current_exceptions: Exceptions,
     completed: Vec<Interval>,
     /// Each request's totals — only when the plan has more than one: with
     /// one they are the run's totals, which the aggregate copies (one
     /// record per request instead of two: four histogram increments fewer).
     per_request: Vec<Stats>,
+    per_request_exceptions: Vec<Exceptions>,
     active: u32,
     in_flight: u32,
     last_sent: Option<Instant>,
@@ -97,9 +101,15 @@ impl Recorder {
         Recorder {
             start,
             current: Interval::new(0, 0, 0),
+            current_exceptions: Exceptions::default(),
             completed: Vec::new(),
             per_request: if request_count > 1 {
                 (0..request_count).map(|_| Stats::new()).collect()
+            } else {
+                Vec::new()
+            },
+            per_request_exceptions: if request_count > 1 {
+                (0..request_count).map(|_| Exceptions::default()).collect()
             } else {
                 Vec::new()
             },
@@ -142,12 +152,17 @@ impl Recorder {
         }
         for skipped in self.current.index + 1..index {
             let gauge = Interval::new(skipped, self.active, self.in_flight);
-            self.completed
-                .push(std::mem::replace(&mut self.current, gauge));
+            self.close_current(gauge);
         }
         let next = Interval::new(index, self.active, self.in_flight);
-        self.completed
-            .push(std::mem::replace(&mut self.current, next));
+        self.close_current(next);
+    }
+
+    /// Seals the current interval into the completed ones; `next` follows.
+    fn close_current(&mut self, next: Interval) {
+        let mut done = std::mem::replace(&mut self.current, next);
+        std::mem::take(&mut self.current_exceptions).seal(&mut done.stats);
+        self.completed.push(done);
     }
 
     pub fn user_started(&mut self) {
@@ -200,18 +215,34 @@ impl Recorder {
         outcome: &Outcome,
     ) {
         self.in_flight = self.in_flight.saturating_sub(1);
-        self.advance_to(done);
+        // Each instant as nanoseconds from the start, then integers: one
+        // clock subtraction per instant, not one per figure.
+        let since_start = |at: Instant| at.saturating_duration_since(self.start).as_nanos() as u64;
+        let (intended_ns, done_ns) = (since_start(intended), since_start(done));
+        let sent_ns = sent.map(since_start);
+        self.move_to((done_ns / NANOS_PER_SECOND) as u32);
         self.last_done = Some(done);
         if sent.is_some() {
             self.last_sent = self.last_sent.max(sent);
         }
-        let latency = micros(done.saturating_duration_since(intended));
-        let service = sent.map(|s| micros(done.saturating_duration_since(s)));
-        let lag = sent.map(|s| micros(s.saturating_duration_since(intended)));
+        let micros_between = |from: u64, to: u64| to.saturating_sub(from) / 1000;
+        let latency = micros_between(intended_ns, done_ns);
+        let service = sent_ns.map(|s| micros_between(s, done_ns));
+        let lag = sent_ns.map(|s| micros_between(intended_ns, s));
         if let Some(trace) = &mut self.trace {
             trace.record(self.start, done, latency, outcome.error);
         }
-        record_into(&mut self.current.stats, latency, service, lag, outcome);
+        let times = Times {
+            latency,
+            service,
+            lag,
+        };
+        record_into(
+            &mut self.current.stats,
+            &mut self.current_exceptions,
+            times,
+            outcome,
+        );
         let by_request = &mut self.current.by_request;
         if by_request.len() <= request {
             by_request.resize(request + 1, RequestCounts::default());
@@ -228,7 +259,12 @@ impl Recorder {
             histogram::record_us(&mut by[request], latency);
         }
         if let Some(stats) = self.per_request.get_mut(request) {
-            record_into(stats, latency, service, lag, outcome);
+            record_into(
+                stats,
+                &mut self.per_request_exceptions[request],
+                times,
+                outcome,
+            );
         }
     }
 
@@ -250,7 +286,11 @@ impl Recorder {
     }
 
     /// Everything left: the remaining intervals and the per-request totals.
-    pub fn finish(self) -> WorkerReport {
+    pub fn finish(mut self) -> WorkerReport {
+        self.current_exceptions.seal(&mut self.current.stats);
+        for (stats, exceptions) in self.per_request.iter_mut().zip(self.per_request_exceptions) {
+            exceptions.seal(stats);
+        }
         let mut intervals = self.completed;
         intervals.push(self.current);
         WorkerReport {
@@ -264,35 +304,98 @@ impl Recorder {
     }
 }
 
-fn micros(d: Duration) -> u64 {
-    d.as_micros().min(u64::MAX as u128) as u64
-}
+const NANOS_PER_SECOND: u64 = 1_000_000_000;
 
-fn record_into(
-    stats: &mut Stats,
+/// One request's times in microseconds; `service` and `lag` are `None`
+/// when it was never sent.
+#[derive(Clone, Copy)]
+struct Times {
     latency: u64,
     service: Option<u64>,
     lag: Option<u64>,
-    outcome: &Outcome,
-) {
+}
+
+/// Most requests repeat a value another histogram already holds: an OK
+/// request's latency is in `latency` (so `latency_ok` is `latency` less the
+/// failed ones), a closed-model request's service time is its latency,
+/// and its send lag is 0. Only the exceptions are recorded per request;
+/// [`Exceptions::seal`] derives the three histograms from them — the same
+/// counts in every bucket — once per second instead of three histogram
+/// increments per request.
+#[derive(Default)]
+struct Exceptions {
+    /// Latencies of failed requests.
+    failed: Option<Histogram<u64>>,
+    /// Latencies of requests whose service time differed (or which were
+    /// never sent), and those service times.
+    latency_not_service: Option<Histogram<u64>>,
+    service_not_latency: Option<Histogram<u64>>,
+    /// Requests sent at their intended time (to the microsecond).
+    lags_of_zero: u64,
+}
+
+impl Exceptions {
+    /// Fills `latency_ok`, `service_time` and `send_lag` of `stats`, whose
+    /// `latency` holds every request recorded with these exceptions.
+    fn seal(self, stats: &mut Stats) {
+        stats.latency_ok = stats.latency.clone();
+        if let Some(failed) = &self.failed {
+            // Every failed latency was also recorded in `latency`.
+            stats
+                .latency_ok
+                .subtract(failed)
+                .expect("failed latencies are a subset of all latencies");
+        }
+        stats.service_time = stats.latency.clone();
+        if let Some(unlike) = &self.latency_not_service {
+            stats
+                .service_time
+                .subtract(unlike)
+                .expect("these latencies are a subset of all latencies");
+        }
+        if let Some(service) = &self.service_not_latency {
+            histogram::add(&mut stats.service_time, service);
+        }
+        if self.lags_of_zero > 0 {
+            stats
+                .send_lag
+                .record_n(0, self.lags_of_zero)
+                .expect("0 is in every histogram's range");
+        }
+    }
+}
+
+fn record_exception(h: &mut Option<Histogram<u64>>, us: u64) {
+    histogram::record_us(h.get_or_insert_with(histogram::new), us);
+}
+
+fn record_into(stats: &mut Stats, exceptions: &mut Exceptions, times: Times, outcome: &Outcome) {
+    let Times {
+        latency,
+        service,
+        lag,
+    } = times;
     stats.requests += 1;
     stats.bytes += outcome.bytes;
     if let Some(code) = outcome.status {
         stats.status[(code as usize).min(MAX_STATUS)] += 1;
     }
     histogram::record_us(&mut stats.latency, latency);
-    if let Some(service) = service {
-        histogram::record_us(&mut stats.service_time, service);
+    if service != Some(latency) {
+        record_exception(&mut exceptions.latency_not_service, latency);
+        if let Some(service) = service {
+            record_exception(&mut exceptions.service_not_latency, service);
+        }
     }
-    if let Some(lag) = lag {
-        histogram::record_us(&mut stats.send_lag, lag);
+    match lag {
+        Some(0) => exceptions.lags_of_zero += 1,
+        Some(lag) => histogram::record_us(&mut stats.send_lag, lag),
+        None => {}
     }
     match outcome.error {
-        None => {
-            stats.ok += 1;
-            histogram::record_us(&mut stats.latency_ok, latency);
-        }
+        None => stats.ok += 1,
         Some(class) => {
+            record_exception(&mut exceptions.failed, latency);
             stats.failed += 1;
             stats.errors[class.index()] += 1;
             if let Some(check) = outcome.failed_check {
@@ -327,6 +430,80 @@ mod tests {
         got.extend(r.take_completed(5));
         let seconds: Vec<(u32, u32)> = got.iter().map(|i| (i.index, i.active_peak)).collect();
         assert_eq!(seconds, [(0, 3), (1, 3), (2, 3), (3, 3), (4, 3)]);
+    }
+
+    fn micros(d: Duration) -> u64 {
+        d.as_micros() as u64
+    }
+
+    /// Every bucket's count, for comparing histograms built two ways.
+    fn buckets(h: &Histogram<u64>) -> Vec<(u64, u64)> {
+        h.iter_recorded()
+            .map(|v| (v.value_iterated_to(), v.count_at_value()))
+            .collect()
+    }
+
+    proptest::proptest! {
+        /// The histograms sealed from exceptions hold, bucket for bucket,
+        /// what recording every request into each of them would: any mix
+        /// of OK, failed and never-sent requests, sent on time or late.
+        #[test]
+        fn sealed_histograms_equal_recording_each_request(
+            requests in proptest::collection::vec(
+                (0u64..5_000_000, 0u64..3, 0u64..200_000, 0u8..6),
+                1..300,
+            )
+        ) {
+            let start = Instant::now();
+            let mut r = Recorder::new(start, 2);
+            let mut want = Stats::new();
+            for (i, &(at, lag, service, kind)) in requests.iter().enumerate() {
+                let intended = start + Duration::from_micros(at);
+                // lag: on time (0), within the microsecond, or late.
+                let lag = [0, 400, 1_700][lag as usize];
+                let sent = intended + Duration::from_nanos(lag);
+                let done = sent + Duration::from_micros(service);
+                let outcome = Outcome {
+                    status: Some(200),
+                    error: (kind == 0).then_some(ErrorClass::Http5xx),
+                    ..Default::default()
+                };
+                let latency = micros(done - intended);
+                histogram::record_us(&mut want.latency, latency);
+                if kind == 1 {
+                    r.record_not_sent(i % 2, intended, done);
+                    continue;
+                }
+                if kind != 0 {
+                    histogram::record_us(&mut want.latency_ok, latency);
+                }
+                histogram::record_us(&mut want.service_time, micros(done - sent));
+                histogram::record_us(&mut want.send_lag, micros(sent - intended));
+                r.request_started();
+                r.record(i % 2, intended, Some(sent), done, &outcome);
+            }
+            let report = r.finish();
+            let mut got = Stats::new();
+            for stats in &report.per_request {
+                got += stats;
+            }
+            for (got, want) in [
+                (&got.latency, &want.latency),
+                (&got.latency_ok, &want.latency_ok),
+                (&got.service_time, &want.service_time),
+                (&got.send_lag, &want.send_lag),
+            ] {
+                proptest::prop_assert_eq!(buckets(got), buckets(want));
+                proptest::prop_assert_eq!(got.max(), want.max());
+                proptest::prop_assert_eq!(got.min(), want.min());
+            }
+            let mut by_second = Stats::new();
+            for interval in &report.intervals {
+                by_second += &interval.stats;
+            }
+            proptest::prop_assert_eq!(buckets(&by_second.service_time), buckets(&want.service_time));
+            proptest::prop_assert_eq!(buckets(&by_second.latency_ok), buckets(&want.latency_ok));
+        }
     }
 
     #[test]
