@@ -1,6 +1,6 @@
 //! HTTP response parsing: any bytes are incomplete, invalid or a head; a
 //! head parses the same from exactly its own bytes, and from any bytes that
-//! start with it (so a connection's `HeadCache` answers what a parse
+//! start with it (so a `HeadCache` answers what a parse
 //! would); the chunked decoder never consumes more than it is given,
 //! however the bytes are split.
 #![no_main]
@@ -13,7 +13,7 @@ fuzz_target!(|data: &[u8]| {
     // as it would without it.
     let split = data.first().map_or(0, |&b| b as usize % (data.len() + 1));
     for head_request in [false, true] {
-        let mut cache = HeadCache::default();
+        let cache = HeadCache::default();
         let _ = cache.parse(&data[..split], head_request);
         assert_eq!(
             cache.parse(data, head_request),

@@ -13,7 +13,7 @@
 use crate::metrics::ErrorClass;
 use crate::plan::Plan;
 use headroom_http::tls::{TlsClient, TlsOptions};
-use headroom_http::{routes, Connection, Failure};
+use headroom_http::{routes, Connection, Failure, HeadCache};
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
@@ -38,6 +38,8 @@ pub(crate) struct Origin {
     /// Pooled mode: idle connections any user may take.
     idle: RefCell<Vec<Conn>>,
     freed: Notify,
+    /// The last response head, shared by this worker's connections here.
+    heads: Rc<HeadCache>,
 }
 
 /// A connection to an origin; dropping it closes it and frees its place
@@ -67,6 +69,7 @@ impl Origin {
             open: Cell::new(0),
             idle: RefCell::new(Vec::new()),
             freed: Notify::new(),
+            heads: Rc::default(),
         }
     }
 
@@ -248,7 +251,8 @@ impl Origins {
         if !self.pooled() {
             origin.open.set(origin.open.get() + 1);
         }
-        match Connection::connect(origin.addr, local, timeout, origin.tls.as_ref()).await {
+        let heads = origin.heads.clone();
+        match Connection::connect(origin.addr, local, timeout, origin.tls.as_ref(), heads).await {
             Ok(http) => Ok(Conn {
                 http,
                 origin: origin.clone(),

@@ -11,9 +11,11 @@ pub mod routes;
 mod stream;
 pub mod tls;
 
-use response::{append_limited, ChunkedDecoder, Framing, HeadCache};
+pub use response::HeadCache;
+use response::{append_limited, ChunkedDecoder, Framing};
 use std::io;
 use std::net::SocketAddr;
+use std::rc::Rc;
 use std::time::Duration;
 use stream::Stream;
 use tls::TlsClient;
@@ -372,7 +374,8 @@ pub struct Connection {
     completed: u64,
     /// The current (or last) exchange read at least one byte.
     answered: bool,
-    heads: HeadCache,
+    /// Shared with the other connections to the same server.
+    heads: Rc<HeadCache>,
 }
 
 /// Connects to `addr` from source address `ip` (any free port).
@@ -390,12 +393,14 @@ impl Connection {
     /// Opens a TCP connection (and the TLS session, when `tls` is given),
     /// all within `timeout`; from source address `local` when given (one
     /// source address reaches one destination through at most ~28k
-    /// ephemeral ports).
+    /// ephemeral ports). `heads` is the server's head cache, shared by its
+    /// connections.
     pub async fn connect(
         addr: SocketAddr,
         local: Option<std::net::IpAddr>,
         timeout: Duration,
         tls: Option<&TlsClient>,
+        heads: Rc<HeadCache>,
     ) -> Result<Connection, Failure> {
         let open = async {
             let tcp = match local {
@@ -424,7 +429,7 @@ impl Connection {
             buf: Vec::with_capacity(READ_BUFFER),
             completed: 0,
             answered: false,
-            heads: HeadCache::default(),
+            heads,
         })
     }
 
@@ -450,14 +455,13 @@ impl Connection {
     }
 
     /// Gives the read buffer back while the connection waits (a user's
-    /// think time): an idle keep-alive connection then holds no buffer
-    /// (nor the last head), and the next read allocates one. The read
-    /// buffer only when nothing unread is in it.
+    /// think time): an idle keep-alive connection then holds no buffer,
+    /// and the next read allocates one. The read buffer only when nothing
+    /// unread is in it.
     pub fn release_buffer(&mut self) {
         if self.buf.is_empty() {
             self.buf = Vec::new();
         }
-        self.heads = HeadCache::default();
     }
 
     /// `failure` ended an exchange on a reused connection before any byte

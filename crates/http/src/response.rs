@@ -2,6 +2,8 @@
 //! bytes so far are *incomplete* (read more) or *invalid* (malformed), so a
 //! server that drips bytes or sends garbage is handled without guessing.
 
+use std::cell::RefCell;
+
 /// How the body of a response is delimited (RFC 9112 §6.3).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Framing {
@@ -71,17 +73,18 @@ pub fn parse_head(buf: &[u8], request_was_head: bool) -> Result<Option<Head>, Ma
     Ok(Some(fields.finish(status, len, request_was_head)))
 }
 
-/// The last head a connection parsed, and its bytes. A server answers a
-/// repeated request with the same head byte for byte — but for `Date`,
-/// once a second — and a head's parse depends on its bytes alone (the
-/// `response` fuzzer checks it), so a head that starts the buffer again
-/// is not parsed again: parsing was a quarter of a plain GET's user-space
-/// instructions (callgrind, nginx's five-header answer).
+/// The last head parsed, and its bytes. A server answers a repeated
+/// request with the same head byte for byte — but for `Date`, once a
+/// second — and a head's parse depends on its bytes alone (the `response`
+/// fuzzer checks it), so a head that starts the buffer again is not parsed
+/// again: parsing was a quarter of a plain GET's user-space instructions
+/// (callgrind, nginx's five-header answer). The connections to one server
+/// share one (an `Rc`, within one worker thread): its head stays in the
+/// CPU's cache however many connections there are, and no connection
+/// holds a copy.
 #[derive(Debug, Default)]
 pub struct HeadCache {
-    /// Boxed: a connection is moved in and out of its user's list on every
-    /// request, and stays small that way.
-    last: Option<Box<KeptHead>>,
+    last: RefCell<Option<KeptHead>>,
 }
 
 #[derive(Debug)]
@@ -98,24 +101,23 @@ impl HeadCache {
     const MAX_KEPT: usize = 1024;
 
     /// [`parse_head`], from the cache when `buf` starts with the last head.
-    pub fn parse(&mut self, buf: &[u8], request_was_head: bool) -> Result<Option<Head>, Malformed> {
+    pub fn parse(&self, buf: &[u8], request_was_head: bool) -> Result<Option<Head>, Malformed> {
         // Before the first read of an answer: nothing to parse yet.
         if buf.is_empty() {
             return Ok(None);
         }
-        if let Some(kept) = &self.last {
+        let mut last = self.last.borrow_mut();
+        if let Some(kept) = &*last {
             if kept.head_request == request_was_head && buf.starts_with(&kept.bytes) {
                 return Ok(Some(kept.head));
             }
         }
         let parsed = parse_head(buf, request_was_head)?;
         if let Some(head) = parsed.filter(|h| h.len <= Self::MAX_KEPT) {
-            let kept = self.last.get_or_insert_with(|| {
-                Box::new(KeptHead {
-                    bytes: Vec::new(),
-                    head,
-                    head_request: request_was_head,
-                })
+            let kept = last.get_or_insert_with(|| KeptHead {
+                bytes: Vec::new(),
+                head,
+                head_request: request_was_head,
             });
             kept.bytes.clear();
             kept.bytes.extend_from_slice(&buf[..head.len]);
@@ -521,7 +523,7 @@ mod tests {
             if let Some(b) = second.get_mut(flip) {
                 *b ^= 0x20;
             }
-            let mut cache = HeadCache::default();
+            let cache = HeadCache::default();
             let _ = cache.parse(&heads.swap_remove(first), head_requests.0);
             prop_assert_eq!(
                 cache.parse(&second, head_requests.1),
@@ -533,17 +535,20 @@ mod tests {
     #[test]
     fn a_repeated_head_is_answered_from_the_cache() {
         let answer = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nhi";
-        let mut cache = HeadCache::default();
+        let cache = HeadCache::default();
         let head = cache.parse(answer, false).unwrap().unwrap();
-        assert_eq!(cache.last.as_ref().unwrap().bytes, &answer[..head.len]);
+        assert_eq!(
+            cache.last.borrow().as_ref().unwrap().bytes,
+            &answer[..head.len]
+        );
         assert_eq!(cache.parse(answer, false), Ok(Some(head)));
         // A HEAD request's answer has no body: parsed again.
         let to_head = cache.parse(answer, true).unwrap().unwrap();
         assert_eq!(to_head.framing, Framing::Empty);
         // Too long to keep: parsed every time, nothing held.
         let long = format!("HTTP/1.1 200 OK\r\nX: {}\r\n\r\n", "a".repeat(2000));
-        let mut cache = HeadCache::default();
+        let cache = HeadCache::default();
         assert!(cache.parse(long.as_bytes(), false).unwrap().is_some());
-        assert!(cache.last.is_none());
+        assert!(cache.last.borrow().is_none());
     }
 }
