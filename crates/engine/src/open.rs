@@ -15,12 +15,16 @@ use std::cell::Cell;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-/// Tokio's timer fires on millisecond ticks, up to a tick after the
-/// deadline. Waking a tick early lets an arrival go out on time instead of
-/// ~1 ms late on average, which, counted from the intended time, would add
-/// a phantom millisecond to every latency of a fast server. A send that
+/// How early an arrival's timer is set. Tokio's timer fires on millisecond
+/// ticks: a deadline is rounded up to the next tick (up to 1 ms), and the
+/// wait until that tick, counted from the last whole tick, is rounded up
+/// again by `epoll_wait`'s milliseconds (up to 1 ms more). Set one tick
+/// early, an arrival still went out up to 1 ms late whenever the run's
+/// schedule fell on the wrong side of the tick grid (half the runs at
+/// 200 req/s: send lag mean 0.5 ms, `bench/added_latency.py` 536 µs
+/// instead of 55 µs). Two ticks early it never goes out late; a send that
 /// starts early is measured from when it starts (see `InFlight::sent_at`).
-const TIMER_TICK: Duration = Duration::from_millis(1);
+const TIMER_EARLY: Duration = Duration::from_millis(2);
 
 /// While behind schedule, the scheduler yields to the connections after
 /// this many arrivals.
@@ -71,7 +75,7 @@ pub(crate) async fn run(shared: Rc<Shared>, load: &OpenLoad, queue: Queue) {
             shared.next_arrival.set(n);
             continue;
         }
-        let wake = intended.checked_sub(TIMER_TICK).unwrap_or(intended);
+        let wake = intended.checked_sub(TIMER_EARLY).unwrap_or(intended);
         if wake > Instant::now() {
             if !shared.sleep_until(wake).await {
                 break;

@@ -185,7 +185,7 @@ impl<'a> InFlight<'a> {
         }
     }
 
-    /// An open-model arrival woken a timer tick early (see `open.rs`) is
+    /// An open-model arrival woken two timer ticks early (see `open.rs`) is
     /// timed from when it was actually sent, never from before it.
     pub fn sent_at(&mut self, at: Instant) {
         self.intended = self.intended.min(at);

@@ -174,8 +174,8 @@ fn an_interrupted_open_run_is_not_generator_bound() {
     });
 }
 
-/// The timer fires up to a millisecond late; arrivals wake a tick early so
-/// sends leave on time, and an early send is timed from its start.
+/// The timer fires up to two milliseconds late; arrivals wake two ticks
+/// early so sends leave on time, and an early send is timed from its start.
 #[test]
 fn open_model_sends_on_time_and_never_times_from_before_the_send() {
     let _serial = serial();
