@@ -18,38 +18,11 @@ Usage: bench/instructions.py [--connections 50] [--cache]
   --cache   cachegrind with its cache simulation (adds L1 data misses per
             request: what a request touches that is not in the CPU cache)
 """
-import argparse, os, re, shutil, signal, socket, subprocess, sys, tempfile, time
+import argparse, os, re, shutil, signal, subprocess, sys, tempfile
 
-
-def free_port():
-    s = socket.socket(); s.bind(("127.0.0.1", 0)); p = s.getsockname()[1]; s.close(); return p
-
-
-def start_nginx(d, port):
-    conf = f"""{'user root;' if os.geteuid() == 0 else ''}
-worker_processes 1;
-worker_rlimit_nofile 30000;
-daemon off;
-pid {d}/nginx.pid;
-error_log {d}/error.log;
-events {{ worker_connections 20000; }}
-http {{
-  access_log off;
-  client_body_temp_path {d}/body; proxy_temp_path {d}/proxy; fastcgi_temp_path {d}/fcgi;
-  uwsgi_temp_path {d}/uwsgi; scgi_temp_path {d}/scgi;
-  keepalive_requests 1000000;
-  server {{ listen 127.0.0.1:{port} backlog=4096; location / {{ return 200 "hello from nginx\\n"; }} }}
-}}
-"""
-    open(f"{d}/nginx.conf", "w").write(conf)
-    p = subprocess.Popen(["taskset", "-c", "0", "nginx", "-p", d, "-c", f"{d}/nginx.conf"],
-                         stderr=subprocess.DEVNULL)
-    for _ in range(200):
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.1).close(); return p
-        except OSError:
-            time.sleep(0.05)
-    p.kill(); sys.exit("nginx did not start")
+# The same nginx as the wrk comparison (one worker on CPU 0, keep-alive
+# without limit); its access log off, as there.
+from vs_wrk import free_port, start_nginx
 
 
 def valgrind(cmd, cache, d):
@@ -88,7 +61,7 @@ def main():
         if not shutil.which(tool): sys.exit(f"{tool} not found: apt-get install -y nginx-light valgrind wrk")
     d = tempfile.mkdtemp(prefix="headroom-instr-")
     port = free_port(); url = f"http://127.0.0.1:{port}/"
-    nginx = start_nginx(d, port)
+    nginx = start_nginx(d, port, access_log=False)
     try:
         runs = {}
         for n in (20_000, 60_000):

@@ -99,15 +99,17 @@ mod tests {
     use std::time::Duration;
     use tokio::time::{sleep, Instant};
 
+    /// Runs `test` in a task of its own, as a user runs (a task's waker is
+    /// the same from poll to poll; the test's own future's is not).
+    async fn in_a_task(test: impl Future<Output = ()> + Send + 'static) {
+        tokio::spawn(test).await.unwrap();
+    }
+
     /// On paused time: the timer goes off at each request's own deadline,
     /// whether the timer was left earlier or later by the one before.
     #[tokio::test(start_paused = true)]
     async fn each_request_times_out_at_its_own_deadline() {
-        // In a task of its own, as a user runs (a task's waker is the same
-        // from poll to poll).
-        tokio::spawn(each_request_times_out_at_its_own_deadline_task())
-            .await
-            .unwrap();
+        in_a_task(each_request_times_out_at_its_own_deadline_task()).await;
     }
 
     async fn each_request_times_out_at_its_own_deadline_task() {
@@ -155,9 +157,7 @@ mod tests {
     /// polled (the timer then takes no waker) still times out.
     #[tokio::test(start_paused = true)]
     async fn a_timeout_polled_without_budget_still_goes_off() {
-        tokio::spawn(a_timeout_polled_without_budget_still_goes_off_task())
-            .await
-            .unwrap();
+        in_a_task(a_timeout_polled_without_budget_still_goes_off_task()).await;
     }
 
     async fn a_timeout_polled_without_budget_still_goes_off_task() {
