@@ -46,7 +46,11 @@ impl RequestTimer {
     /// to wake this task at the latest when `due` passes.
     fn poll_due(&mut self, due: Instant, cx: &mut Context<'_>) -> Poll<()> {
         let wakes_this_task = self.wakes.as_ref().is_some_and(|w| w.will_wake(cx.waker()));
-        if wakes_this_task && !self.sleep.is_elapsed() {
+        // Before its deadline the timer cannot have gone off: asked of the
+        // clock, not of the boxed sleep, whose memory is a cache miss per
+        // request at 1,000 connections (~1.5 % of the CPU); a clock read
+        // is not. tokio's clock: the same as std's, but for paused tests.
+        if wakes_this_task && tokio::time::Instant::now().into_std() < self.deadline {
             return Poll::Pending;
         }
         // A task out of its cooperative budget gets `Pending` from the
