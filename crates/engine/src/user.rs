@@ -40,7 +40,8 @@ pub(crate) struct User {
     pub iteration: u64,
     /// Kept-alive connections, one per origin, the most recently used last
     /// (none between requests when connections are pooled per host).
-    conns: Vec<Conn>,
+    #[allow(clippy::vec_box)] // boxed on purpose: see `Conn`
+    conns: Vec<Box<Conn>>,
     vars: HashMap<String, String>,
     jar: Option<CookieStore>,
     feeder_cursors: Vec<u64>,
@@ -364,7 +365,7 @@ impl User {
         shared: &Shared,
         origin: &Rc<Origin>,
         index: usize,
-    ) -> Option<Conn> {
+    ) -> Option<Box<Conn>> {
         loop {
             let mut conn = if shared.origins.pooled() {
                 shared.origins.checkout(origin).await?
@@ -385,7 +386,7 @@ impl User {
     }
 
     /// A connection done with: kept for the next request to its origin.
-    fn keep(&mut self, shared: &Shared, conn: Conn) {
+    fn keep(&mut self, shared: &Shared, conn: Box<Conn>) {
         if shared.origins.pooled() {
             shared.origins.check_in(conn);
             return;
@@ -488,7 +489,7 @@ impl User {
         shared: &Shared,
         origin: &Rc<Origin>,
         index: usize,
-    ) -> Result<Conn, Failure> {
+    ) -> Result<Box<Conn>, Failure> {
         // Boxed: the connect (TLS handshake included) is ~1.4 KB of state
         // that every user's future would otherwise carry all run long, for
         // the rare moment it connects.
