@@ -37,6 +37,7 @@
 pub mod metrics;
 pub mod plan;
 
+mod arrival_clock;
 mod backoff;
 mod closed;
 mod open;

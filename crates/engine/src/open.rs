@@ -9,22 +9,12 @@
 //! sees the connection churn real users make.
 
 use super::user::User;
+use crate::arrival_clock::ArrivalClock;
 use crate::plan::OpenLoad;
 use crate::shared::{ActiveUser, Shared};
 use std::cell::Cell;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
-
-/// How early an arrival's timer is set. Tokio's timer fires on millisecond
-/// ticks: a deadline is rounded up to the next tick (up to 1 ms), and the
-/// wait until that tick, counted from the last whole tick, is rounded up
-/// again by `epoll_wait`'s milliseconds (up to 1 ms more). Set one tick
-/// early, an arrival still went out up to 1 ms late whenever the run's
-/// schedule fell on the wrong side of the tick grid (half the runs at
-/// 200 req/s: send lag mean 0.5 ms, `bench/added_latency.py` 536 µs
-/// instead of 55 µs). Two ticks early it never goes out late; a send that
-/// starts early is measured from when it starts (see `InFlight::sent_at`).
-const TIMER_EARLY: Duration = Duration::from_millis(2);
 
 /// While behind schedule, the scheduler yields to the connections after
 /// this many arrivals.
@@ -60,6 +50,8 @@ pub(crate) async fn run(shared: Rc<Shared>, load: &OpenLoad, queue: Queue) {
     // follows the schedule from where it is.
     let joined = shared.joined;
     let mut n = shared.next_arrival.get();
+    let clock = ArrivalClock::new();
+    let mut last: Option<Instant> = None;
     while n < limit {
         let Some(offset) = load.schedule.at(n) else {
             break;
@@ -75,9 +67,13 @@ pub(crate) async fn run(shared: Rc<Shared>, load: &OpenLoad, queue: Queue) {
             shared.next_arrival.set(n);
             continue;
         }
-        let wake = intended.checked_sub(TIMER_EARLY).unwrap_or(intended);
-        if wake > Instant::now() {
-            if !shared.sleep_until(wake).await {
+        // This worker's arrivals are this far apart now (the rate may move).
+        let gap = last.map_or(Duration::MAX, |last| {
+            intended.saturating_duration_since(last)
+        });
+        last = Some(intended);
+        if intended > Instant::now() {
+            if !clock.wait_for(&shared, intended, gap).await {
                 break;
             }
         } else if n % YIELD_EVERY < shared.workers as u64 {
