@@ -18,7 +18,7 @@
 //! sender pays ~20 µs of kernel time for that (at 20,000 arrivals a second,
 //! one wake-up each: 65 % of a core, against 17 % in millisecond bursts).
 //! So above 5,000 arrivals a second, once awake, the scheduler also lets
-//! out those due within [`BATCH_WINDOW`]: a wake-up per 0.5 ms at most,
+//! out those due within [`BATCH_WINDOW`]: about a wake-up per 0.5 ms,
 //! arrivals up to 0.5 ms early instead of tokio's 2 ms.
 //!
 //! Without a `timerfd` (another system, or none to be had), tokio's timer
@@ -31,18 +31,18 @@ use crate::stop::Phase;
 use std::time::{Duration, Instant};
 
 /// How long before an arrival the timer is set.
-pub(crate) const WAKE_EARLY: Duration = Duration::from_micros(50);
+const WAKE_EARLY: Duration = Duration::from_micros(50);
 
 /// Above 5,000 arrivals a second: how far ahead the scheduler lets
 /// arrivals out once awake.
-pub(crate) const BATCH_WINDOW: Duration = Duration::from_micros(500);
+const BATCH_WINDOW: Duration = Duration::from_micros(500);
 
 /// Arrivals closer together than this share wake-ups (5,000 a second).
 const FAST_GAP: Duration = Duration::from_micros(200);
 
 /// How far ahead arrivals go out together when they are `gap` apart (to
 /// this worker): each on its own wake-up up to 5,000 a second.
-pub(crate) fn batch_window(gap: Duration) -> Duration {
+fn batch_window(gap: Duration) -> Duration {
     if gap < FAST_GAP {
         BATCH_WINDOW
     } else {
