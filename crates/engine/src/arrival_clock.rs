@@ -27,7 +27,6 @@
 //! spinning up to 2 ms per arrival.
 
 use crate::shared::Shared;
-use crate::stop::Phase;
 use std::time::{Duration, Instant};
 
 /// How long before an arrival the timer is set.
@@ -79,15 +78,9 @@ impl ArrivalClock {
         }
         #[cfg(target_os = "linux")]
         if let Some(timer) = &self.timer {
-            if shared.stop.is_stopping() {
-                return false;
-            }
             if linux::set(timer, wake - now).is_ok() {
-                let mut phase = shared.stop.subscribe();
-                return tokio::select! {
-                    fired = linux::fired(timer) => fired.is_ok() && !shared.stop.is_stopping(),
-                    _ = phase.wait_for(|p| *p != Phase::Running) => false,
-                };
+                let fired = shared.unless_stopping(linux::fired(timer)).await;
+                return matches!(fired, Some(Ok(())));
             }
         }
         if let Some(early) = wake.checked_sub(TOKIO_TIMER_EARLY) {

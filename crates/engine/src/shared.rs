@@ -8,6 +8,7 @@ use crate::plan::shard::Stride;
 use crate::plan::{Flow, Plan};
 use crate::stop::{Phase, StopSignal};
 use std::cell::RefCell;
+use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
@@ -123,13 +124,21 @@ impl Shared {
 
     /// Sleeps until `at`; `false` if the run began stopping meanwhile.
     pub async fn sleep_until(&self, at: Instant) -> bool {
+        self.unless_stopping(tokio::time::sleep_until(at.into()))
+            .await
+            .is_some()
+    }
+
+    /// Waits for `wait`, cut short when the run begins stopping: `None`
+    /// then, or when it already had.
+    pub async fn unless_stopping<T>(&self, wait: impl Future<Output = T>) -> Option<T> {
         if self.stop.is_stopping() {
-            return false;
+            return None;
         }
         let mut phase = self.stop.subscribe();
         tokio::select! {
-            _ = tokio::time::sleep_until(at.into()) => !self.stop.is_stopping(),
-            _ = phase.wait_for(|p| *p != Phase::Running) => false,
+            out = wait => (!self.stop.is_stopping()).then_some(out),
+            _ = phase.wait_for(|p| *p != Phase::Running) => None,
         }
     }
 }
