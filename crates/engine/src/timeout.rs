@@ -71,12 +71,15 @@ impl RequestTimer {
 }
 
 /// Runs `exchange` until it finishes or `due` passes (`Err`), on the
-/// user's one timer (made on its first request).
-pub(crate) async fn timed<T>(
-    timer: &mut Option<RequestTimer>,
+/// user's one timer (made on its first request). Not an async fn: the
+/// timer is set when it is called, and the future it returns has no state
+/// of its own to step through (one cache line less per request at 1,000
+/// connections).
+pub(crate) fn timed<'a, T>(
+    timer: &'a mut Option<RequestTimer>,
     due: Instant,
-    mut exchange: Pin<&mut impl Future<Output = T>>,
-) -> Result<T, ()> {
+    mut exchange: Pin<&'a mut impl Future<Output = T>>,
+) -> impl Future<Output = Result<T, ()>> + 'a {
     let timer = match timer {
         Some(timer) => {
             if due < timer.deadline {
@@ -86,13 +89,12 @@ pub(crate) async fn timed<T>(
         }
         None => timer.insert(RequestTimer::new(due)),
     };
-    std::future::poll_fn(|cx| {
+    std::future::poll_fn(move |cx| {
         if let Poll::Ready(result) = exchange.as_mut().poll(cx) {
             return Poll::Ready(Ok(result));
         }
         timer.poll_due(due, cx).map(Err)
     })
-    .await
 }
 
 #[cfg(test)]

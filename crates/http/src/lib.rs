@@ -13,13 +13,16 @@ pub mod tls;
 
 pub use response::HeadCache;
 use response::{append_limited, ChunkedDecoder, Framing};
+use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::rc::Rc;
+use std::task::{ready, Context, Poll};
 use std::time::Duration;
 use stream::Stream;
 use tls::TlsClient;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncWriteExt, ReadBuf};
 use tokio::net::TcpStream;
 
 /// Most body bytes kept for checks and extraction, per user; the rest is
@@ -477,17 +480,27 @@ impl Connection {
             )
     }
 
-    async fn read_more(&mut self) -> Result<usize, Failure> {
+    /// Reads what has arrived (at most the buffer's spare room) onto the
+    /// end of the buffer; 0 at the end of the stream. Not an async fn: the
+    /// future it returns has no state of its own to step through, which is
+    /// one cache line less per request at 1,000 connections.
+    fn read_more(&mut self) -> impl Future<Output = Result<usize, Failure>> + '_ {
+        std::future::poll_fn(move |cx| self.poll_read_more(cx))
+    }
+
+    fn poll_read_more(&mut self, cx: &mut Context<'_>) -> Poll<Result<usize, Failure>> {
         if self.buf.capacity() - self.buf.len() < 1024 {
             self.buf.reserve(READ_BUFFER);
         }
-        let n = self
-            .stream
-            .read_buf(&mut self.buf)
-            .await
+        let mut spare = ReadBuf::uninit(self.buf.spare_capacity_mut());
+        ready!(Pin::new(&mut self.stream).poll_read(cx, &mut spare))
             .map_err(|e| exchange_error_class(&e))?;
+        let n = spare.filled().len();
+        // SAFETY: `poll_read` initialised the first `n` bytes of the spare
+        // capacity (what `AsyncReadExt::read_buf` does too).
+        unsafe { self.buf.set_len(self.buf.len() + n) };
         self.answered |= n > 0;
-        Ok(n)
+        Poll::Ready(Ok(n))
     }
 
     /// Sends `request` and reads one complete response, keeping what
@@ -506,23 +519,6 @@ impl Connection {
         captured: &mut Captured,
     ) -> Result<Response, Failure> {
         self.answered = !self.buf.is_empty();
-        let response = self
-            .exchange_inner(request, head_request, want, captured)
-            .await?;
-        if !self.buf.is_empty() {
-            return Err(Failure::MalformedResponse);
-        }
-        self.completed += 1;
-        Ok(response)
-    }
-
-    async fn exchange_inner(
-        &mut self,
-        request: &[u8],
-        head_request: bool,
-        want: Capture,
-        captured: &mut Captured,
-    ) -> Result<Response, Failure> {
         captured.clear();
         self.stream
             .write_all(request)
@@ -639,6 +635,10 @@ impl Connection {
                 keep_alive = false;
             }
         }
+        if !self.buf.is_empty() {
+            return Err(Failure::MalformedResponse);
+        }
+        self.completed += 1;
         Ok(Response {
             status: head.status,
             bytes: received,
