@@ -13,7 +13,11 @@ one more often, with a wakeup per few responses).
 
 Usage: bench/vs_wrk.py [--rounds 5] [--duration 10] [--connections 50]
                        [--headroom target/release/headroom] [--out DIR]
-                       [--access-log]
+                       [--access-log] [--baseline PATH]
+  --baseline PATH  an earlier headroom build, run in the same rounds: a
+                   change measured against the build before it, both
+                   against wrk, on the same host minutes apart (the host's
+                   speed drifts by tens of percent between runs here)
 """
 import urllib.request
 import argparse, json, os, re, shutil, signal, socket, statistics, subprocess, sys, tempfile, time
@@ -89,6 +93,7 @@ def main():
     ap.add_argument("--connections", type=int, default=50)
     ap.add_argument("--headroom", default="target/release/headroom")
     ap.add_argument("--out", default=None, help="folder for raw.csv and summary")
+    ap.add_argument("--baseline", default=None, help="an earlier headroom build to run in the same rounds")
     ap.add_argument("--access-log", action="store_true",
                     help="count served requests from nginx's access log (slows nginx)")
     a = ap.parse_args()
@@ -99,10 +104,11 @@ def main():
     nginx = start_nginx(d, port, a.access_log)
     import resource; ru = resource.getrusage(resource.RUSAGE_CHILDREN)
     _last_rusage["v"] = (ru.ru_utime, ru.ru_stime)
+    tools = ("wrk", "headroom") + (("baseline",) if a.baseline else ())
     rows = []
     try:
         for rnd in range(1, a.rounds + 1):
-            for tool in ("wrk", "headroom"):
+            for tool in tools:
                 before = served_so_far(d, port, a.access_log)
                 if tool == "wrk":
                     cmd = ["taskset", "-c", "1", "wrk", "-t1", f"-c{a.connections}", f"-d{a.duration}s", url]
@@ -111,7 +117,8 @@ def main():
                     reqs = int(m.group(1))
                 else:
                     res = os.path.join(d, "r.json")
-                    cmd = ["taskset", "-c", "1", a.headroom, "run", "--url", url, "-c", str(a.connections),
+                    binary = a.headroom if tool == "headroom" else a.baseline
+                    cmd = ["taskset", "-c", "1", binary, "run", "--url", url, "-c", str(a.connections),
                            "-d", f"{a.duration}s", "--threads", "1", "--quiet", "--out", res]
                     out, cpu, wall = measured(cmd)
                     reqs = json.load(open(res))["requests"]["total"]
@@ -125,9 +132,9 @@ def main():
                       f"{r['per_cpu_s']:10.0f} req/cpu-s  {r['rps']:9.0f} req/s", flush=True)
     finally:
         nginx.send_signal(signal.SIGQUIT); nginx.wait(timeout=10)
-    med = {t: statistics.median(r["per_cpu_s"] for r in rows if r["tool"] == t) for t in ("wrk", "headroom")}
-    ratios = [h["per_cpu_s"] / w["per_cpu_s"] for h, w in zip([r for r in rows if r["tool"] == "headroom"],
-                                                               [r for r in rows if r["tool"] == "wrk"])]
+    med = {t: statistics.median(r["per_cpu_s"] for r in rows if r["tool"] == t) for t in tools}
+    of = lambda tool: [r["per_cpu_s"] for r in rows if r["tool"] == tool]
+    ratios = [h / w for h, w in zip(of("headroom"), of("wrk"))]
     wrk_v = subprocess.run(["wrk", "-v"], capture_output=True, text=True).stdout.split("\n")[0]
     hr_v = subprocess.run([a.headroom, "--version"], capture_output=True, text=True).stdout.strip()
     counted = "nginx's access log" if a.access_log else "nginx's request counter"
@@ -135,6 +142,12 @@ def main():
                f"requests per generator CPU-second (median): headroom {med['headroom']:.0f}, wrk {med['wrk']:.0f}\n"
                f"ratio headroom/wrk: median {statistics.median(ratios):.3f} (rounds: {', '.join(f'{x:.3f}' for x in ratios)})\n"
                f"counts: headroom totals equal {counted} in {sum(r['requests']==r['served'] for r in rows if r['tool']=='headroom')}/{a.rounds} rounds")
+    if a.baseline:
+        base = [h / w for h, w in zip(of("baseline"), of("wrk"))]
+        gain = [h / b for h, b in zip(of("headroom"), of("baseline"))]
+        summary += (f"\nbaseline {a.baseline}: {med['baseline']:.0f} req/cpu-s, ratio baseline/wrk: median {statistics.median(base):.3f}"
+                    f" (rounds: {', '.join(f'{x:.3f}' for x in base)})\n"
+                    f"headroom/baseline: median {statistics.median(gain):.3f} (rounds: {', '.join(f'{x:.3f}' for x in gain)})")
     print(summary)
     if a.out:
         os.makedirs(a.out, exist_ok=True)
