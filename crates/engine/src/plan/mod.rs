@@ -603,6 +603,35 @@ impl Expect {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::HashMap;
+
+    /// A request without templates or cookies goes out as the plan
+    /// encoded it, not copied; a cookie makes it rendered, the header
+    /// before the blank line.
+    #[test]
+    fn a_static_request_is_sent_from_the_plan() {
+        let plan = Plan::get("http://127.0.0.1:8080/a").unwrap();
+        let spec = &plan.requests[0];
+        let vars = HashMap::new();
+        let mut rng = fastrand::Rng::with_seed(1);
+        let mut scope = Scope {
+            vars: &vars,
+            user_id: 0,
+            iteration: 0,
+            rng: &mut rng,
+        };
+        let mut out = b"left over".to_vec();
+        let host = "127.0.0.1:8080";
+        let wire = spec.render(&mut scope, "/a", host, true, None, &mut out);
+        assert_eq!(wire, Wire::Encoded);
+        assert_eq!(spec.wire(wire, &out), &spec.encoded[..]);
+        let wire = spec.render(&mut scope, "/a", host, true, Some("id=7"), &mut out);
+        assert_eq!(wire, Wire::Rendered);
+        let sent = String::from_utf8(spec.wire(wire, &out).to_vec()).unwrap();
+        assert!(sent.starts_with("GET /a HTTP/1.1\r\n"), "{sent}");
+        assert!(sent.ends_with("\r\nCookie: id=7\r\n\r\n"), "{sent}");
+        assert_eq!(sent.len(), spec.encoded.len() + "Cookie: id=7\r\n".len());
+    }
 
     #[test]
     fn users_follow_the_stages() {
