@@ -22,7 +22,7 @@ use std::task::{ready, Context, Poll};
 use std::time::Duration;
 use stream::Stream;
 use tls::TlsClient;
-use tokio::io::{AsyncRead, AsyncWriteExt, ReadBuf};
+use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
 /// Most body bytes kept for checks and extraction, per user; the rest is
@@ -492,13 +492,12 @@ impl Connection {
         if self.buf.capacity() - self.buf.len() < 1024 {
             self.buf.reserve(READ_BUFFER);
         }
-        let mut spare = ReadBuf::uninit(self.buf.spare_capacity_mut());
-        ready!(Pin::new(&mut self.stream).poll_read(cx, &mut spare))
-            .map_err(|e| exchange_error_class(&e))?;
-        let n = spare.filled().len();
-        // SAFETY: `poll_read` initialised the first `n` bytes of the spare
-        // capacity (what `AsyncReadExt::read_buf` does too).
-        unsafe { self.buf.set_len(self.buf.len() + n) };
+        let n = ready!(tokio_util::io::poll_read_buf(
+            Pin::new(&mut self.stream),
+            cx,
+            &mut self.buf
+        ))
+        .map_err(|e| exchange_error_class(&e))?;
         self.answered |= n > 0;
         Poll::Ready(Ok(n))
     }
