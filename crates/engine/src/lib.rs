@@ -90,9 +90,10 @@ pub struct RunOutcome {
     /// feeder running dry, the caller's stop — if it was.
     pub stopped_after: Option<Duration>,
     pub threads: usize,
-    /// How long after its start time the run began: zero, unless it was
-    /// started late (a shard that missed the shared `--start-at`); the
-    /// open-model arrivals due meanwhile are counted `not_sent`.
+    /// How long after its start time the run began: zero, unless it joined
+    /// a [`Start::Shared`] late (a shard that missed the shared
+    /// `--start-at`); the open-model arrivals due meanwhile are counted
+    /// `not_sent`.
     pub late_by: Duration,
     /// Open model: arrivals that waited for a connection because the pool
     /// was at its cap (`--connections`).
@@ -108,8 +109,40 @@ pub struct RunOutcome {
 pub const START_LEAD: Duration = Duration::from_millis(25);
 
 /// The start of a run begun now: `START_LEAD` ahead.
-pub fn start_soon() -> Instant {
-    Instant::now() + START_LEAD
+pub fn start_soon() -> Start {
+    Start::Own(Instant::now() + START_LEAD)
+}
+
+/// When a run's clock starts, and what a run that begins after it does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Start {
+    /// The run's own clock ([`start_soon`]). If starting up took longer
+    /// than the lead (a loaded machine), the open-model arrivals due
+    /// meanwhile still go out, late, and their wait counts in their
+    /// latency: nobody else follows this schedule, so none is skipped.
+    Own(Instant),
+    /// A time shared with other runs (the shards of `--start-at`). A run
+    /// that begins after it joins late: it follows the schedule from
+    /// where the others are and counts the arrivals it missed `not_sent`,
+    /// so the shards together send what one schedule asks for.
+    Shared(Instant),
+}
+
+impl Start {
+    pub fn at(self) -> Instant {
+        match self {
+            Start::Own(at) | Start::Shared(at) => at,
+        }
+    }
+
+    /// From when this run sends: the start, or now for a shared start
+    /// already past.
+    fn joined(self, now: Instant) -> Instant {
+        match self {
+            Start::Own(at) => at,
+            Start::Shared(at) => now.max(at),
+        }
+    }
 }
 
 /// The wall-clock time of `at` (which may lie a little ahead).
@@ -130,15 +163,16 @@ pub fn run(plan: &Plan, stop: &StopSignal, on_second: impl FnMut(Progress)) -> R
 
 /// As [`run`], with the run's clock starting at `start` (so a monitor can
 /// sample on the same interval boundaries, or shards on several machines
-/// share one time axis). A `start` already past is joined late: the run
-/// follows the schedule from now on, and counts the open-model arrivals it
-/// missed as `not_sent`.
+/// share one time axis). A [`Start::Shared`] already past is joined late:
+/// the run follows the schedule from now on, and counts the open-model
+/// arrivals it missed as `not_sent`.
 pub fn run_at(
     plan: &Plan,
     stop: &StopSignal,
-    start: Instant,
+    start: Start,
     mut on_second: impl FnMut(Progress),
 ) -> RunOutcome {
+    let (joined, start) = (start.joined(Instant::now()), start.at());
     let threads = plan.effective_threads();
     let plan = Arc::new(plan.clone());
     // The run's own signal: its hard stop (or a feeder running dry) ends
@@ -153,7 +187,6 @@ pub fn run_at(
         .max_requests
         .map(|n| Arc::new(AtomicU64::new(plan.shard.share(n))));
     let started_at = wall_clock(start);
-    let joined = Instant::now().max(start);
     let handles: Vec<_> = (0..threads)
         .map(|id| {
             let ctx = worker::WorkerCtx {

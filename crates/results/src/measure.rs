@@ -85,7 +85,7 @@ pub fn measure(
 }
 
 /// As [`measure`], with the run's clock starting at `start` — ahead (the
-/// run waits), or already past (the run joins late; see
+/// run waits), or already past (a shared start is joined late; see
 /// [`headroom_engine::run_at`]).
 pub fn measure_from(
     plan: &Plan,
@@ -93,11 +93,11 @@ pub fn measure_from(
     watch: MonitorConfig,
     recording: &Recording,
     during: &During,
-    start: std::time::Instant,
+    start: headroom_engine::Start,
     mut on_second: impl FnMut(&Progress, Option<&Sample>),
 ) -> Measured {
     let fd_limit = machine::raise_fd_limit();
-    let monitor = Monitor::start(watch, start, headroom_engine::wall_clock(start));
+    let monitor = Monitor::start(watch, start.at(), headroom_engine::wall_clock(start.at()));
     // Events act once for the whole plan: in its first shard only.
     let events: Vec<_> = plan
         .events
@@ -110,7 +110,7 @@ pub fn measure_from(
         process_group: during.event_group,
         dir: during.event_dir.clone(),
     };
-    let acting = act::start(&events, start, &target, stop);
+    let acting = act::start(&events, start.at(), &target, stop);
     let aborts = AbortWatch::new(&during.aborts, plan);
     let mut aborted = None;
     let outcome = headroom_engine::run_at(plan, stop, start, |p| {

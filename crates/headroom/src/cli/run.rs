@@ -515,7 +515,7 @@ pub fn execute(
                     (instant - now).as_secs_f64()
                 );
             }
-            instant
+            headroom_engine::Start::Shared(instant)
         }
         None => headroom_engine::start_soon(),
     };
