@@ -15,8 +15,11 @@ requests.
 
 Usage: bench/instructions.py [--connections 50] [--cache]
                              [--headroom target/release/headroom] [--no-wrk]
-  --cache   cachegrind with its cache simulation (adds L1 data misses per
-            request: what a request touches that is not in the CPU cache)
+  --cache   cachegrind with its cache and branch simulation (adds L1 data
+            and instruction misses and mispredicted branches per request:
+            what a request touches that is not in the CPU cache; the
+            simulation leaves out the kernel, whose work between two
+            requests evicts more)
 """
 import argparse, os, re, shutil, signal, subprocess, sys, tempfile
 
@@ -31,7 +34,7 @@ def valgrind(cmd, cache, d):
     the monitor's once-a-second reads of /proc); cachegrind counts all."""
     for f in os.listdir(d):
         if f.startswith("cg.out"): os.remove(os.path.join(d, f))
-    tool = ["--tool=cachegrind", "--cache-sim=yes", "--cachegrind-out-file=/dev/null"] if cache \
+    tool = ["--tool=cachegrind", "--cache-sim=yes", "--branch-sim=yes", "--cachegrind-out-file=/dev/null"] if cache \
         else ["--tool=callgrind", "--separate-threads=yes", f"--callgrind-out-file={d}/cg.out"]
     out = subprocess.run(["taskset", "-c", "1", "valgrind", *tool, *cmd],
                          capture_output=True, text=True)
@@ -40,14 +43,15 @@ def valgrind(cmd, cache, d):
     text = out.stdout + out.stderr
     number = lambda pattern: int(re.search(pattern, text).group(1).replace(",", ""))
     if cache:
-        return number(r"I\s+refs:\s+([\d,]+)"), number(r"D1\s+misses:\s+([\d,]+)"), text
+        return (number(r"I\s+refs:\s+([\d,]+)"), number(r"D1\s+misses:\s+([\d,]+)"),
+                number(r"I1\s+misses:\s+([\d,]+)"), number(r"Mispredicts:\s+([\d,]+)"), text)
     per_thread = []
     for f in os.listdir(d):
         if f.startswith("cg.out"):
             totals = re.search(r"^(?:summary|totals): (\d+)", open(os.path.join(d, f)).read(), re.M)
             if totals:
                 per_thread.append(int(totals.group(1)))
-    return max(per_thread), 0, text
+    return max(per_thread), 0, 0, 0, text
 
 
 def main():
@@ -67,19 +71,23 @@ def main():
         for n in (20_000, 60_000):
             cmd = [a.headroom, "run", "--url", url, "-c", str(a.connections), "-n", str(n),
                    "--threads", "1", "--quiet", "--out", os.path.join(d, "r.json")]
-            runs[n] = valgrind(cmd, a.cache, d)[:2]
+            runs[n] = valgrind(cmd, a.cache, d)[:4]
         instr = (runs[60_000][0] - runs[20_000][0]) / 40_000
         misses = (runs[60_000][1] - runs[20_000][1]) / 40_000
+        code_misses = (runs[60_000][2] - runs[20_000][2]) / 40_000
+        mispredicts = (runs[60_000][3] - runs[20_000][3]) / 40_000
         line = f"headroom: {instr:,.0f} instructions per request"
         if a.cache:
-            line += f", {misses:.1f} L1 data misses per request"
+            line += (f", {misses:.1f} L1 data misses, {code_misses:.1f} L1 instruction misses and"
+                     f" {mispredicts:.1f} mispredicted branches per request")
         print(line + f" ({a.connections} connections; 60,000 minus 20,000 requests)")
         if not a.no_wrk:
-            instr, miss, text = valgrind(["wrk", "-t1", f"-c{a.connections}", "-d10s", url], a.cache, d)
+            instr, miss, code_miss, mispredicted, text = valgrind(["wrk", "-t1", f"-c{a.connections}", "-d10s", url], a.cache, d)
             reqs = int(re.search(r"(\d+) requests in", text).group(1))
             line = f"wrk:      {instr / reqs:,.0f} instructions per request"
             if a.cache:
-                line += f", {miss / reqs:.1f} L1 data misses per request"
+                line += (f", {miss / reqs:.1f} L1 data misses, {code_miss / reqs:.1f} L1 instruction"
+                         f" misses and {mispredicted / reqs:.1f} mispredicted branches per request")
             print(line + f" ({reqs:,} requests in 10 s, start-up included)")
     finally:
         nginx.send_signal(signal.SIGQUIT); nginx.wait(timeout=10)
