@@ -13,6 +13,8 @@ several rounds; the table shows medians.
 
 Usage: bench/user_cpu.py [--rounds 3] [--duration 4] [--connections 50]
                          [--headroom target/release/headroom] [--baseline PATH]
+                         [--out DIR]
+  --out DIR  keeps every round (rounds.json) and the printed summary
 """
 import argparse, json, os, re, shutil, signal, statistics, subprocess, sys, tempfile
 
@@ -47,6 +49,7 @@ def main():
     ap.add_argument("--connections", type=int, default=50)
     ap.add_argument("--headroom", default="target/release/headroom")
     ap.add_argument("--baseline", default=None, help="an earlier headroom build to run in the same rounds")
+    ap.add_argument("--out", default=None, help="a folder for every round and the summary")
     a = ap.parse_args()
     for tool in ("nginx", "wrk", "taskset", "perf"):
         if not shutil.which(tool):
@@ -58,6 +61,7 @@ def main():
     if a.baseline:
         tools["baseline"] = a.baseline
     per = {t: [] for t in tools}
+    rows = []
     try:
         for rnd in range(1, a.rounds + 1):
             for tool, binary in tools.items():
@@ -72,16 +76,26 @@ def main():
                                                "--quiet", "--out", res], d)
                     reqs = json.load(open(res))["requests"]["total"]
                 per[tool].append((user / reqs * 1e6, kernel / reqs * 1e6))
+                rows.append(dict(round=rnd, tool=tool, binary=binary or "wrk", requests=reqs, user_s=user,
+                                 kernel_s=kernel, user_us_per_request=per[tool][-1][0],
+                                 kernel_us_per_request=per[tool][-1][1]))
                 print(f"round {rnd} {tool:9s} {reqs:9d} req  user {user:5.2f} s  kernel {kernel:5.2f} s  "
                       f"per request: user {per[tool][-1][0]:.3f} us, kernel {per[tool][-1][1]:.3f} us", flush=True)
     finally:
         nginx.send_signal(signal.SIGQUIT); nginx.wait(timeout=10)
         shutil.rmtree(d, ignore_errors=True)
-    print(f"{a.connections} connections, {a.duration} s x {a.rounds} rounds, perf cpu-clock at {HZ} Hz; "
-          f"medians per request:")
+    summary = [f"{a.connections} connections, {a.duration} s x {a.rounds} rounds, perf cpu-clock at {HZ} Hz; "
+               f"medians per request:"]
     for tool, values in per.items():
         user = statistics.median(v[0] for v in values); kernel = statistics.median(v[1] for v in values)
-        print(f"  {tool:9s} user {user:.3f} us  kernel {kernel:.3f} us  total {user + kernel:.3f} us")
+        summary.append(f"  {tool:9s} user {user:.3f} us  kernel {kernel:.3f} us  total {user + kernel:.3f} us")
+    print("\n".join(summary))
+    if a.out:
+        os.makedirs(a.out, exist_ok=True)
+        with open(os.path.join(a.out, "rounds.json"), "w") as f:
+            json.dump(dict(connections=a.connections, duration_s=a.duration, hz=HZ, rounds=rows), f, indent=1)
+        with open(os.path.join(a.out, "summary"), "w") as f:
+            f.write("\n".join(summary) + "\n")
 
 
 if __name__ == "__main__":
