@@ -11,7 +11,7 @@ use headroom_sample_server::TargetConfig;
 use std::time::{Duration, Instant};
 
 /// 100 arrivals a second for 0.5 s (50) against the in-process sample
-/// server, the run's clock having started `ago`.
+/// server; each test starts the run's clock `AGO` in the past.
 fn open_plan() -> Plan {
     let server = headroom_sample_server::bind(&TargetConfig {
         listen: "127.0.0.1:0".into(),
