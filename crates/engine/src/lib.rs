@@ -129,6 +129,7 @@ pub enum Start {
 }
 
 impl Start {
+    /// The instant the run's clock starts, shared or not.
     pub fn at(self) -> Instant {
         match self {
             Start::Own(at) | Start::Shared(at) => at,
