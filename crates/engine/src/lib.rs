@@ -16,6 +16,8 @@
 //!
 //! - `closed` / `open`: the two load models, each a loop per user or per
 //!   connection on one worker.
+//! - `plain`: the closed model's fast path for plain requests — one event
+//!   loop per worker, a small slot per user, no task per user.
 //! - `user`: one virtual user's state and iteration (a request from the
 //!   mix, or a session of steps; checks, extraction, cookies, feeders).
 //! - `shared`: what one worker's tasks share — the plan, the recorder, the
@@ -42,6 +44,7 @@ mod backoff;
 mod closed;
 mod open;
 mod origins;
+mod plain;
 mod shared;
 pub mod stop;
 mod timeout;
@@ -144,6 +147,12 @@ impl Start {
             Start::Shared(at) => now.max(at),
         }
     }
+}
+
+/// Whether the plan's users run on the closed model's fast path (one event
+/// loop per worker; `plain.rs`) rather than as a task each.
+pub fn runs_on_event_loop(plan: &Plan) -> bool {
+    plain::load_of(plan).is_some()
 }
 
 /// The wall-clock time of `at` (which may lie a little ahead).

@@ -275,7 +275,7 @@ impl User {
                 return Control::Continue;
             }
         };
-        let cookie = self.cookie_header(&origin, spec, target);
+        let cookie = cookie_header(self.jar.as_deref(), &origin, spec, target);
         let wire = {
             let mut rng = shared.rng.borrow_mut();
             let mut scope = Scope {
@@ -574,35 +574,41 @@ impl User {
             }
         }
     }
+}
 
-    /// The `Cookie` header for this request, when the jar has any.
-    fn cookie_header(&self, origin: &Origin, spec: &RequestSpec, target: &str) -> Option<String> {
-        let jar = self.jar.as_ref()?;
-        jar.iter_unexpired().next()?;
-        // The literal part of a static target, the whole of a rendered one.
-        let target = if spec.template.is_some() {
-            target
-        } else {
-            spec.target.split("{{").next().unwrap_or("/")
-        };
-        let url = origin.url(target)?;
-        let mut header = String::new();
-        for (name, value) in jar.get_request_values(&url) {
-            if !header.is_empty() {
-                header.push_str("; ");
-            }
-            for part in [name, "=", value] {
-                header.push_str(part);
-            }
+/// The `Cookie` header for request `spec` (to `target` at `origin`), when
+/// `jar` holds any for it.
+pub(crate) fn cookie_header(
+    jar: Option<&CookieStore>,
+    origin: &Origin,
+    spec: &RequestSpec,
+    target: &str,
+) -> Option<String> {
+    let jar = jar?;
+    jar.iter_unexpired().next()?;
+    // The literal part of a static target, the whole of a rendered one.
+    let target = if spec.template.is_some() {
+        target
+    } else {
+        spec.target.split("{{").next().unwrap_or("/")
+    };
+    let url = origin.url(target)?;
+    let mut header = String::new();
+    for (name, value) in jar.get_request_values(&url) {
+        if !header.is_empty() {
+            header.push_str("; ");
         }
-        (!header.is_empty()).then_some(header)
+        for part in [name, "=", value] {
+            header.push_str(part);
+        }
     }
+    (!header.is_empty()).then_some(header)
 }
 
 /// Stores a response's cookies, up to [`MAX_COOKIES_PER_USER`] in the jar:
 /// a cookie of a name the jar has is updated, a new one past the cap is
 /// dropped. Returns how many were dropped.
-fn store_cookies(jar: &mut CookieStore, set_cookies: &[String], url: &url::Url) -> u64 {
+pub(crate) fn store_cookies(jar: &mut CookieStore, set_cookies: &[String], url: &url::Url) -> u64 {
     let mut held = jar.iter_any().count();
     let mut dropped = 0;
     let cookies: Vec<_> = set_cookies

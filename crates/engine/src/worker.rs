@@ -6,7 +6,7 @@ use super::stop::{Phase, StopSignal};
 use crate::metrics::{Interval, Recorder, WorkerReport};
 use crate::plan::{Load, OpenLoad, Plan};
 use crate::shared::Shared;
-use crate::{closed, open};
+use crate::{closed, open, plain};
 use std::rc::Rc;
 use std::sync::atomic::AtomicU64;
 use std::sync::mpsc::Sender;
@@ -61,21 +61,54 @@ async fn tick(shared: Rc<Shared>, tx: Sender<WorkerMsg>) {
 }
 
 pub(crate) fn run(ctx: WorkerCtx) {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("a tokio runtime can be built");
     let shared = Rc::new(Shared::new(
         ctx.id,
         ctx.workers,
         ctx.plan.clone(),
         (ctx.start, ctx.joined),
         ctx.stop.clone(),
-        ctx.budget,
+        ctx.budget.clone(),
     ));
     // The open model's queue outlives the tasks, so what is left in it at a
     // hard stop can still be counted as not sent.
     let queue = async_channel::unbounded::<open::Arrival>();
+    match plain::load_of(&ctx.plan) {
+        Some(load) => plain::run(&shared, load, &ctx.tx),
+        None => run_tasks(&ctx, &shared, &queue),
+    }
+    let now = Instant::now();
+    while let Ok(arrival) = queue.1.try_recv() {
+        let request = ctx.plan.first_request(arrival.pick);
+        shared
+            .recorder
+            .borrow_mut()
+            .record_not_sent(request, arrival.intended, now);
+    }
+    if let Load::Open(load) = &ctx.plan.load {
+        count_unreached_arrivals(&shared, load, &ctx.stop, now);
+    }
+    let recorder = shared
+        .recorder
+        .replace(Recorder::new(ctx.start, ctx.plan.requests.len()));
+    let _ = ctx.tx.send(WorkerMsg::Done {
+        worker: ctx.id,
+        report: recorder.finish(),
+    });
+}
+
+/// The plan's users or arrivals as tokio tasks, on this thread's runtime.
+fn run_tasks(
+    ctx: &WorkerCtx,
+    shared: &Rc<Shared>,
+    queue: &(
+        async_channel::Sender<open::Arrival>,
+        async_channel::Receiver<open::Arrival>,
+    ),
+) {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a tokio runtime can be built");
     let local = LocalSet::new();
     local.spawn_local(tick(shared.clone(), ctx.tx.clone()));
     local.block_on(&runtime, async {
@@ -95,24 +128,6 @@ pub(crate) fn run(ctx: WorkerCtx) {
     // recorded as aborted.
     drop(local);
     drop(runtime);
-    let now = Instant::now();
-    while let Ok(arrival) = queue.1.try_recv() {
-        let request = ctx.plan.first_request(arrival.pick);
-        shared
-            .recorder
-            .borrow_mut()
-            .record_not_sent(request, arrival.intended, now);
-    }
-    if let Load::Open(load) = &ctx.plan.load {
-        count_unreached_arrivals(&shared, load, &ctx.stop, now);
-    }
-    let recorder = shared
-        .recorder
-        .replace(Recorder::new(ctx.start, ctx.plan.requests.len()));
-    let _ = ctx.tx.send(WorkerMsg::Done {
-        worker: ctx.id,
-        report: recorder.finish(),
-    });
 }
 
 /// A scheduler that fell behind (every arrival already due, the machine

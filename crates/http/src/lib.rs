@@ -5,6 +5,7 @@
 //! keep-alive exchange allocates nothing. Every failure is one
 //! [`Failure`], which the engine counts as an error class.
 
+pub mod reader;
 pub mod redact;
 pub mod response;
 pub mod routes;
@@ -322,7 +323,8 @@ impl Captured {
             .map(|(_, v)| v.as_str())
     }
 
-    fn keep_head(&mut self, head: &[u8], want: Capture) {
+    /// Keeps what `want` asks for of the response head `head`.
+    pub fn keep_head(&mut self, head: &[u8], want: Capture) {
         let mut headers = [const { std::mem::MaybeUninit::uninit() }; 100];
         let mut response = httparse::Response::new(&mut []);
         let parsed = httparse::ParserConfig::default().parse_response_with_uninit_headers(
@@ -650,7 +652,8 @@ fn is_fd_exhaustion(e: &io::Error) -> bool {
     matches!(e.raw_os_error(), Some(libc::EMFILE) | Some(libc::ENFILE))
 }
 
-fn connect_error_class(e: &io::Error) -> Failure {
+/// The failure a connect's I/O error counts as.
+pub fn connect_error_class(e: &io::Error) -> Failure {
     if is_fd_exhaustion(e) {
         Failure::TooManyOpenFiles
     } else if e.kind() == io::ErrorKind::ConnectionRefused {
@@ -662,7 +665,8 @@ fn connect_error_class(e: &io::Error) -> Failure {
     }
 }
 
-fn exchange_error_class(e: &io::Error) -> Failure {
+/// The failure an I/O error while sending or reading counts as.
+pub fn exchange_error_class(e: &io::Error) -> Failure {
     match e.kind() {
         io::ErrorKind::UnexpectedEof => Failure::ClosedMidResponse,
         io::ErrorKind::TimedOut => Failure::RequestTimeout,

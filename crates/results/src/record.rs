@@ -177,6 +177,10 @@ pub struct Meta {
     pub started_at: String,
     pub machine: Machine,
     pub generator_threads: usize,
+    /// How the users ran: `event_loop` (plain requests of a closed load,
+    /// the fast path) or `tasks` (a task per user).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generator_engine: Option<String>,
     /// Open-files limit of the generator (soft, hard).
     pub fd_limit: [u64; 2],
     /// `started_at` to the millisecond (Unix time), so shards' timelines
@@ -687,6 +691,13 @@ impl Results {
                 started_at: humantime::format_rfc3339_seconds(outcome.started_at).to_string(),
                 machine: Machine::current(),
                 generator_threads: outcome.threads,
+                generator_engine: Some(
+                    match headroom_engine::runs_on_event_loop(plan) {
+                        true => "event_loop",
+                        false => "tasks",
+                    }
+                    .into(),
+                ),
                 fd_limit: [fd_limit.0, fd_limit.1],
                 started_at_unix_ms: outcome
                     .started_at

@@ -85,6 +85,21 @@ pub struct Plan {
     /// users then share a pool of connections per origin (as a browser's
     /// tabs do) instead of each keeping its own.
     pub max_connections_per_host: Option<u32>,
+    /// How a worker runs a closed model's users.
+    pub engine: Engine,
+}
+
+/// How a worker runs a closed model's users.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Engine {
+    /// Plain requests (no templates, checks, extraction, cookies, feeders,
+    /// think time or TLS) from one event loop per worker, the rest as
+    /// tasks: the fast path where it applies (`engine/src/plain.rs`).
+    #[default]
+    Auto,
+    /// A tokio task per user, always (to compare the two, or to rule the
+    /// fast path out).
+    Tasks,
 }
 
 /// Whether a request that met a connection the server had already closed
@@ -190,6 +205,7 @@ impl Plan {
             events: Vec::new(),
             routes: Routes::default(),
             max_connections_per_host: None,
+            engine: Engine::Auto,
         })
     }
 
@@ -522,20 +538,7 @@ impl RequestSpec {
                 // whose memory is a cache miss per request at 1,000
                 // connections.
                 None => return Wire::Encoded,
-                Some(cookie) => {
-                    out.clear();
-                    // Insert the Cookie header before the blank line.
-                    let head_end = self
-                        .encoded
-                        .windows(4)
-                        .position(|w| w == b"\r\n\r\n")
-                        .map_or(self.encoded.len(), |p| p + 2);
-                    out.extend_from_slice(&self.encoded[..head_end]);
-                    out.extend_from_slice(b"Cookie: ");
-                    out.extend_from_slice(cookie.as_bytes());
-                    out.extend_from_slice(b"\r\n");
-                    out.extend_from_slice(&self.encoded[head_end..]);
-                }
+                Some(cookie) => self.encoded_with_cookie(cookie, out),
             }
             return Wire::Rendered;
         };
@@ -554,6 +557,22 @@ impl RequestSpec {
         }
         head.finish(keep_alive, |out| t.body.render(scope, out));
         Wire::Rendered
+    }
+
+    /// The pre-encoded request with a `Cookie` header, written into `out`.
+    pub fn encoded_with_cookie(&self, cookie: &str, out: &mut Vec<u8>) {
+        out.clear();
+        // Insert the Cookie header before the blank line.
+        let head_end = self
+            .encoded
+            .windows(4)
+            .position(|w| w == b"\r\n\r\n")
+            .map_or(self.encoded.len(), |p| p + 2);
+        out.extend_from_slice(&self.encoded[..head_end]);
+        out.extend_from_slice(b"Cookie: ");
+        out.extend_from_slice(cookie.as_bytes());
+        out.extend_from_slice(b"\r\n");
+        out.extend_from_slice(&self.encoded[head_end..]);
     }
 
     /// The bytes request `wire` sends, `rendered` holding those written

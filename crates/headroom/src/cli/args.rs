@@ -152,6 +152,14 @@ pub struct RunArgs {
     #[arg(long, value_name = "N")]
     pub threads: Option<usize>,
 
+    /// How a closed load's users run: `auto` — plain requests (no
+    /// templates, checks, extraction, feeders, think time or TLS) from one
+    /// event loop per thread, the fast path, anything else a task per user
+    /// — or `tasks`, a task per user always [default: auto]. results.json
+    /// says which ran (`meta.generator_engine`).
+    #[arg(long, value_name = "ENGINE", value_parser = ["auto", "tasks"])]
+    pub engine: Option<String>,
+
     /// Bounds of the response-time distribution in ms.
     #[arg(
         long,

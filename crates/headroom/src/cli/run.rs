@@ -268,6 +268,9 @@ pub fn scenario_from_args(args: &RunArgs) -> anyhow::Result<Scenario> {
     if let Some(local) = &args.local_address {
         scenario.plan.local_addresses = local.0.clone();
     }
+    if args.engine.as_deref() == Some("tasks") {
+        scenario.plan.engine = headroom_engine::plan::Engine::Tasks;
+    }
     for event in &args.events {
         if scenario.plan.event_time(event.at).is_none() {
             bail!(

@@ -150,6 +150,7 @@ impl Builder<'_> {
             events,
             routes,
             max_connections_per_host: http.max_connections_per_host,
+            engine: Default::default(),
         };
         Ok(Scenario {
             plan,

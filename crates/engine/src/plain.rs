@@ -1,0 +1,685 @@
+//! The closed model's fast path: plain requests — no templates, checks,
+//! extraction, feeders, think time, TLS or pooled connections (cookies
+//! are kept) —
+//! from one event loop per worker (mio, epoll), each user a small slot in
+//! one vector.
+//!
+//! Why it exists: the general path (`closed.rs`, a tokio task per user)
+//! wakes a task and polls its nested future for every response, and the
+//! state it touches lies on ~30 cache lines per request (the task's
+//! header, the socket's readiness, each level of the future) — a cache
+//! miss each at 1,000 connections, which kept headroom's user-space CPU per
+//! request above wrk's. Here every response is read into one buffer shared
+//! by the worker's connections and parsed there (a split head is the only
+//! copy), and a user is one slot. `bench/user_cpu.py` has the figures.
+//!
+//! It does what the general path does for the plans it takes
+//! ([`load_of`]): the same counts and error classes, latency from the
+//! send, a stale keep-alive connection's request sent once more, the
+//! connect back-off, ramp-up, iterations, `--requests`, the graceful stop
+//! and the abort. One difference: timeouts are checked every
+//! [`TIMEOUT_SWEEP`] instead of by a timer per request, so a timed-out
+//! request is counted up to that much late (wrk checks every 2 s).
+
+use crate::backoff::ConnectBackoff;
+use crate::metrics::{ConnectionEvent, ErrorClass, LimitReached, Outcome};
+use crate::origins::Origin;
+use crate::plan::{ClosedLoad, Engine, Flow, Load, Plan};
+use crate::shared::Shared;
+use crate::stop::Phase;
+use crate::user::{cookie_header, store_cookies};
+use crate::worker::WorkerMsg;
+use cookie_store::CookieStore;
+use headroom_http::reader::{Fed, ResponseReader};
+use headroom_http::response::HeadCache;
+use headroom_http::{connect_error_class, exchange_error_class, Capture, Captured, Failure};
+use mio::net::TcpStream;
+use mio::{Events, Interest, Poll, Token};
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::io::{self, Read, Write};
+use std::net::{IpAddr, SocketAddr};
+use std::rc::Rc;
+use std::sync::mpsc::Sender;
+use std::time::{Duration, Instant};
+
+/// How often requests and connects are checked against their timeouts.
+pub(crate) const TIMEOUT_SWEEP: Duration = Duration::from_millis(10);
+
+/// What a fast-path response head is read for.
+const COOKIES: Capture = Capture {
+    headers: false,
+    set_cookies: true,
+    body: false,
+};
+
+/// The worker's read buffer, shared by all its connections: larger than
+/// most responses, so one read takes a whole answer.
+const READ_BUFFER: usize = 64 * 1024;
+
+/// The plan's closed load, when the fast path can run the plan.
+pub(crate) fn load_of(plan: &Plan) -> Option<&ClosedLoad> {
+    let Load::Closed(load) = &plan.load else {
+        return None;
+    };
+    let plain_requests = plan.requests.iter().all(|r| {
+        r.template.is_none()
+            && r.origin.is_none()
+            && r.checks.is_empty()
+            && r.extracts.is_empty()
+            && r.capture == Default::default()
+    });
+    let plain = plan.engine == Engine::Auto
+        && load.stages.is_empty()
+        && load.think_time.is_zero()
+        && matches!(plan.flow, Flow::Mix)
+        && plain_requests
+        && plan.feeders.is_empty()
+        && plan.tls.is_none()
+        && !plan.endpoint.https
+        && plan.max_connections_per_host.is_none();
+    plain.then_some(load)
+}
+
+/// Where a user's slot stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Step {
+    /// Before its ramp-up offset.
+    Waiting,
+    Connecting,
+    /// Bytes of the request written so far (the socket's buffer was full).
+    Writing(usize),
+    Reading,
+    /// Backing off after a failed connect.
+    Paused,
+    Finished,
+}
+
+/// One user: its connection and the request in flight.
+struct Slot {
+    stream: Option<TcpStream>,
+    step: Step,
+    /// The request in flight (its index in the plan).
+    request: usize,
+    /// When it was sent: its latency counts from here (closed model).
+    sent: Instant,
+    reader: ResponseReader,
+    /// Bytes read for this request.
+    received: u64,
+    /// Unused bytes of the response so far (a head split over two reads).
+    kept: Vec<u8>,
+    /// The connection has carried a response before this request.
+    reused: bool,
+    /// The server closed the connection after its last response.
+    closed_by_server: bool,
+    /// A stale connection's request may still be sent once more.
+    may_retry: bool,
+    /// Counted in `active_users`.
+    active: bool,
+    iterations: u64,
+    backoff: ConnectBackoff,
+    /// The user's cookies (when the plan keeps them), made when the first
+    /// comes: most servers under test set none.
+    jar: Option<Box<CookieStore>>,
+    /// The request with its `Cookie` header; empty: the plan's bytes as
+    /// they are.
+    wire: Vec<u8>,
+}
+
+impl Slot {
+    fn new(now: Instant) -> Slot {
+        Slot {
+            stream: None,
+            step: Step::Waiting,
+            request: 0,
+            sent: now,
+            reader: ResponseReader::default(),
+            received: 0,
+            kept: Vec::new(),
+            reused: false,
+            closed_by_server: false,
+            may_retry: true,
+            active: false,
+            iterations: 0,
+            backoff: ConnectBackoff::default(),
+            jar: None,
+            wire: Vec::new(),
+        }
+    }
+
+    fn in_flight(&self) -> bool {
+        matches!(
+            self.step,
+            Step::Connecting | Step::Writing(_) | Step::Reading
+        )
+    }
+}
+
+/// Runs this worker's users of `load` to the end, sending the finished
+/// seconds to the controller as the tokio path's ticker does.
+pub(crate) fn run(shared: &Shared, load: &ClosedLoad, tx: &Sender<WorkerMsg>) {
+    let mut event_loop = match EventLoop::new(shared, load) {
+        Ok(l) => l,
+        Err(e) => {
+            shared
+                .stop
+                .stop_because(format!("cannot make an event loop: {e}"));
+            return;
+        }
+    };
+    event_loop.run(tx);
+}
+
+struct EventLoop<'a> {
+    shared: &'a Shared,
+    load: &'a ClosedLoad,
+    poll: Poll,
+    slots: Vec<Slot>,
+    /// Each slot's timeout (connect or request), apart from the slots so a
+    /// sweep reads one dense array.
+    deadlines: Vec<Option<Instant>>,
+    /// Ramp-up starts and back-off pauses: (when, slot).
+    timers: BinaryHeap<Reverse<(Instant, usize)>>,
+    buf: Box<[u8]>,
+    heads: HeadCache,
+    /// The plan's endpoint (its address; its URL for cookies).
+    origin: Rc<Origin>,
+    /// The `Set-Cookie` values of the last head that had any.
+    captured: Captured,
+    /// No request starts after this (the load's duration).
+    until: Option<Instant>,
+    /// Users not finished.
+    live: usize,
+}
+
+impl<'a> EventLoop<'a> {
+    fn new(shared: &'a Shared, load: &'a ClosedLoad) -> io::Result<EventLoop<'a>> {
+        let stride = shared.stride();
+        let mut timers = BinaryHeap::new();
+        let mut slots = Vec::new();
+        for user in (stride.first..load.vus as u64).step_by(stride.step as usize) {
+            let offset = load.ramp_up.mul_f64(user as f64 / load.vus as f64);
+            timers.push(Reverse((shared.start + offset, slots.len())));
+            slots.push(Slot::new(shared.start));
+        }
+        Ok(EventLoop {
+            shared,
+            load,
+            poll: Poll::new()?,
+            deadlines: vec![None; slots.len()],
+            live: slots.len(),
+            slots,
+            timers,
+            buf: vec![0; READ_BUFFER].into_boxed_slice(),
+            heads: HeadCache::default(),
+            origin: shared.origins.default_origin(),
+            captured: Captured::default(),
+            until: load.duration.map(|d| shared.start + d),
+        })
+    }
+
+    fn run(&mut self, tx: &Sender<WorkerMsg>) {
+        let shared = self.shared;
+        let mut events = Events::with_capacity(1024);
+        let mut upto = 1u32;
+        let mut next_tick = shared.start + Duration::from_secs(1);
+        let mut next_sweep = Instant::now() + TIMEOUT_SWEEP;
+        let mut stopping = false;
+        loop {
+            if shared.stop.is_stopping() {
+                if shared.stop.phase() == Phase::Abort {
+                    self.abort();
+                    return;
+                }
+                if !stopping {
+                    stopping = true;
+                    self.finish_waiting();
+                }
+            }
+            let now = Instant::now();
+            if now >= next_tick {
+                let intervals = shared.recorder.borrow_mut().take_completed(upto);
+                let _ = tx.send(WorkerMsg::Tick {
+                    worker: shared.id,
+                    upto,
+                    intervals,
+                });
+                upto += 1;
+                next_tick = shared.start + Duration::from_secs(upto as u64);
+            }
+            if now >= next_sweep {
+                self.sweep(now);
+                next_sweep = now + TIMEOUT_SWEEP;
+            }
+            while let Some(&Reverse((at, i))) = self.timers.peek() {
+                if at > now {
+                    break;
+                }
+                self.timers.pop();
+                self.wake(i, now);
+            }
+            if self.live == 0 {
+                return;
+            }
+            let mut wake = next_tick.min(next_sweep);
+            if let Some(Reverse((at, _))) = self.timers.peek() {
+                wake = wake.min(*at);
+            }
+            let wait = wake.saturating_duration_since(Instant::now());
+            if let Err(e) = self.poll.poll(&mut events, Some(wait)) {
+                if e.kind() == io::ErrorKind::Interrupted {
+                    continue;
+                }
+                shared.stop.stop_because(format!("epoll failed: {e}"));
+                self.abort();
+                return;
+            }
+            for event in events.iter() {
+                let i = event.token().0;
+                match self.slots[i].step {
+                    Step::Connecting => self.connected(i),
+                    Step::Writing(_) if event.is_writable() || event.is_error() => self.write(i),
+                    Step::Reading if event.is_readable() || event.is_error() => {
+                        self.read(i, event.is_read_closed() || event.is_error())
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+
+    /// A slot's timer: its ramp-up start or the end of its pause.
+    fn wake(&mut self, i: usize, now: Instant) {
+        let slot = &mut self.slots[i];
+        match slot.step {
+            Step::Waiting => {
+                slot.active = true;
+                self.shared.recorder.borrow_mut().user_started();
+                self.begin(i, now);
+            }
+            Step::Paused => self.begin(i, now),
+            _ => {}
+        }
+    }
+
+    /// The user's next request, if it may send one; else the user is done.
+    fn begin(&mut self, i: usize, now: Instant) {
+        let shared = self.shared;
+        let slot = &mut self.slots[i];
+        let may_send = self.load.iterations.is_none_or(|n| slot.iterations < n)
+            && !shared.stop.is_stopping()
+            && self.until.is_none_or(|u| now < u)
+            && shared.take_budget();
+        if !may_send {
+            self.finish(i);
+            return;
+        }
+        slot.iterations += 1;
+        slot.request = shared.pick();
+        slot.sent = now;
+        slot.reader = ResponseReader::default();
+        slot.received = 0;
+        slot.kept.clear();
+        slot.may_retry = true;
+        shared.recorder.borrow_mut().request_started();
+        if std::mem::take(&mut slot.closed_by_server) {
+            shared
+                .recorder
+                .borrow_mut()
+                .connection_event(slot.request, ConnectionEvent::ReconnectIdleClosed);
+        }
+        slot.wire.clear();
+        let spec = &shared.plan.requests[slot.request];
+        if let Some(cookie) = cookie_header(slot.jar.as_deref(), &self.origin, spec, &spec.target) {
+            spec.encoded_with_cookie(&cookie, &mut slot.wire);
+        }
+        if slot.stream.is_some() {
+            self.deadlines[i] = Some(now + self.timeout(i));
+            self.write(i);
+        } else {
+            self.connect(i, now);
+        }
+    }
+
+    fn timeout(&self, i: usize) -> Duration {
+        let plan = &self.shared.plan;
+        plan.requests[self.slots[i].request]
+            .timeout
+            .unwrap_or(plan.request_timeout)
+    }
+
+    fn connect(&mut self, i: usize, now: Instant) {
+        let local = self.shared.next_local_address();
+        let opened = open(self.origin.addr, local).and_then(|mut stream| {
+            self.poll.registry().register(
+                &mut stream,
+                Token(i),
+                Interest::READABLE | Interest::WRITABLE,
+            )?;
+            Ok(stream)
+        });
+        let slot = &mut self.slots[i];
+        slot.reused = false;
+        match opened {
+            Ok(stream) => {
+                slot.stream = Some(stream);
+                slot.step = Step::Connecting;
+                self.deadlines[i] = Some(now + self.shared.plan.connect_timeout);
+            }
+            Err(e) => self.connect_failed(i, connect_error_class(&e)),
+        }
+    }
+
+    /// A connecting socket became writable (or failed).
+    fn connected(&mut self, i: usize) {
+        let slot = &mut self.slots[i];
+        let Some(stream) = &slot.stream else {
+            return;
+        };
+        let failed = match stream.take_error() {
+            Ok(Some(e)) | Err(e) => Some(e),
+            Ok(None) => match stream.peer_addr() {
+                Ok(_) => None,
+                // Still connecting: a spurious wake.
+                Err(e) if e.kind() == io::ErrorKind::NotConnected => return,
+                Err(e) => Some(e),
+            },
+        };
+        if let Some(e) = failed {
+            self.connect_failed(i, connect_error_class(&e));
+            return;
+        }
+        // Requests are written whole; Nagle would only add delay.
+        let _ = stream.set_nodelay(true);
+        slot.backoff.reset();
+        self.shared
+            .recorder
+            .borrow_mut()
+            .connection_event(slot.request, ConnectionEvent::Opened);
+        // The timeout is the exchange's, not the connect's.
+        self.deadlines[i] = Some(Instant::now() + self.timeout(i));
+        self.write(i);
+    }
+
+    /// The request failed to connect: counted, then the user pauses (see
+    /// `backoff.rs`), as the general path's users do.
+    fn connect_failed(&mut self, i: usize, failure: Failure) {
+        let now = Instant::now();
+        self.record(i, now, None, Some(failure.into()));
+        let slot = &mut self.slots[i];
+        slot.stream = None;
+        let wake = now + slot.backoff.next_pause();
+        let wake = self.until.map_or(wake, |u| wake.min(u));
+        slot.step = Step::Paused;
+        self.timers.push(Reverse((wake, i)));
+    }
+
+    fn write(&mut self, i: usize) {
+        let shared = self.shared;
+        let slot = &mut self.slots[i];
+        let bytes = match slot.wire.is_empty() {
+            true => &shared.plan.requests[slot.request].encoded,
+            false => &slot.wire,
+        };
+        let mut at = match slot.step {
+            Step::Writing(at) => at,
+            _ => 0,
+        };
+        let Some(stream) = &mut slot.stream else {
+            return;
+        };
+        while at < bytes.len() {
+            match stream.write(&bytes[at..]) {
+                Ok(0) => return self.failed(i, Failure::ConnectionReset),
+                Ok(n) => at += n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    slot.step = Step::Writing(at);
+                    return;
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return self.failed(i, exchange_error_class(&e)),
+            }
+        }
+        slot.step = Step::Reading;
+    }
+
+    /// Reads what has arrived. `closed`: the event said the server closed
+    /// or reset its end, so read on to the end of the stream (edge-
+    /// triggered: no later event would say so again).
+    fn read(&mut self, i: usize, closed: bool) {
+        let shared = self.shared;
+        let plan = &shared.plan;
+        loop {
+            let slot = &mut self.slots[i];
+            let Some(stream) = &mut slot.stream else {
+                return;
+            };
+            let n = match stream.read(&mut self.buf) {
+                Ok(0) => return self.end_of_stream(i),
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return self.failed(i, exchange_error_class(&e)),
+            };
+            slot.received += n as u64;
+            let head_request = plan.requests[slot.request].is_head();
+            let read = &self.buf[..n];
+            if !slot.kept.is_empty() {
+                slot.kept.extend_from_slice(read);
+            }
+            let data = if slot.kept.is_empty() {
+                read
+            } else {
+                &slot.kept[..]
+            };
+            let fed = slot.reader.feed(&self.heads, data, head_request);
+            if let Ok(Fed {
+                head_with_cookies: Some((start, end)),
+                ..
+            }) = fed
+            {
+                if plan.cookies {
+                    let head = &data[start..end];
+                    self.captured.set_cookies.clear();
+                    self.captured.keep_head(head, COOKIES);
+                    let dropped = match self.origin.url(&plan.requests[slot.request].target) {
+                        Some(url) => store_cookies(
+                            slot.jar.get_or_insert_default(),
+                            &self.captured.set_cookies,
+                            &url,
+                        ),
+                        None => 0,
+                    };
+                    if dropped > 0 {
+                        shared.recorder.borrow_mut().limit_reached(
+                            slot.request,
+                            LimitReached::CookieJar,
+                            dropped,
+                        );
+                    }
+                }
+            }
+            let fed = fed.map(|fed| {
+                // What the reader left for the next read.
+                if slot.kept.is_empty() {
+                    slot.kept.extend_from_slice(&read[fed.used..]);
+                } else {
+                    slot.kept.drain(..fed.used);
+                }
+                fed
+            });
+            match fed {
+                Err(_) => return self.failed(i, Failure::MalformedResponse),
+                // Bytes after the end of the response: with one request
+                // outstanding, the server sent them unasked.
+                Ok(fed) if fed.done && !slot.kept.is_empty() => {
+                    return self.failed(i, Failure::MalformedResponse)
+                }
+                Ok(fed) if fed.done => return self.completed(i, closed),
+                Ok(_) => {}
+            }
+            // A short read emptied the socket; the next bytes bring an event.
+            if n < self.buf.len() && !closed {
+                return;
+            }
+        }
+    }
+
+    /// The server closed the connection: the end of a body delimited by
+    /// the close, or a failure.
+    fn end_of_stream(&mut self, i: usize) {
+        let slot = &mut self.slots[i];
+        if slot.reader.closed() && slot.kept.is_empty() {
+            return self.completed(i, true);
+        }
+        let failure = if slot.received == 0 {
+            Failure::ClosedBeforeResponse
+        } else {
+            Failure::ClosedMidResponse
+        };
+        self.failed(i, failure);
+    }
+
+    /// A whole response: counted; the connection kept for the next request
+    /// unless either side closes it.
+    fn completed(&mut self, i: usize, closed: bool) {
+        let now = Instant::now();
+        let slot = &self.slots[i];
+        let status = slot
+            .reader
+            .status()
+            .expect("a complete response has a head");
+        let error = self.shared.plan.requests[slot.request].expect.check(status);
+        let keep = slot.reader.keep_alive() && self.shared.plan.keep_alive && !closed;
+        self.record(i, now, Some(status), error);
+        let slot = &mut self.slots[i];
+        if keep {
+            slot.reused = true;
+        } else {
+            // The server closed it without saying so in its answer: the
+            // general path finds that out when it reuses the connection.
+            slot.closed_by_server = closed && slot.reader.keep_alive();
+            slot.stream = None;
+        }
+        self.begin(i, now);
+    }
+
+    /// The exchange failed. A reused connection that the server had closed
+    /// before the request reached it (nothing read, EOF or RST) gets the
+    /// request once more on a new connection (RFC 9112 §9.3.1), once.
+    fn failed(&mut self, i: usize, failure: Failure) {
+        let plan = &self.shared.plan;
+        let slot = &mut self.slots[i];
+        slot.stream = None;
+        let stale = slot.reused
+            && slot.received == 0
+            && matches!(
+                failure,
+                Failure::ClosedBeforeResponse | Failure::ConnectionReset
+            );
+        if stale && slot.may_retry && plan.stale_retry.allows(&plan.requests[slot.request].method) {
+            slot.may_retry = false;
+            self.shared
+                .recorder
+                .borrow_mut()
+                .connection_event(slot.request, ConnectionEvent::RetriedStale);
+            self.connect(i, Instant::now());
+            return;
+        }
+        let now = Instant::now();
+        self.record(i, now, None, Some(failure.into()));
+        self.begin(i, now);
+    }
+
+    /// Files slot `i`'s request as finished now.
+    fn record(&mut self, i: usize, done: Instant, status: Option<u16>, error: Option<ErrorClass>) {
+        let slot = &self.slots[i];
+        self.deadlines[i] = None;
+        let outcome = Outcome {
+            status,
+            error,
+            bytes: if status.is_some() { slot.received } else { 0 },
+            failed_check: None,
+        };
+        self.shared.recorder.borrow_mut().record(
+            slot.request,
+            slot.sent,
+            Some(slot.sent),
+            done,
+            &outcome,
+        );
+    }
+
+    /// Requests and connects past their timeout fail.
+    fn sweep(&mut self, now: Instant) {
+        for i in 0..self.deadlines.len() {
+            if self.deadlines[i].is_none_or(|d| d > now) {
+                continue;
+            }
+            match self.slots[i].step {
+                Step::Connecting => self.connect_failed(i, Failure::ConnectTimeout),
+                Step::Writing(_) | Step::Reading => {
+                    self.slots[i].stream = None;
+                    self.record(i, now, None, Some(ErrorClass::RequestTimeout));
+                    self.begin(i, now);
+                }
+                _ => self.deadlines[i] = None,
+            }
+        }
+    }
+
+    /// The user leaves: its connection closes.
+    fn finish(&mut self, i: usize) {
+        let slot = &mut self.slots[i];
+        if slot.step == Step::Finished {
+            return;
+        }
+        slot.step = Step::Finished;
+        slot.stream = None;
+        self.deadlines[i] = None;
+        if std::mem::take(&mut slot.active) {
+            self.shared.recorder.borrow_mut().user_finished();
+        }
+        self.live -= 1;
+    }
+
+    /// The graceful stop began: users not yet started or pausing leave now
+    /// (those with a request in flight leave when it is done).
+    fn finish_waiting(&mut self) {
+        for Reverse((_, i)) in std::mem::take(&mut self.timers) {
+            self.finish(i);
+        }
+    }
+
+    /// The hard stop: what is in flight is cut off, counted `aborted`.
+    fn abort(&mut self) {
+        let now = Instant::now();
+        for i in 0..self.slots.len() {
+            if self.slots[i].in_flight() {
+                self.record(i, now, None, Some(ErrorClass::Aborted));
+            }
+            self.finish(i);
+        }
+    }
+}
+
+/// A non-blocking connect to `addr`, from source address `local` when
+/// given (any free port).
+fn open(addr: SocketAddr, local: Option<IpAddr>) -> io::Result<TcpStream> {
+    let Some(ip) = local else {
+        return TcpStream::connect(addr);
+    };
+    let socket = socket2::Socket::new(
+        socket2::Domain::for_address(addr),
+        socket2::Type::STREAM,
+        None,
+    )?;
+    socket.set_nonblocking(true)?;
+    socket.bind(&SocketAddr::new(ip, 0).into())?;
+    match socket.connect(&addr.into()) {
+        Ok(()) => {}
+        Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => {}
+        Err(e) => return Err(e),
+    }
+    Ok(TcpStream::from_std(socket.into()))
+}

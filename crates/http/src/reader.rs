@@ -1,0 +1,231 @@
+//! One response read from bytes as they arrive, without I/O: for an event
+//! loop that owns its sockets and reads for many connections into one
+//! buffer (the engine's fast path, `engine/src/plain.rs`). It keeps no
+//! bytes: it says how many of those it was given it used, and the caller
+//! keeps the rest (a head split over two reads) for the next call.
+//!
+//! The framing rules are the async client's ([`crate::Connection::exchange`]):
+//! interim 1xx answers are skipped, the body is delimited by its length,
+//! its chunks or the close, and is counted, never copied.
+
+use crate::response::{ChunkedDecoder, Framing, HeadCache, Malformed};
+
+/// Where a response stands.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ResponseReader {
+    part: Part,
+    status: u16,
+    keep_alive: bool,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+enum Part {
+    /// Waiting for the head (or the head after an interim answer).
+    #[default]
+    Head,
+    /// This many body bytes to go.
+    Length(u64),
+    Chunked(ChunkedDecoder),
+    /// The body ends when the server closes the connection.
+    UntilClose,
+    Done,
+}
+
+/// What a [`ResponseReader::feed`] found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Fed {
+    /// Bytes of the input that belong to the response so far; the caller
+    /// keeps the rest for the next call (unless the response is done, when
+    /// any rest is bytes the server sent unasked).
+    pub used: usize,
+    /// The response is complete.
+    pub done: bool,
+    /// Where in the input the response's head lies (start, end), when it
+    /// was read in this call and sets cookies.
+    pub head_with_cookies: Option<(usize, usize)>,
+}
+
+impl ResponseReader {
+    /// Reads from `data`, the bytes not used by an earlier call followed by
+    /// those just read. `heads` is the server's head cache.
+    pub fn feed(
+        &mut self,
+        heads: &HeadCache,
+        data: &[u8],
+        head_request: bool,
+    ) -> Result<Fed, Malformed> {
+        let mut used = 0;
+        let mut head_with_cookies = None;
+        let fed = |used, done, head_with_cookies| Fed {
+            used,
+            done,
+            head_with_cookies,
+        };
+        loop {
+            let rest = &data[used..];
+            match &mut self.part {
+                Part::Head => {
+                    let Some(head) = heads.parse(rest, head_request)? else {
+                        return Ok(fed(used, false, head_with_cookies));
+                    };
+                    let start = used;
+                    used += head.len;
+                    // Interim answers (100 Continue, 103 Early Hints)
+                    // precede the real one.
+                    if (100..200).contains(&head.status) && head.status != 101 {
+                        continue;
+                    }
+                    if head.sets_cookie {
+                        head_with_cookies = Some((start, used));
+                    }
+                    self.status = head.status;
+                    self.keep_alive = head.keep_alive;
+                    self.part = match head.framing {
+                        Framing::Empty => Part::Done,
+                        Framing::Length(0) => Part::Done,
+                        Framing::Length(n) => Part::Length(n),
+                        Framing::Chunked => Part::Chunked(ChunkedDecoder::default()),
+                        Framing::UntilClose => Part::UntilClose,
+                    };
+                }
+                Part::Length(left) => {
+                    let take = (rest.len() as u64).min(*left);
+                    used += take as usize;
+                    *left -= take;
+                    if *left == 0 {
+                        self.part = Part::Done;
+                    }
+                    return Ok(fed(used, self.part == Part::Done, head_with_cookies));
+                }
+                Part::Chunked(decoder) => {
+                    used += decoder.feed(rest)?;
+                    if decoder.is_done() {
+                        self.part = Part::Done;
+                    }
+                    return Ok(fed(used, self.part == Part::Done, head_with_cookies));
+                }
+                Part::UntilClose => return Ok(fed(data.len(), false, head_with_cookies)),
+                Part::Done => return Ok(fed(used, true, head_with_cookies)),
+            }
+        }
+    }
+
+    /// The server closed the connection: whether that completed the
+    /// response (a body delimited by the close).
+    pub fn closed(&mut self) -> bool {
+        if self.part == Part::UntilClose {
+            self.part = Part::Done;
+            self.keep_alive = false;
+        }
+        self.part == Part::Done
+    }
+
+    /// The status of the response's head, once it has been read.
+    pub fn status(&self) -> Option<u16> {
+        (self.part != Part::Head).then_some(self.status)
+    }
+
+    /// The connection may carry the next request (once done).
+    pub fn keep_alive(&self) -> bool {
+        self.keep_alive
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Feeds `pieces` one after another as an event loop would, keeping
+    /// what each call left unused; returns the status, whether it was
+    /// done, and the bytes left over.
+    fn read(pieces: &[&[u8]], closed: bool) -> Result<(Option<u16>, bool, usize), Malformed> {
+        let heads = HeadCache::default();
+        let mut reader = ResponseReader::default();
+        let mut kept = Vec::new();
+        let mut done = false;
+        for piece in pieces {
+            kept.extend_from_slice(piece);
+            let fed = reader.feed(&heads, &kept, false)?;
+            kept.drain(..fed.used);
+            done = fed.done;
+        }
+        if closed {
+            done = reader.closed();
+        }
+        Ok((reader.status(), done, kept.len()))
+    }
+
+    #[test]
+    fn a_response_split_anywhere_reads_the_same() {
+        let whole: &[u8] = b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello";
+        for cut in 0..whole.len() {
+            let (a, b) = whole.split_at(cut);
+            assert_eq!(
+                read(&[a, b], false),
+                Ok((Some(200), true, 0)),
+                "cut at {cut}"
+            );
+        }
+    }
+
+    #[test]
+    fn chunked_interim_and_empty_bodies() {
+        let chunked: &[u8] =
+            b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 201 Created\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n";
+        for cut in 0..chunked.len() {
+            let (a, b) = chunked.split_at(cut);
+            assert_eq!(
+                read(&[a, b], false),
+                Ok((Some(201), true, 0)),
+                "cut at {cut}"
+            );
+        }
+        assert_eq!(
+            read(&[b"HTTP/1.1 204 No Content\r\n\r\n"], false),
+            Ok((Some(204), true, 0))
+        );
+    }
+
+    #[test]
+    fn a_head_that_sets_cookies_is_pointed_at() {
+        let heads = HeadCache::default();
+        let mut reader = ResponseReader::default();
+        let data: &[u8] = b"xxHTTP/1.1 200 OK\r\nSet-Cookie: a=1\r\nContent-Length: 0\r\n\r\n";
+        let fed = reader.feed(&heads, &data[2..], false).unwrap();
+        let (start, end) = fed.head_with_cookies.unwrap();
+        assert_eq!((start, end, fed.done), (0, data.len() - 2, true));
+        let mut reader = ResponseReader::default();
+        let plain = reader
+            .feed(
+                &heads,
+                b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n",
+                false,
+            )
+            .unwrap();
+        assert_eq!(plain.head_with_cookies, None);
+    }
+
+    #[test]
+    fn bytes_after_the_response_are_left_over() {
+        let (status, done, rest) = read(
+            &[b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nokHTTP/1.1 200 OK\r\n"],
+            false,
+        )
+        .unwrap();
+        assert_eq!((status, done), (Some(200), true));
+        assert_eq!(rest, "HTTP/1.1 200 OK\r\n".len());
+    }
+
+    #[test]
+    fn a_body_until_the_close_ends_with_it_and_no_head_is_not_a_response() {
+        let old: &[u8] = b"HTTP/1.0 200 OK\r\n\r\nsome body";
+        assert_eq!(read(&[old], false), Ok((Some(200), false, 0)));
+        assert_eq!(read(&[old], true), Ok((Some(200), true, 0)));
+        let mut reader = ResponseReader::default();
+        assert!(!reader.closed());
+        assert_eq!(reader.status(), None);
+        let cut: &[u8] = b"HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\nabc";
+        assert_eq!(read(&[cut], true), Ok((Some(200), false, 0)));
+        assert!(read(&[b"garbage\r\n\r\n"], false).is_err());
+    }
+}
