@@ -421,9 +421,9 @@ impl<'a> EventLoop<'a> {
             true => &shared.plan.requests[slot.request].encoded,
             false => &slot.wire,
         };
-        let mut at = match slot.step {
-            Step::Writing(at) => at,
-            _ => 0,
+        let (mut at, resumed) = match slot.step {
+            Step::Writing(at) => (at, true),
+            _ => (0, false),
         };
         let Some(stream) = &mut slot.stream else {
             return;
@@ -441,6 +441,11 @@ impl<'a> EventLoop<'a> {
             }
         }
         slot.step = Step::Reading;
+        // The server may have answered while the request was still going
+        // out (an early error); that edge came while writing.
+        if resumed {
+            self.read(i, false);
+        }
     }
 
     /// Reads what has arrived. `closed`: the event said the server closed
@@ -479,34 +484,15 @@ impl<'a> EventLoop<'a> {
             }) = fed
             {
                 if plan.cookies {
+                    let (request, jar) = (slot.request, &mut slot.jar);
                     let head = &data[start..end];
-                    self.captured.set_cookies.clear();
-                    self.captured.keep_head(head, COOKIES);
-                    let dropped = match self.origin.url(&plan.requests[slot.request].target) {
-                        Some(url) => store_cookies(
-                            slot.jar.get_or_insert_default(),
-                            &self.captured.set_cookies,
-                            &url,
-                        ),
-                        None => 0,
-                    };
-                    if dropped > 0 {
-                        shared.recorder.borrow_mut().limit_reached(
-                            slot.request,
-                            LimitReached::CookieJar,
-                            dropped,
-                        );
-                    }
+                    keep_cookies(shared, &self.origin, &mut self.captured, request, head, jar);
                 }
             }
-            let fed = fed.map(|fed| {
-                // What the reader left for the next read.
-                if slot.kept.is_empty() {
-                    slot.kept.extend_from_slice(&read[fed.used..]);
-                } else {
-                    slot.kept.drain(..fed.used);
-                }
-                fed
+            // What the reader left, for the next read.
+            let fed = fed.inspect(|fed| match slot.kept.is_empty() {
+                true => slot.kept.extend_from_slice(&read[fed.used..]),
+                false => drop(slot.kept.drain(..fed.used)),
             });
             match fed {
                 Err(_) => return self.failed(i, Failure::MalformedResponse),
@@ -663,6 +649,30 @@ impl<'a> EventLoop<'a> {
     }
 }
 
+/// Stores the cookies a response head sets in the user's jar (made on
+/// the first), as the general path does; counts those past the jar's cap.
+fn keep_cookies(
+    shared: &Shared,
+    origin: &Origin,
+    captured: &mut Captured,
+    request: usize,
+    head: &[u8],
+    jar: &mut Option<Box<CookieStore>>,
+) {
+    captured.set_cookies.clear();
+    captured.keep_head(head, COOKIES);
+    let Some(url) = origin.url(&shared.plan.requests[request].target) else {
+        return;
+    };
+    let dropped = store_cookies(jar.get_or_insert_default(), &captured.set_cookies, &url);
+    if dropped > 0 {
+        shared
+            .recorder
+            .borrow_mut()
+            .limit_reached(request, LimitReached::CookieJar, dropped);
+    }
+}
+
 /// A non-blocking connect to `addr`, from source address `local` when
 /// given (any free port).
 fn open(addr: SocketAddr, local: Option<IpAddr>) -> io::Result<TcpStream> {
@@ -682,4 +692,41 @@ fn open(addr: SocketAddr, local: Option<IpAddr>) -> io::Result<TcpStream> {
         Err(e) => return Err(e),
     }
     Ok(TcpStream::from_std(socket.into()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::ClosedLoad;
+
+    #[test]
+    fn only_plain_closed_loads_take_the_fast_path() {
+        let mut plan = Plan::get("http://127.0.0.1:1/").unwrap();
+        plan.cookies = true;
+        assert!(load_of(&plan).is_some(), "a plain GET, cookies kept");
+        type Change = fn(&mut Plan);
+        let not_plain: [(&str, Change); 5] = [
+            ("tasks asked for", |p| p.engine = Engine::Tasks),
+            ("think time", |p| {
+                p.load = Load::Closed(ClosedLoad {
+                    think_time: Duration::from_millis(1),
+                    ..ClosedLoad::users(1, Duration::from_secs(1))
+                })
+            }),
+            ("a capture for checks", |p| {
+                p.requests[0].capture.body = true
+            }),
+            ("a per-origin pool", |p| {
+                p.max_connections_per_host = Some(4)
+            }),
+            ("another origin", |p| {
+                p.requests[0].origin = Some("http://127.0.0.2:1".into())
+            }),
+        ];
+        for (what, change) in not_plain {
+            let mut p = plan.clone();
+            change(&mut p);
+            assert!(load_of(&p).is_none(), "{what}");
+        }
+    }
 }

@@ -282,6 +282,7 @@ mod tests {
             "--stale-connection-retry",
             "--local-address",
             "--threads",
+            "--engine",
             "--buckets",
             // Each shard judges its own share; only the first acts on events.
             "--abort-on",

@@ -1,0 +1,153 @@
+//! The closed model's fast path (one event loop per worker, `plain.rs`)
+//! against real servers over real sockets: the same counts as the task
+//! per user path, bodies read over many reads, cookies kept. The hostile
+//! servers (closes, resets, garbage, timeouts, refused connects) are the
+//! CLI's tests (`tests/behaviour/hostile.rs`, `errors.rs`), whose one-liner
+//! plans run on this path. Counts only, no timing asserted.
+
+use headroom_engine::metrics::ConnectionEvent::Opened;
+use headroom_engine::metrics::ErrorClass;
+use headroom_engine::plan::{ClosedLoad, Engine, Load, Plan, RequestSpec};
+use headroom_engine::{run, runs_on_event_loop, StopSignal};
+use headroom_sample_server::TargetConfig;
+use std::io::{BufRead, BufReader, Write};
+use std::net::TcpListener;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// The in-process sample server's base URL (it serves until the test
+/// process ends).
+fn sample_server() -> String {
+    let server = headroom_sample_server::bind(&TargetConfig {
+        listen: "127.0.0.1:0".into(),
+        workers: 0,
+        threads: 4,
+        public: false,
+        backlog: 128,
+        queue: None,
+    })
+    .expect("the sample server binds a free loopback port");
+    let base = format!("http://{}", server.local);
+    std::thread::spawn(move || server.serve());
+    base
+}
+
+/// A GET of `target` like the plan's first request.
+fn get(plan: &Plan, target: &str) -> RequestSpec {
+    let mut spec = plan.requests[0].clone();
+    spec.name = target.into();
+    spec.target = target.into();
+    spec.encoded =
+        headroom_http::encode_request("GET", target, &plan.endpoint.host_header, &[], b"", true);
+    spec
+}
+
+#[test]
+fn both_engines_count_a_mix_exactly_and_alike() {
+    let base = sample_server();
+    let mut plan = Plan::get(&format!("{base}/hello")).unwrap();
+    // A body of many reads, and a status that fails.
+    plan.requests.push(get(&plan, "/bytes?n=200000"));
+    plan.requests.push(get(&plan, "/status?code=503"));
+    plan.load = Load::Closed(ClosedLoad::users(20, Duration::from_secs(30)));
+    plan.max_requests = Some(3_000);
+    plan.threads = 2;
+    assert!(runs_on_event_loop(&plan));
+    let fast = run(&plan, &StopSignal::new(), |_| {});
+    plan.engine = Engine::Tasks;
+    assert!(!runs_on_event_loop(&plan));
+    let tasks = run(&plan, &StopSignal::new(), |_| {});
+    for (name, outcome) in [("event loop", &fast), ("tasks", &tasks)] {
+        let t = &outcome.total;
+        assert_eq!(t.requests, 3_000, "{name}");
+        let [hello, bytes, status] = &outcome.per_request[..] else {
+            panic!("three requests");
+        };
+        assert_eq!(hello.ok + bytes.ok, t.ok, "{name}");
+        assert_eq!(hello.failed + bytes.failed, 0, "{name}");
+        assert_eq!(status.failed, status.requests, "{name}");
+        assert_eq!(status.status[503], status.requests, "{name}");
+        assert!(bytes.requests > 0 && status.requests > 0, "{name}");
+        // Each 200,000-byte body counted whole, its head on top.
+        assert!(bytes.bytes >= bytes.requests * 200_000, "{name}");
+        assert!(bytes.bytes < bytes.requests * 201_000, "{name}");
+        // One connection per user, kept alive throughout.
+        assert_eq!(t.connection_count(Opened), 20, "{name}");
+        assert_eq!(t.errors.iter().sum::<u64>(), status.requests, "{name}");
+        assert_eq!(t.errors[ErrorClass::Http5xx as usize], status.requests);
+    }
+}
+
+/// A server whose first answer on each connection sets a cookie; it notes
+/// the `Cookie` header of every request.
+fn cookie_server() -> (String, Arc<Mutex<Vec<Option<String>>>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/", listener.local_addr().unwrap());
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let log = seen.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            let log = log.clone();
+            std::thread::spawn(move || {
+                let mut reader = BufReader::new(stream.try_clone().unwrap());
+                let mut writer = stream;
+                let mut first = true;
+                loop {
+                    let mut cookie = None;
+                    let mut line = String::new();
+                    // The request line, then headers to the blank line.
+                    if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                        return;
+                    }
+                    loop {
+                        line.clear();
+                        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                            return;
+                        }
+                        if line == "\r\n" {
+                            break;
+                        }
+                        if let Some(v) = line.strip_prefix("Cookie: ") {
+                            cookie = Some(v.trim().to_string());
+                        }
+                    }
+                    log.lock().unwrap().push(cookie);
+                    let set = if first {
+                        "Set-Cookie: session=abc\r\n"
+                    } else {
+                        ""
+                    };
+                    first = false;
+                    let answer = format!("HTTP/1.1 200 OK\r\n{set}Content-Length: 2\r\n\r\nok");
+                    if writer.write_all(answer.as_bytes()).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    (url, seen)
+}
+
+#[test]
+fn a_cookie_the_server_sets_is_sent_back_on_the_fast_path() {
+    let (url, seen) = cookie_server();
+    let mut plan = Plan::get(&url).unwrap();
+    plan.cookies = true;
+    plan.load = Load::Closed(ClosedLoad {
+        iterations: Some(4),
+        ..ClosedLoad::users(2, Duration::from_secs(30))
+    });
+    plan.threads = 1;
+    assert!(runs_on_event_loop(&plan));
+    let outcome = run(&plan, &StopSignal::new(), |_| {});
+    assert_eq!((outcome.total.requests, outcome.total.ok), (8, 8));
+    let seen = seen.lock().unwrap();
+    let with_cookie = seen
+        .iter()
+        .filter(|c| c.as_deref() == Some("session=abc"))
+        .count();
+    // Each user's first request has none; its other three send it.
+    assert_eq!(seen.len(), 8);
+    assert_eq!(with_cookie, 6, "{seen:?}");
+}
