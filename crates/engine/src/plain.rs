@@ -1,6 +1,6 @@
 //! The closed model's fast path: plain requests — no templates, checks,
-//! extraction, feeders, think time, TLS or pooled connections (cookies
-//! are kept) —
+//! extraction, feeders, stages, TLS or pooled connections (cookies and
+//! think time are kept) —
 //! from one event loop per worker (mio, epoll), each user a small slot in
 //! one vector.
 //!
@@ -71,7 +71,6 @@ pub(crate) fn load_of(plan: &Plan) -> Option<&ClosedLoad> {
     });
     let plain = plan.engine == Engine::Auto
         && load.stages.is_empty()
-        && load.think_time.is_zero()
         && matches!(plan.flow, Flow::Mix)
         && plain_requests
         && plan.feeders.is_empty()
@@ -90,7 +89,7 @@ enum Step {
     /// Bytes of the request written so far (the socket's buffer was full).
     Writing(usize),
     Reading,
-    /// Backing off after a failed connect.
+    /// Thinking, or backing off after a failed connect.
     Paused,
     Finished,
 }
@@ -110,8 +109,10 @@ struct Slot {
     kept: Vec<u8>,
     /// The connection has carried a response before this request.
     reused: bool,
-    /// The server closed the connection after its last response.
-    closed_by_server: bool,
+    /// Why the user's kept-alive connection was closed between two
+    /// requests (the server closed it, or sent bytes unasked): counted
+    /// when the next request opens another, as the general path counts it.
+    replaced: Option<ConnectionEvent>,
     /// A stale connection's request may still be sent once more.
     may_retry: bool,
     /// Counted in `active_users`.
@@ -137,7 +138,7 @@ impl Slot {
             received: 0,
             kept: Vec::new(),
             reused: false,
-            closed_by_server: false,
+            replaced: None,
             may_retry: true,
             active: false,
             iterations: 0,
@@ -282,6 +283,7 @@ impl<'a> EventLoop<'a> {
                     Step::Reading if event.is_readable() || event.is_error() => {
                         self.read(i, event.is_read_closed() || event.is_error())
                     }
+                    Step::Paused if event.is_readable() || event.is_error() => self.idle_event(i),
                     _ => {}
                 }
             }
@@ -322,11 +324,11 @@ impl<'a> EventLoop<'a> {
         slot.kept.clear();
         slot.may_retry = true;
         shared.recorder.borrow_mut().request_started();
-        if std::mem::take(&mut slot.closed_by_server) {
+        if let Some(event) = slot.replaced.take() {
             shared
                 .recorder
                 .borrow_mut()
-                .connection_event(slot.request, ConnectionEvent::ReconnectIdleClosed);
+                .connection_event(slot.request, event);
         }
         slot.wire.clear();
         let spec = &shared.plan.requests[slot.request];
@@ -544,10 +546,43 @@ impl<'a> EventLoop<'a> {
         } else {
             // The server closed it without saying so in its answer: the
             // general path finds that out when it reuses the connection.
-            slot.closed_by_server = closed && slot.reader.keep_alive();
+            if closed && slot.reader.keep_alive() {
+                slot.replaced = Some(ConnectionEvent::ReconnectIdleClosed);
+            }
             slot.stream = None;
         }
-        self.begin(i, now);
+        self.next(i, now);
+    }
+
+    /// After a request: the next one, or first the load's think time.
+    fn next(&mut self, i: usize, now: Instant) {
+        let think = self.load.think_time;
+        if think.is_zero() {
+            return self.begin(i, now);
+        }
+        let wake = now + think;
+        let wake = self.until.map_or(wake, |u| wake.min(u));
+        self.slots[i].step = Step::Paused;
+        self.timers.push(Reverse((wake, i)));
+    }
+
+    /// The socket of a pausing user's kept-alive connection stirred: the
+    /// server closed it (its keep-alive timeout was shorter than the
+    /// pause), or sent bytes nobody asked for. Either way it is closed,
+    /// and the next request opens another — counted as the general path
+    /// counts it when it looks at the connection before reusing it.
+    fn idle_event(&mut self, i: usize) {
+        let slot = &mut self.slots[i];
+        let Some(stream) = &mut slot.stream else {
+            return;
+        };
+        let mut spare = [0u8; 64];
+        slot.replaced = match stream.read(&mut spare) {
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+            Ok(0) | Err(_) => Some(ConnectionEvent::ReconnectIdleClosed),
+            Ok(_) => Some(ConnectionEvent::UnrequestedBytes),
+        };
+        slot.stream = None;
     }
 
     /// The exchange failed. A reused connection that the server had closed
@@ -574,7 +609,7 @@ impl<'a> EventLoop<'a> {
         }
         let now = Instant::now();
         self.record(i, now, None, Some(failure.into()));
-        self.begin(i, now);
+        self.next(i, now);
     }
 
     /// Files slot `i`'s request as finished now.
@@ -607,7 +642,7 @@ impl<'a> EventLoop<'a> {
                 Step::Writing(_) | Step::Reading => {
                     self.slots[i].stream = None;
                     self.record(i, now, None, Some(ErrorClass::RequestTimeout));
-                    self.begin(i, now);
+                    self.next(i, now);
                 }
                 _ => self.deadlines[i] = None,
             }
@@ -707,9 +742,13 @@ mod tests {
         type Change = fn(&mut Plan);
         let not_plain: [(&str, Change); 5] = [
             ("tasks asked for", |p| p.engine = Engine::Tasks),
-            ("think time", |p| {
+            ("user stages", |p| {
                 p.load = Load::Closed(ClosedLoad {
-                    think_time: Duration::from_millis(1),
+                    stages: vec![crate::plan::UserStage {
+                        duration: Duration::from_secs(1),
+                        from: 0,
+                        to: 2,
+                    }],
                     ..ClosedLoad::users(1, Duration::from_secs(1))
                 })
             }),

@@ -92,9 +92,9 @@ pub struct Plan {
 /// How a worker runs a closed model's users.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Engine {
-    /// Plain requests (no templates, checks, extraction, cookies, feeders,
-    /// think time or TLS) from one event loop per worker, the rest as
-    /// tasks: the fast path where it applies (`engine/src/plain.rs`).
+    /// Plain requests (no templates, checks, extraction, feeders, user
+    /// stages or TLS) from one event loop per worker, the rest as tasks:
+    /// the fast path where it applies (`engine/src/plain.rs`).
     #[default]
     Auto,
     /// A tokio task per user, always (to compare the two, or to rule the

@@ -153,7 +153,7 @@ pub struct RunArgs {
     pub threads: Option<usize>,
 
     /// How a closed load's users run: `auto` — plain requests (no
-    /// templates, checks, extraction, feeders, think time or TLS) from one
+    /// templates, checks, extraction, feeders, stages or TLS) from one
     /// event loop per thread, the fast path, anything else a task per user
     /// — or `tasks`, a task per user always [default: auto]. results.json
     /// says which ran (`meta.generator_engine`).
