@@ -11,7 +11,9 @@
 //! miss each at 1,000 connections, which kept headroom's user-space CPU per
 //! request above wrk's. Here every response is read into one buffer shared
 //! by the worker's connections and parsed there (a split head is the only
-//! copy), and a user is one slot. `bench/user_cpu.py` has the figures.
+//! copy), and a user is one slot. `bench/user_cpu.py`, 50 / 1,000
+//! connections: 0.91 / 0.99 µs of user time per request, against wrk's
+//! 1.66 / 2.15 and a task per user's 2.01 / 2.82 (README, Performance).
 //!
 //! It does what the general path does for the plans it takes
 //! ([`load_of`]): the same counts and error classes, latency from the
