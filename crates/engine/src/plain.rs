@@ -30,7 +30,6 @@ use crate::plan::{ClosedLoad, Engine, Flow, Load, Plan};
 use crate::shared::Shared;
 use crate::stop::Phase;
 use crate::user::{cookie_header, store_cookies};
-use crate::worker::WorkerMsg;
 use cookie_store::CookieStore;
 use headroom_http::reader::{Fed, ResponseReader};
 use headroom_http::response::HeadCache;
@@ -42,7 +41,6 @@ use std::collections::BinaryHeap;
 use std::io::{self, Read, Write};
 use std::net::{IpAddr, SocketAddr};
 use std::rc::Rc;
-use std::sync::mpsc::Sender;
 use std::time::{Duration, Instant};
 
 /// How often requests and connects are checked against their timeouts.
@@ -158,9 +156,10 @@ impl Slot {
     }
 }
 
-/// Runs this worker's users of `load` to the end, sending the finished
-/// seconds to the controller as the tokio path's ticker does.
-pub(crate) fn run(shared: &Shared, load: &ClosedLoad, tx: &Sender<WorkerMsg>) {
+/// Runs this worker's users of `load` to the end; `tick(upto)` every
+/// second, on the second, hands the seconds before `upto` on (as the task
+/// path's ticker does).
+pub(crate) fn run(shared: &Shared, load: &ClosedLoad, tick: impl FnMut(u32)) {
     let mut event_loop = match EventLoop::new(shared, load) {
         Ok(l) => l,
         Err(e) => {
@@ -170,7 +169,7 @@ pub(crate) fn run(shared: &Shared, load: &ClosedLoad, tx: &Sender<WorkerMsg>) {
             return;
         }
     };
-    event_loop.run(tx);
+    event_loop.run(tick);
 }
 
 struct EventLoop<'a> {
@@ -221,7 +220,7 @@ impl<'a> EventLoop<'a> {
         })
     }
 
-    fn run(&mut self, tx: &Sender<WorkerMsg>) {
+    fn run(&mut self, mut tick: impl FnMut(u32)) {
         let shared = self.shared;
         let mut events = Events::with_capacity(1024);
         let mut upto = 1u32;
@@ -241,12 +240,7 @@ impl<'a> EventLoop<'a> {
             }
             let now = Instant::now();
             if now >= next_tick {
-                let intervals = shared.recorder.borrow_mut().take_completed(upto);
-                let _ = tx.send(WorkerMsg::Tick {
-                    worker: shared.id,
-                    upto,
-                    intervals,
-                });
+                tick(upto);
                 upto += 1;
                 next_tick = shared.start + Duration::from_secs(upto as u64);
             }

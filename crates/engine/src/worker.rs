@@ -45,19 +45,22 @@ async fn tick(shared: Rc<Shared>, tx: Sender<WorkerMsg>) {
     let mut upto = 1u32;
     loop {
         tokio::time::sleep_until((shared.start + Duration::from_secs(upto as u64)).into()).await;
-        let intervals = shared.recorder.borrow_mut().take_completed(upto);
-        if tx
-            .send(WorkerMsg::Tick {
-                worker: shared.id,
-                upto,
-                intervals,
-            })
-            .is_err()
-        {
+        if !send_tick(&shared, &tx, upto) {
             return;
         }
         upto += 1;
     }
+}
+
+/// Hands the seconds before `upto` to the controller; false once it is gone.
+fn send_tick(shared: &Shared, tx: &Sender<WorkerMsg>, upto: u32) -> bool {
+    let intervals = shared.recorder.borrow_mut().take_completed(upto);
+    tx.send(WorkerMsg::Tick {
+        worker: shared.id,
+        upto,
+        intervals,
+    })
+    .is_ok()
 }
 
 pub(crate) fn run(ctx: WorkerCtx) {
@@ -73,7 +76,9 @@ pub(crate) fn run(ctx: WorkerCtx) {
     // hard stop can still be counted as not sent.
     let queue = async_channel::unbounded::<open::Arrival>();
     match plain::load_of(&ctx.plan) {
-        Some(load) => plain::run(&shared, load, &ctx.tx),
+        Some(load) => plain::run(&shared, load, |upto| {
+            send_tick(&shared, &ctx.tx, upto);
+        }),
         None => run_tasks(&ctx, &shared, &queue),
     }
     let now = Instant::now();
