@@ -5,8 +5,9 @@
 //!
 //! ```text
 //!  controller (calling thread) ── spawns ──▶ worker 0..W (a thread each,
-//!      ▲  merges intervals,                   single-threaded tokio runtime,
-//!      │  enforces the hard stop              own Recorder, own connections)
+//!      ▲  merges intervals,                   single-threaded tokio runtime
+//!      │  enforces the hard stop              or `plain`'s epoll loop,
+//!      │                                      own Recorder, own connections)
 //!      └──────── WorkerMsg::Tick / Done ◀─────┘
 //! ```
 //!

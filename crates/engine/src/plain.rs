@@ -180,7 +180,7 @@ struct EventLoop<'a> {
     /// Each slot's timeout (connect or request), apart from the slots so a
     /// sweep reads one dense array.
     deadlines: Vec<Option<Instant>>,
-    /// Ramp-up starts and back-off pauses: (when, slot).
+    /// Ramp-up starts, think times and back-off pauses: (when, slot).
     timers: BinaryHeap<Reverse<(Instant, usize)>>,
     buf: Box<[u8]>,
     heads: HeadCache,
