@@ -5,32 +5,16 @@
 //! CLI's tests (`tests/behaviour/hostile.rs`, `errors.rs`), whose one-liner
 //! plans run on this path. Counts only, no timing asserted.
 
-use headroom_engine::metrics::ConnectionEvent::Opened;
+mod common;
+
+use headroom_engine::metrics::ConnectionEvent::{Opened, UnrequestedBytes};
 use headroom_engine::metrics::ErrorClass;
 use headroom_engine::plan::{ClosedLoad, Engine, Load, Plan, RequestSpec};
 use headroom_engine::{run, runs_on_event_loop, StopSignal};
-use headroom_sample_server::TargetConfig;
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpListener;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-
-/// The in-process sample server's base URL (it serves until the test
-/// process ends).
-fn sample_server() -> String {
-    let server = headroom_sample_server::bind(&TargetConfig {
-        listen: "127.0.0.1:0".into(),
-        workers: 0,
-        threads: 4,
-        public: false,
-        backlog: 128,
-        queue: None,
-    })
-    .expect("the sample server binds a free loopback port");
-    let base = format!("http://{}", server.local);
-    std::thread::spawn(move || server.serve());
-    base
-}
 
 /// A GET of `target` like the plan's first request.
 fn get(plan: &Plan, target: &str) -> RequestSpec {
@@ -44,7 +28,7 @@ fn get(plan: &Plan, target: &str) -> RequestSpec {
 
 #[test]
 fn both_engines_count_a_mix_exactly_and_alike() {
-    let base = sample_server();
+    let base = common::sample_server(4);
     let mut plan = Plan::get(&format!("{base}/hello")).unwrap();
     // A body of many reads, and a status that fails.
     plan.requests.push(get(&plan, "/bytes?n=200000"));
@@ -78,6 +62,22 @@ fn both_engines_count_a_mix_exactly_and_alike() {
     }
 }
 
+/// Reads one request's lines up to the blank one, each to `line`; false
+/// when the client closed the connection first.
+fn read_request(reader: &mut impl BufRead, mut line: impl FnMut(&str)) -> bool {
+    let mut text = String::new();
+    loop {
+        text.clear();
+        if reader.read_line(&mut text).unwrap_or(0) == 0 {
+            return false;
+        }
+        if text == "\r\n" {
+            return true;
+        }
+        line(&text);
+    }
+}
+
 /// A server whose first answer on each connection sets a cookie; it notes
 /// the `Cookie` header of every request.
 fn cookie_server() -> (String, Arc<Mutex<Vec<Option<String>>>>) {
@@ -94,22 +94,13 @@ fn cookie_server() -> (String, Arc<Mutex<Vec<Option<String>>>>) {
                 let mut first = true;
                 loop {
                     let mut cookie = None;
-                    let mut line = String::new();
-                    // The request line, then headers to the blank line.
-                    if reader.read_line(&mut line).unwrap_or(0) == 0 {
-                        return;
-                    }
-                    loop {
-                        line.clear();
-                        if reader.read_line(&mut line).unwrap_or(0) == 0 {
-                            return;
-                        }
-                        if line == "\r\n" {
-                            break;
-                        }
+                    let request = read_request(&mut reader, |line| {
                         if let Some(v) = line.strip_prefix("Cookie: ") {
                             cookie = Some(v.trim().to_string());
                         }
+                    });
+                    if !request {
+                        return;
                     }
                     log.lock().unwrap().push(cookie);
                     let set = if first {
@@ -150,4 +141,58 @@ fn a_cookie_the_server_sets_is_sent_back_on_the_fast_path() {
     // Each user's first request has none; its other three send it.
     assert_eq!(seen.len(), 8);
     assert_eq!(with_cookie, 6, "{seen:?}");
+}
+
+/// A server that answers each request, then, 100 ms later, sends bytes
+/// nobody asked for on the same connection.
+fn chatty_server() -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            std::thread::spawn(move || {
+                let mut reader = BufReader::new(stream.try_clone().unwrap());
+                let mut writer = stream;
+                while read_request(&mut reader, |_| {}) {
+                    let answer = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
+                    if writer.write_all(answer).is_err() {
+                        return;
+                    }
+                    std::thread::sleep(Duration::from_millis(100));
+                    if writer.write_all(b"unasked").is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    url
+}
+
+#[test]
+fn bytes_sent_while_a_user_thinks_replace_its_connection_on_both_paths() {
+    let url = chatty_server();
+    let mut plan = Plan::get(&url).unwrap();
+    // The bytes come 100 ms after each answer, well within the pause.
+    plan.load = Load::Closed(ClosedLoad {
+        iterations: Some(3),
+        think_time: Duration::from_millis(600),
+        ..ClosedLoad::users(1, Duration::from_secs(30))
+    });
+    plan.threads = 1;
+    for engine in [Engine::Auto, Engine::Tasks] {
+        plan.engine = engine;
+        assert_eq!(runs_on_event_loop(&plan), engine == Engine::Auto);
+        let t = run(&plan, &StopSignal::new(), |_| {}).total;
+        assert_eq!((t.requests, t.ok), (3, 3), "{engine:?}");
+        // Found before the second and the third request: each goes out on
+        // a new connection.
+        assert_eq!(
+            t.connection_count(UnrequestedBytes),
+            2,
+            "{engine:?}: {:?}",
+            t.connection_events
+        );
+        assert_eq!(t.connection_count(Opened), 3, "{engine:?}");
+    }
 }

@@ -3,28 +3,18 @@
 //! late; a shared start (a shard that missed `--start-at`) skips what was
 //! due and counts it `not_sent`. Counts only, no timing asserted.
 
+mod common;
+
 use headroom_engine::metrics::ErrorClass;
 use headroom_engine::plan::schedule::Schedule;
 use headroom_engine::plan::{Load, OpenLoad, Plan, DEFAULT_MAX_CONNECTIONS};
 use headroom_engine::{run_at, Start, StopSignal};
-use headroom_sample_server::TargetConfig;
 use std::time::{Duration, Instant};
 
 /// 100 arrivals a second for 0.5 s (50) against the in-process sample
 /// server; each test starts the run's clock `AGO` in the past.
 fn open_plan() -> Plan {
-    let server = headroom_sample_server::bind(&TargetConfig {
-        listen: "127.0.0.1:0".into(),
-        workers: 0,
-        threads: 2,
-        public: false,
-        backlog: 128,
-        queue: None,
-    })
-    .expect("the sample server binds a free loopback port");
-    let url = format!("http://{}/hello", server.local);
-    // Serves until the test process ends.
-    std::thread::spawn(move || server.serve());
+    let url = format!("{}/hello", common::sample_server(2));
     let mut plan = Plan::get(&url).unwrap();
     plan.load = Load::Open(OpenLoad {
         users: false,
