@@ -37,7 +37,7 @@
 //! println!("{} requests, {} ok", outcome.total.requests, outcome.total.ok);
 //! ```
 
-pub mod metrics;
+pub use headroom_metrics as metrics;
 pub mod plan;
 
 mod arrival_clock;

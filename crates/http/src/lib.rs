@@ -13,6 +13,8 @@ mod stream;
 pub mod tls;
 
 pub use response::HeadCache;
+
+use headroom_metrics::ErrorClass;
 use response::{append_limited, ChunkedDecoder, Framing};
 use std::future::Future;
 use std::io;
@@ -57,6 +59,25 @@ pub enum Failure {
     ClosedBeforeResponse,
     ClosedMidResponse,
     MalformedResponse,
+}
+
+/// Every failure is counted as the error class of the same name.
+impl From<Failure> for ErrorClass {
+    fn from(f: Failure) -> ErrorClass {
+        use Failure as F;
+        match f {
+            F::ConnectRefused => ErrorClass::ConnectRefused,
+            F::ConnectTimeout => ErrorClass::ConnectTimeout,
+            F::TooManyOpenFiles => ErrorClass::TooManyOpenFiles,
+            F::ConnectError => ErrorClass::ConnectError,
+            F::TlsHandshake => ErrorClass::TlsHandshake,
+            F::RequestTimeout => ErrorClass::RequestTimeout,
+            F::ConnectionReset => ErrorClass::ConnectionReset,
+            F::ClosedBeforeResponse => ErrorClass::ClosedBeforeResponse,
+            F::ClosedMidResponse => ErrorClass::ClosedMidResponse,
+            F::MalformedResponse => ErrorClass::MalformedResponse,
+        }
+    }
 }
 
 /// Where requests go: the resolved address and the `Host` header to send.

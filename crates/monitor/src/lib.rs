@@ -2,27 +2,26 @@
 //! and the generator itself, sampled on the run's clock (the same interval
 //! boundaries as the client timeline), then read for what ran out first.
 //!
-//! - [`sample`]: what a sample holds (serialised into `results.json`).
 //! - `proc`: reading /proc via `procfs`; `netstat`: listen-queue counters.
-//! - [`findings`]: thresholds → findings and the generator-bound verdict.
 //! - [`remote`]: `headroom monitor` on the server's host, and the client
 //!   that pulls its samples during a run.
 //! - [`launch`]: start a server command in its own process group, wait for
 //!   its port, stop the whole group.
-//! - [`machine`]: the machine's facts (for results' `meta`) and the
-//!   process's open-files limit.
+//! - [`machine`]: the process's open-files limit.
+//!
+//! What it records — samples, their summary, the findings read from them
+//! (`server` in results.json) — is `headroom_records::server`.
 
-pub mod findings;
 pub mod launch;
 pub mod machine;
 mod netstat;
 mod proc;
 pub mod remote;
-pub mod sample;
 
-pub use proc::{unix_ms, Follow, Restart, Sampler};
+use headroom_records::server::{findings, sample, Restart, ServerReport, Summary};
+
+pub use proc::{unix_ms, Follow, Sampler};
 use sample::Sample;
-use serde::{Deserialize, Serialize};
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -170,119 +169,4 @@ fn sample_loop(
     }
     let errors = remote.map(|r| r.errors()).unwrap_or_default();
     (samples, errors, sampler.restarts().to_vec())
-}
-
-/// Mean and peak of one figure over the run.
-#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
-pub struct MeanPeak {
-    pub mean: f64,
-    pub peak: f64,
-}
-
-impl MeanPeak {
-    fn of(values: impl Iterator<Item = f64>) -> Option<MeanPeak> {
-        let v: Vec<f64> = values.collect();
-        if v.is_empty() {
-            return None;
-        }
-        Some(MeanPeak {
-            mean: v.iter().sum::<f64>() / v.len() as f64,
-            peak: v.iter().copied().fold(f64::MIN, f64::max),
-        })
-    }
-}
-
-/// Mean and peak of each figure (CPU from the samples after the first,
-/// which only sets the baseline).
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
-pub struct Summary {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub server_cpu_pct: Option<MeanPeak>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub server_rss_bytes: Option<MeanPeak>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub server_processes: Option<MeanPeak>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub server_threads: Option<MeanPeak>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub server_fds: Option<MeanPeak>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub machine_cpu_busy_pct: Option<MeanPeak>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub machine_iowait_pct: Option<MeanPeak>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub load1: Option<MeanPeak>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub mem_available_bytes: Option<MeanPeak>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub swap_used_bytes: Option<MeanPeak>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tcp_established: Option<MeanPeak>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tcp_time_wait: Option<MeanPeak>,
-    pub listen_overflows: u64,
-    pub listen_drops: u64,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub generator_cpu_pct: Option<MeanPeak>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub generator_rss_bytes: Option<MeanPeak>,
-}
-
-impl Summary {
-    pub fn of(samples: &[Sample]) -> Summary {
-        let rated = || samples.iter().skip(1);
-        let alive = || {
-            samples
-                .iter()
-                .filter_map(|s| s.server.as_ref().filter(|t| t.alive))
-        };
-        let alive_rated = || rated().filter_map(|s| s.server.as_ref().filter(|t| t.alive));
-        let machine = || samples.iter().filter_map(|s| s.machine.as_ref());
-        let machine_rated = || rated().filter_map(|s| s.machine.as_ref());
-        let generator_rated = || rated().filter_map(|s| s.generator.as_ref());
-        Summary {
-            server_cpu_pct: MeanPeak::of(alive_rated().map(|t| t.cpu_pct)),
-            server_rss_bytes: MeanPeak::of(alive().map(|t| t.rss_bytes as f64)),
-            server_processes: MeanPeak::of(alive().map(|t| t.processes as f64)),
-            server_threads: MeanPeak::of(alive().map(|t| t.threads as f64)),
-            server_fds: MeanPeak::of(alive().map(|t| t.fds as f64)),
-            machine_cpu_busy_pct: MeanPeak::of(machine_rated().map(|m| 100.0 - m.cpu_idle_pct)),
-            machine_iowait_pct: MeanPeak::of(machine_rated().map(|m| m.cpu_iowait_pct)),
-            load1: MeanPeak::of(machine().map(|m| m.load1)),
-            mem_available_bytes: MeanPeak::of(machine().map(|m| m.mem_available_bytes as f64)),
-            swap_used_bytes: MeanPeak::of(machine().map(|m| m.swap_used_bytes as f64)),
-            tcp_established: MeanPeak::of(machine().map(|m| m.tcp_established as f64)),
-            tcp_time_wait: MeanPeak::of(machine().map(|m| m.tcp_time_wait as f64)),
-            listen_overflows: machine().map(|m| m.listen_overflows).sum(),
-            listen_drops: machine().map(|m| m.listen_drops).sum(),
-            generator_cpu_pct: MeanPeak::of(generator_rated().map(|g| g.cpu_pct)),
-            generator_rss_bytes: MeanPeak::of(
-                samples
-                    .iter()
-                    .filter_map(|s| s.generator.as_ref())
-                    .map(|g| g.rss_bytes as f64),
-            ),
-        }
-    }
-}
-
-/// `server` in `results.json`.
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
-pub struct ServerReport {
-    /// What was watched: "pid N", "command `...`", "remote URL", or
-    /// "generator only".
-    pub source: String,
-    pub interval_s: f64,
-    pub samples: Vec<Sample>,
-    pub summary: Summary,
-    pub findings: Vec<findings::Finding>,
-    /// The figures describe the generator's limit, not the server's.
-    pub generator_bound: bool,
-    pub generator_bound_reasons: Vec<String>,
-    /// Problems while monitoring (e.g. a remote monitor that stopped answering).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub errors: Vec<String>,
-    /// Each time the server's main process changed during the run.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub restarts: Vec<Restart>,
 }

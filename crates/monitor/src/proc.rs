@@ -5,6 +5,7 @@
 
 use super::netstat;
 use super::sample::{FdUse, MachineSample, ProcessSample, Sample, TreeSample};
+use headroom_records::server::Restart;
 use procfs::process::{LimitValue, Process};
 use procfs::{Current, CurrentSI};
 use std::collections::HashMap;
@@ -84,24 +85,6 @@ pub struct Follow {
     /// Children of headroom that are not headroom (a server's daemons
     /// re-parented to headroom, the subreaper) are the server's.
     pub adopt_orphans: bool,
-}
-
-/// The server's main process changed (`server.restarts[]`).
-#[derive(
-    Clone, Debug, Default, serde::Serialize, serde::Deserialize, PartialEq, schemars::JsonSchema,
-)]
-pub struct Restart {
-    /// Sample time (s from the start) at which the new process was found.
-    pub t_s: f64,
-    pub unix_ms: u64,
-    pub old_pid: i32,
-    pub new_pid: i32,
-    /// "pidfile", "child" (re-exec'd by the old one), or "listener".
-    pub how: String,
-    /// How long nothing of the server was running, when the restart went
-    /// through a stop (ms, sample precision).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub down_ms: Option<f64>,
 }
 
 fn uptime_ticks(ticks_per_s: f64) -> u64 {

@@ -1,7 +1,8 @@
 //! The step table and the answer, for the terminal (and Markdown).
 
 use crate::table::Table;
-use headroom_capacity::{Axis, CapacityReport, Step};
+use headroom_objectives::capacity::Axis;
+use headroom_records::capacity::{CapacityReport, Step};
 use std::io::{self, Write};
 
 fn fmt_load(x: f64) -> String {

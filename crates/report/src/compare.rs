@@ -9,9 +9,9 @@
 //! a shared machine even when the seconds agree tightly).
 
 use crate::table::Table;
-use headroom_results::record::Results;
-use headroom_study::rank::Spread;
-use headroom_study::StudyReport;
+use headroom_records::results::Results;
+use headroom_records::study::rank::Spread;
+use headroom_records::study::StudyReport;
 use std::path::Path;
 
 /// Changes smaller than this are noise whatever the intervals say.
@@ -123,14 +123,14 @@ fn seconds_spread(values: &[f64], value: f64) -> Option<Spread> {
 /// A run's figures with per-second spreads.
 pub fn run_figures(r: &Results) -> Vec<Figure> {
     // The first and last seconds are partial: leave them out of spreads.
-    let full: Vec<&headroom_engine::metrics::aggregate::TimelinePoint> = if r.timeline.len() > 2 {
+    let full: Vec<&headroom_metrics::aggregate::TimelinePoint> = if r.timeline.len() > 2 {
         r.timeline[1..r.timeline.len() - 1].iter().collect()
     } else {
         r.timeline.iter().collect()
     };
-    let busy: Vec<&&headroom_engine::metrics::aggregate::TimelinePoint> =
+    let busy: Vec<&&headroom_metrics::aggregate::TimelinePoint> =
         full.iter().filter(|p| p.requests > 0).collect();
-    let per = |f: &dyn Fn(&headroom_engine::metrics::aggregate::TimelinePoint) -> f64| -> Vec<f64> {
+    let per = |f: &dyn Fn(&headroom_metrics::aggregate::TimelinePoint) -> f64| -> Vec<f64> {
         busy.iter().map(|p| f(p)).collect()
     };
     let l = &r.summary.latency_ms;
@@ -156,7 +156,7 @@ pub fn run_figures(r: &Results) -> Vec<Figure> {
 
 /// A study's configuration: its representative run, with the spreads over
 /// repeats where the study has them.
-fn config_figures(c: &headroom_study::ConfigReport) -> Option<Vec<Figure>> {
+fn config_figures(c: &headroom_records::study::ConfigReport) -> Option<Vec<Figure>> {
     let r = c.results.as_ref()?;
     let mut f = run_figures(r);
     if let Some(st) = &c.stats {

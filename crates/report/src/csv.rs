@@ -3,7 +3,7 @@
 //! `requests.csv` (per request name and the total) and `server.csv` (the
 //! monitor's samples). Written with the `csv` crate.
 
-use headroom_results::record::{Results, Summary};
+use headroom_records::results::{Results, Summary};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 

@@ -3,8 +3,8 @@
 //! of time before it.
 
 use crate::table::Table;
-use headroom_results::events::{EventRecord, WindowFigures};
-use headroom_results::Results;
+use headroom_records::events::{EventRecord, WindowFigures};
+use headroom_records::Results;
 
 fn ms(v: Option<f64>) -> String {
     v.map_or("—".into(), |v| format!("{v:.1}"))

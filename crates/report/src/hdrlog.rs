@@ -6,7 +6,7 @@
 
 use hdrhistogram::serialization::interval_log::IntervalLogWriterBuilder;
 use hdrhistogram::serialization::V2DeflateSerializer;
-use headroom_engine::metrics::histogram;
+use headroom_metrics::histogram;
 use std::time::{Duration, SystemTime};
 
 /// The log text for `intervals` (one per second from `started_at`).

@@ -1,9 +1,9 @@
 //! Reports: what people and CI read of a run, a study or a capacity
-//! search. The top floor of the library: it reads the records of every
-//! crate below and is read by none.
+//! search. It reads records (`headroom-records`) and nothing that runs
+//! load or starts servers, so it builds and runs without them.
 //!
 //! - [`table`]: the table type every printed table goes through (text or
-//!   Markdown); [`terminal`]: the run summary; [`live`]: the progress line.
+//!   Markdown); [`terminal`]: the run summary.
 //! - [`study_table`] and [`capacity_table`]: the comparison and the step
 //!   tables.
 //! - [`html`] (self-contained pages with SVG charts), [`csv`], [`hdrlog`],
@@ -16,7 +16,6 @@ pub mod csv;
 pub mod events;
 pub mod hdrlog;
 pub mod html;
-pub mod live;
 pub mod study_table;
 pub mod table;
 pub mod terminal;

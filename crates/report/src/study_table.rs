@@ -4,8 +4,8 @@
 
 use crate::table::{csv_field, Table};
 use crate::terminal::thousands;
-use headroom_study::file::Objective;
-use headroom_study::StudyReport;
+use headroom_records::study::Objective;
+use headroom_records::study::StudyReport;
 use std::io::{self, Write};
 
 /// (terminal header, CSV header) of each column.
@@ -92,8 +92,8 @@ pub fn table(report: &StudyReport, csv: bool) -> Table {
                 .iter()
                 .find(|c| c.label == label)
                 .and_then(|c| c.results.as_ref());
-            let gap = r.and_then(headroom_study::rank::event_gap_ms);
-            let failed = r.and_then(headroom_study::rank::event_failed);
+            let gap = r.and_then(headroom_records::study::rank::event_gap_ms);
+            let failed = r.and_then(headroom_records::study::rank::event_failed);
             row.insert(at, failed.map_or("-".into(), |f| f.to_string()));
             row.insert(at, gap.map_or("-".into(), |g| format!("{g:.0}")));
         }

@@ -4,8 +4,8 @@
 //! every figure, stable for logs and diffs.
 
 use crate::table::Table;
-use headroom_engine::metrics::ErrorClass;
-use headroom_results::record::{LatencySummary, Results, Summary};
+use headroom_metrics::ErrorClass;
+use headroom_records::results::{LatencySummary, Results, Summary};
 use std::io::{self, Write};
 
 fn ms(v: f64) -> String {
@@ -300,8 +300,11 @@ fn mib(bytes: f64) -> String {
 }
 
 /// The server table (mean and peak of each figure) and the findings.
-fn write_server(out: &mut dyn Write, server: &headroom_monitor::ServerReport) -> io::Result<()> {
-    use headroom_monitor::MeanPeak;
+fn write_server(
+    out: &mut dyn Write,
+    server: &headroom_records::server::ServerReport,
+) -> io::Result<()> {
+    use headroom_records::server::MeanPeak;
     let s = &server.summary;
     writeln!(out)?;
     writeln!(

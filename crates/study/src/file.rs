@@ -19,6 +19,8 @@
 
 use headroom_monitor::launch::signal_by_name;
 use headroom_objectives::capacity::Settings;
+use headroom_records::study::rank::Ranking;
+use headroom_records::study::{label, param_text, Objective};
 use headroom_scenario::errors::{Locator, Problem, ScenarioError};
 use headroom_scenario::raw::{RawCapacity, RawEvent, RawScenario};
 use schemars::JsonSchema;
@@ -176,56 +178,6 @@ pub struct RawMeasure {
     pub pause: Option<String>,
 }
 
-/// What a study ranks configurations by.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Objective {
-    /// Highest throughput with the error rate within budget.
-    Throughput,
-    /// Lowest latency at that percentile (or mean), within budget.
-    P50,
-    P90,
-    P95,
-    P99,
-    Mean,
-    /// Highest load meeting the `[capacity]` objective (a capacity search
-    /// per configuration).
-    Capacity,
-    /// Least noticed events: the shortest longest-time-without-an-OK-
-    /// response after the configuration's events (`[[server.event]]`),
-    /// e.g. restart strategies compared.
-    MaxGap,
-}
-
-impl Objective {
-    pub fn parse(s: &str) -> Option<Objective> {
-        Some(match s.trim().to_ascii_lowercase().as_str() {
-            "throughput" => Objective::Throughput,
-            "p50" | "median" => Objective::P50,
-            "p90" => Objective::P90,
-            "p95" => Objective::P95,
-            "p99" => Objective::P99,
-            "mean" => Objective::Mean,
-            "capacity" => Objective::Capacity,
-            "max_gap" => Objective::MaxGap,
-            _ => return None,
-        })
-    }
-
-    pub fn describe(self) -> &'static str {
-        match self {
-            Objective::Throughput => "highest throughput",
-            Objective::P50 => "lowest median latency",
-            Objective::P90 => "lowest p90 latency",
-            Objective::P95 => "lowest p95 latency",
-            Objective::P99 => "lowest p99 latency",
-            Objective::Mean => "lowest mean latency",
-            Objective::Capacity => "highest capacity within the objective",
-            Objective::MaxGap => "least downtime users felt around events (max gap)",
-        }
-    }
-}
-
 #[derive(Clone, Debug)]
 pub enum Ready {
     Tcp,
@@ -309,21 +261,16 @@ pub struct Study {
     pub capacity: Settings,
 }
 
-/// The text a parameter value stands for in a command.
-pub fn param_text(v: &Value) -> String {
-    match v {
-        Value::String(s) => s.clone(),
-        other => other.to_string(),
+impl Study {
+    /// What the ranking of its configurations reads of it.
+    pub fn ranking(&self) -> Ranking {
+        Ranking {
+            study: self.path.display().to_string(),
+            objective: self.objective,
+            error_budget: self.error_budget,
+            repeat: self.repeat,
+        }
     }
-}
-
-/// A configuration's label: "server workers=2 threads=4".
-pub fn label(server: &str, params: &BTreeMap<String, Value>) -> String {
-    let mut s = server.to_string();
-    for (k, v) in params {
-        s.push_str(&format!(" {k}={}", param_text(v)));
-    }
-    s
 }
 
 /// Every combination of the grid's values (in key order), then the

@@ -2,12 +2,13 @@
 //! monitor on its process tree, stop it (the whole group), and compare.
 //!
 //! - [`file`](mod@file): the study file, grid expansion, `{param}`/`{port}` filling.
-//! - [`rank`]: statistics over repeats, the objective, the winner.
+//! - statistics over repeats, the objective, the winner, and `study.json`
+//!   itself: `headroom_records::study`.
 //! - [`services`]: companion services started before a configuration's
 //!   server (or once for the study) and stopped after it.
 //!
 //! The comparison table and `study.csv` are drawn by `headroom-report`
-//! from the [`StudyReport`] each [`Event::Saved`] carries.
+//! from the `StudyReport` each [`Event::Saved`] carries.
 //!
 //! Runs are interleaved (round 1 of every configuration, then round 2, …)
 //! so a drift of the machine does not favour one configuration, and
@@ -15,96 +16,25 @@
 //! where it stopped.
 
 pub mod file;
-pub mod rank;
 pub mod services;
 
-use file::{label, Config, Ready, Study};
+use file::{Config, Ready, Study};
 use headroom_engine::plan::schedule::{Schedule, Stage};
 use headroom_engine::plan::{Load, Plan};
 use headroom_engine::StopSignal;
+use headroom_measure::{measure_from, During, Recording};
 use headroom_monitor::launch::{LaunchError, LaunchSpec, ServerProcess};
 use headroom_monitor::{Follow, MonitorConfig};
-use headroom_results::measure::{measure_from, During, Recording};
-use headroom_results::record::Results;
-use headroom_results::write_replacing;
+use headroom_records::study::rank;
+use headroom_records::study::{label, ConfigReport, Objective, RunRecord, StudyReport};
+use headroom_records::write_replacing;
 use headroom_scenario::raw::{RawEvent, RawRoutes};
 use headroom_scenario::Scenario;
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use services::Running;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-
-/// One measured (or failed) run of a configuration.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
-pub struct RunRecord {
-    pub round: u32,
-    /// "ok", or why not: "not ready: …", "died during the run",
-    /// "error budget exceeded: …", "error: …".
-    pub status: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub results: Option<Results>,
-    /// The server's last stderr lines, when it failed.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub stderr_tail: Option<String>,
-    /// Process-group id the configuration ran in (empty after the run).
-    pub pgid: i32,
-    /// Objective "capacity": the search on this configuration (`results`
-    /// is then its step at the capacity).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub capacity: Option<headroom_capacity::CapacityReport>,
-    /// Processes of the group still alive after the stop (should be 0).
-    pub survivors: u32,
-    /// Processes of the server's tree outside its group that ignored the
-    /// stop and were killed.
-    #[serde(default)]
-    pub stray_killed: u32,
-}
-
-/// A configuration and everything measured for it.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
-pub struct ConfigReport {
-    pub server: String,
-    pub params: BTreeMap<String, Value>,
-    pub label: String,
-    /// "ok" when every run was, else the last run's reason.
-    pub status: String,
-    /// The representative run (the median by the objective), in the shape
-    /// of `results.json`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub results: Option<Results>,
-    pub runs: Vec<RunRecord>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub stats: Option<rank::ConfigStats>,
-}
-
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
-pub struct Winner {
-    pub server: String,
-    pub params: BTreeMap<String, Value>,
-    pub label: String,
-    pub reason: String,
-}
-
-/// `study.json`.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
-pub struct StudyReport {
-    pub headroom_version: String,
-    pub study: String,
-    pub objective: file::Objective,
-    pub error_budget: f64,
-    pub repeat: u32,
-    pub configs: Vec<ConfigReport>,
-    /// Labels, best first (eligible configurations only).
-    pub ranking: Vec<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub winner: Option<Winner>,
-    /// Configurations within noise of the winner.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub within_noise: Vec<String>,
-    pub interrupted: bool,
-}
 
 pub struct StudyOptions {
     pub out_dir: PathBuf,
@@ -391,7 +321,7 @@ fn run_config(
             adopt_orphans: true,
         },
     };
-    if study.objective == file::Objective::Capacity {
+    if study.objective == Objective::Capacity {
         let settings = scenario.capacity.overlay(&study.capacity);
         capacity_search(plan, &settings, &watch, &recording, stop, &mut record);
         if record.status != "ok" {
@@ -468,7 +398,7 @@ fn capacity_search(
     stop: &StopSignal,
     record: &mut RunRecord,
 ) {
-    use headroom_capacity::Outcome;
+    use headroom_records::capacity::Outcome;
     let options = match settings.resolve() {
         Ok(o) => o,
         Err(e) => {
@@ -596,7 +526,7 @@ pub fn run(
                 record: &record,
             });
             configs[i].runs.push(record);
-            let so_far = rank::summarise(study, &mut configs, false);
+            let so_far = rank::summarise(&study.ranking(), &mut configs, false);
             save(&so_far, &opts.out_dir)?;
             event(Event::Saved(&so_far));
             if !stop.is_stopping() && !study.pause.is_zero() {
@@ -604,7 +534,7 @@ pub fn run(
             }
         }
     }
-    let report = rank::summarise(study, &mut configs, stop.is_stopping());
+    let report = rank::summarise(&study.ranking(), &mut configs, stop.is_stopping());
     save(&report, &opts.out_dir)?;
     event(Event::Saved(&report));
     Ok(report)

@@ -869,9 +869,9 @@ pub enum ProgressFlag {
     Never,
 }
 
-impl From<ProgressFlag> for headroom_report::live::ProgressMode {
+impl From<ProgressFlag> for crate::cli::live::ProgressMode {
     fn from(f: ProgressFlag) -> Self {
-        use headroom_report::live::ProgressMode;
+        use crate::cli::live::ProgressMode;
         match f {
             ProgressFlag::Auto => ProgressMode::Auto,
             ProgressFlag::Always => ProgressMode::Always,

@@ -7,9 +7,10 @@ use super::recording;
 use super::run::{install_interrupt, scenario_from_args, watch_from_args};
 use super::{exit_interrupted, EXIT_ERROR, EXIT_OK};
 use anyhow::{bail, Context};
-use headroom_capacity::{CapacityReport, Event, Outcome};
+use headroom_capacity::Event;
 use headroom_engine::StopSignal;
 use headroom_objectives::capacity::{Axis, Settings};
+use headroom_records::capacity::{CapacityReport, Outcome};
 use headroom_report::capacity_table;
 use std::io::Write;
 
@@ -106,7 +107,7 @@ pub fn capacity(args: CapacityArgs) -> anyhow::Result<i32> {
     let save = |report: &CapacityReport| -> anyhow::Result<()> {
         if let Some(path) = &args.run.out {
             let json = serde_json::to_string_pretty(report)? + "\n";
-            headroom_results::write_replacing(path, json.as_bytes()).with_context(|| {
+            headroom_records::write_replacing(path, json.as_bytes()).with_context(|| {
                 format!("cannot write the capacity report to {}", path.display())
             })?;
         }

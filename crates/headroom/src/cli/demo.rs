@@ -6,7 +6,7 @@
 use super::args::DemoArgs;
 use super::study::run_study;
 use anyhow::Context;
-use headroom_results::record::DEFAULT_BUCKETS_MS;
+use headroom_records::results::DEFAULT_BUCKETS_MS;
 use std::io::Write;
 
 /// The demo's study; `EXE` and `DURATION` are filled in.

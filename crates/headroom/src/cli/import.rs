@@ -35,7 +35,7 @@ pub fn import(args: ImportArgs) -> anyhow::Result<i32> {
         .map_err(|p| anyhow::anyhow!("the imported scenario does not parse back: {p:?}"))?;
     match &args.out {
         Some(path) => {
-            headroom_results::write_replacing(path, toml.as_bytes())
+            headroom_records::write_replacing(path, toml.as_bytes())
                 .with_context(|| format!("cannot write {}", path.display()))?;
             eprintln!("scenario written to {}", path.display());
         }

@@ -10,8 +10,8 @@ use super::outputs::Outputs;
 use super::EXIT_OK;
 use anyhow::{bail, Context};
 use headroom_k8s::{manifests, results_in_log, to_yaml, JobPlan, ScenarioFile};
-use headroom_results::merge::ShardFile;
-use headroom_results::Results;
+use headroom_records::merge::ShardFile;
+use headroom_records::Results;
 use std::path::{Component, Path};
 use std::process::Command;
 

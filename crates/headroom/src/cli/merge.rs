@@ -6,8 +6,8 @@ use super::args::MergeArgs;
 use super::outputs::{finish, Outputs};
 use anyhow::Context;
 use headroom_objectives::slo::Slo;
-use headroom_results::merge::{merge as merge_shards, ShardFile};
-use headroom_results::Results;
+use headroom_records::merge::{merge as merge_shards, ShardFile};
+use headroom_records::Results;
 
 pub fn merge(args: MergeArgs) -> anyhow::Result<i32> {
     let outputs = Outputs {

@@ -1,10 +1,10 @@
 //! `--metrics-listen` and `--metrics-push`: the live metrics of
-//! `headroom_results::prometheus` served at `/metrics` for a scrape, and
+//! `headroom_measure::prometheus` served at `/metrics` for a scrape, and
 //! sent every 5 s (and at the end) with Prometheus remote write.
 
 use super::args::MetricsArgs;
 use anyhow::Context;
-use headroom_results::prometheus::LiveMetrics;
+use headroom_measure::prometheus::LiveMetrics;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;

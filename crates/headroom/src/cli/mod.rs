@@ -10,6 +10,7 @@ mod capacity;
 mod demo;
 mod import;
 mod k8s;
+mod live;
 mod merge;
 mod metrics;
 mod outputs;
@@ -23,8 +24,8 @@ use args::{
     RunCmdArgs, StudyArgs, TargetArgs,
 };
 use clap::{Parser, Subcommand};
+use headroom_measure::Recording;
 use headroom_monitor::remote;
-use headroom_results::Recording;
 use std::io::Write;
 
 pub const EXIT_OK: i32 = 0;
@@ -187,7 +188,7 @@ fn schema(args: args::SchemaArgs) -> anyhow::Result<i32> {
             serde_json::to_value(schemars::schema_for!(headroom_study::file::RawStudy))?
         }
         SchemaKind::Results => {
-            serde_json::to_value(schemars::schema_for!(headroom_results::Results))?
+            serde_json::to_value(schemars::schema_for!(headroom_records::Results))?
         }
     };
     println!("{}", serde_json::to_string_pretty(&schema)?);

@@ -8,9 +8,9 @@ use super::report::write_silently;
 use super::{exit_interrupted, EXIT_ERROR, EXIT_OK, EXIT_THRESHOLDS};
 use anyhow::Context;
 use headroom_objectives::slo::Slo;
+use headroom_records::Results;
 use headroom_report::html;
 use headroom_report::terminal;
-use headroom_results::Results;
 use std::io::Write;
 use std::path::Path;
 use std::time::{Duration, SystemTime};
@@ -26,7 +26,7 @@ pub struct Outputs<'args> {
     pub markdown: bool,
     /// Nothing but errors.
     pub quiet: bool,
-    pub progress: headroom_report::live::ProgressMode,
+    pub progress: crate::cli::live::ProgressMode,
     /// Flags' thresholds (the plan's own are added).
     pub thresholds: Slo,
 }
@@ -90,7 +90,7 @@ pub fn finish(
     thresholds
         .bounds
         .extend(outputs.thresholds.bounds.iter().cloned());
-    results.thresholds = headroom_results::check::against(&thresholds, &results, None);
+    results.thresholds = headroom_records::check::against(&thresholds, &results, None);
     let breached = results.thresholds.iter().any(|c| !c.passed);
     // `--out -`: the results JSON is stdout; everything for people goes to
     // stderr, so the JSON can be piped as it is.
@@ -111,7 +111,7 @@ pub fn finish(
             stdout.write_all(json.as_bytes())?;
             stdout.flush()?;
         } else {
-            headroom_results::write_replacing(path, json.as_bytes())
+            headroom_records::write_replacing(path, json.as_bytes())
                 .with_context(|| format!("cannot write results to {}", path.display()))?;
             written.push(format!("results written to {}", path.display()));
         }
@@ -175,7 +175,7 @@ pub fn finish(
     let not_sent = results
         .summary
         .errors
-        .get(headroom_engine::metrics::ErrorClass::NotSent.key())
+        .get(headroom_metrics::ErrorClass::NotSent.key())
         .copied()
         .unwrap_or(0);
     let never_connected = t.total > not_sent && results.connections_opened == 0;
@@ -201,7 +201,7 @@ pub fn finish(
             .errors
             .keys()
             .next()
-            .and_then(|k| headroom_engine::metrics::ErrorClass::from_key(k))
+            .and_then(|k| headroom_metrics::ErrorClass::from_key(k))
             .map_or("no request was sent", |c| c.describe());
         eprintln!(
             "headroom: error: could not connect to {} ({why}): every request failed to connect",

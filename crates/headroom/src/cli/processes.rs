@@ -20,8 +20,9 @@ use super::run::{self, install_interrupt, scenario_from_args, watch_from_args};
 use super::{recording, INTERRUPTED_BY};
 use anyhow::{bail, Context};
 use headroom_engine::StopSignal;
-use headroom_monitor::{machine, Monitor};
-use headroom_results::merge::{merge, ShardFile};
+use headroom_monitor::Monitor;
+use headroom_records::merge::{merge, ShardFile};
+use headroom_records::server::machine;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, SystemTime};
 

@@ -4,11 +4,11 @@
 use super::args::{CompareArgs, ReportCmdArgs};
 use super::{EXIT_OK, EXIT_THRESHOLDS};
 use anyhow::{bail, Context};
-use headroom_capacity::CapacityReport;
+use headroom_records::capacity::CapacityReport;
+use headroom_records::results::Results;
+use headroom_records::study::StudyReport;
 use headroom_report::compare::Comparison;
 use headroom_report::{html, terminal};
-use headroom_results::record::Results;
-use headroom_study::StudyReport;
 use std::path::Path;
 
 pub fn write_file(path: &Path, what: &str, bytes: &[u8]) -> anyhow::Result<()> {
@@ -19,7 +19,7 @@ pub fn write_file(path: &Path, what: &str, bytes: &[u8]) -> anyhow::Result<()> {
 /// Writes `bytes` to `path`; returns the line that says so, for the
 /// caller to print after its summary.
 pub fn write_silently(path: &Path, what: &str, bytes: &[u8]) -> anyhow::Result<String> {
-    headroom_results::write_replacing(path, bytes)
+    headroom_records::write_replacing(path, bytes)
         .with_context(|| format!("cannot write the {what} to {}", path.display()))?;
     Ok(format!("{what} written to {}", path.display()))
 }

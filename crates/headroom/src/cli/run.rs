@@ -5,20 +5,20 @@
 use super::args::{RunArgs, RunCmdArgs};
 use super::outputs::{finish, Outputs};
 use super::recording;
+use crate::cli::live::{Live, ProgressMode};
 use anyhow::{bail, Context};
 use headroom_engine::plan::schedule::Stage;
 use headroom_engine::plan::Plan;
 use headroom_engine::StopSignal;
 use headroom_http::routes::{ConnectTo, Resolve, Routes};
 use headroom_http::Endpoint;
+use headroom_measure::{measure_from, During, Recording};
 use headroom_monitor::launch::ServerProcess;
 use headroom_monitor::remote::RemoteSource;
 use headroom_monitor::{Follow, MonitorConfig};
 use headroom_objectives::abort::AbortRule;
 use headroom_objectives::slo::Slo;
-use headroom_report::live::{Live, ProgressMode};
-use headroom_results::measure::{measure_from, During, Recording};
-use headroom_results::record::StartAt;
+use headroom_records::results::StartAt;
 use headroom_scenario::raw::{
     Model, RawExpect, RawHttp, RawLoad, RawRequest, RawRoutes, RawScenario, RawStage,
     RawStaleRetry, RawStatus,
@@ -504,7 +504,7 @@ pub fn execute(
     if plan.tls.as_ref().is_some_and(|t| t.insecure) {
         eprintln!(
             "headroom: warning: {}",
-            headroom_results::record::INSECURE_TLS
+            headroom_measure::assemble::INSECURE_TLS
         );
     }
     let start_instant = match start {

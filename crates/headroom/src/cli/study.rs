@@ -92,7 +92,7 @@ pub fn run_study(
         Event::Saved(so_far) => {
             let csv = out_dir.join("study.csv");
             if let Err(e) =
-                headroom_results::write_replacing(&csv, study_table::csv(so_far).as_bytes())
+                headroom_records::write_replacing(&csv, study_table::csv(so_far).as_bytes())
             {
                 csv_error.get_or_insert(e);
             }

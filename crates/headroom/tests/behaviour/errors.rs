@@ -314,7 +314,7 @@ fn a_run_cut_off_by_its_hard_stop_does_not_stop_the_next_run() {
     let stop = headroom_engine::StopSignal::new();
     let cut_off = headroom_engine::run(&plan("/sleep?ms=5000"), &stop, |_| {});
     assert_eq!(
-        cut_off.total.errors[headroom_engine::metrics::ErrorClass::Aborted.index()],
+        cut_off.total.errors[headroom_metrics::ErrorClass::Aborted.index()],
         2
     );
     assert!(!stop.is_stopping(), "the caller's signal was left alone");

@@ -4,7 +4,7 @@
 //! target and nginx, counted on the server.
 
 use crate::common::{headroom_bin, invoke, run, scenario_dir, Nginx, Run, Target};
-use headroom_engine::metrics::histogram;
+use headroom_metrics::histogram;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

@@ -5,8 +5,8 @@
 //! a time (`serial`): they need the machine to themselves.
 
 use crate::common::{free_port, headroom_bin, light, run, serial, ProcessGuard, Target};
-use headroom_monitor::findings::findings;
 use headroom_monitor::Sampler;
+use headroom_records::server::findings::findings;
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -18,7 +18,7 @@ fn spawn(program: &str, args: &[&str]) -> ProcessGuard {
 }
 
 /// Samples `pid`'s tree over `secs` and returns the last sample's tree.
-fn measure(pid: i32, secs: f64) -> headroom_monitor::sample::TreeSample {
+fn measure(pid: i32, secs: f64) -> headroom_records::server::sample::TreeSample {
     let mut sampler = Sampler::new(Some(pid), false, false);
     std::thread::sleep(Duration::from_secs_f64(secs));
     sampler.sample(secs).server.unwrap()
@@ -66,7 +66,8 @@ fn resident_memory_of_200_mib_is_measured_within_10_percent() {
             "b = b'x' * (200 * 1024 * 1024); import time; time.sleep(60)",
         ],
     );
-    let mib = |t: &headroom_monitor::sample::TreeSample| t.rss_bytes as f64 / (1024.0 * 1024.0);
+    let mib =
+        |t: &headroom_records::server::sample::TreeSample| t.rss_bytes as f64 / (1024.0 * 1024.0);
     let deadline = Instant::now() + Duration::from_secs(10);
     let mut tree = measure(p.pid(), 0.2);
     while mib(&tree) < 200.0 && Instant::now() < deadline {

@@ -12,11 +12,11 @@
 pub mod svg;
 
 use crate::table::Table;
-use headroom_capacity::CapacityReport;
-use headroom_engine::metrics::aggregate::TimelinePoint;
-use headroom_engine::metrics::histogram;
-use headroom_results::record::Results;
-use headroom_study::StudyReport;
+use headroom_metrics::aggregate::TimelinePoint;
+use headroom_metrics::histogram;
+use headroom_records::capacity::CapacityReport;
+use headroom_records::results::Results;
+use headroom_records::study::StudyReport;
 use maud::{html, Markup, PreEscaped, DOCTYPE};
 use svg::{BarChart, Heatmap, LineChart, Marker, Series};
 
@@ -150,7 +150,7 @@ fn event_charts(r: &Results) -> Vec<Markup> {
                 "time since start (s)",
                 "responses per 100 ms",
             );
-            let pts = |f: &dyn Fn(&headroom_results::events::FinePoint) -> f64| {
+            let pts = |f: &dyn Fn(&headroom_records::events::FinePoint) -> f64| {
                 e.timeline_100ms.iter().map(|p| (p.t_s, f(p))).collect()
             };
             c.series.push(Series::new("OK", pts(&|p| p.ok as f64)));
@@ -285,13 +285,14 @@ fn server_charts(r: &Results) -> Vec<Markup> {
         return Vec::new();
     };
     let samples = &server.samples;
-    let pts = |f: &dyn Fn(&headroom_monitor::sample::Sample) -> Option<f64>| -> Vec<(f64, f64)> {
-        samples
-            .iter()
-            .filter_map(|s| f(s).map(|v| (s.t_s, v)))
-            .collect()
-    };
-    let alive = |s: &headroom_monitor::sample::Sample| s.server.clone().filter(|t| t.alive);
+    let pts =
+        |f: &dyn Fn(&headroom_records::server::sample::Sample) -> Option<f64>| -> Vec<(f64, f64)> {
+            samples
+                .iter()
+                .filter_map(|s| f(s).map(|v| (s.t_s, v)))
+                .collect()
+        };
+    let alive = |s: &headroom_records::server::sample::Sample| s.server.clone().filter(|t| t.alive);
     let mut charts = Vec::new();
     let mut cpu = LineChart::new(
         "CPU",
@@ -527,7 +528,7 @@ pub fn run_report(r: &Results) -> String {
 /// and, for a two-parameter grid, a heat-map.
 pub fn study_report(report: &StudyReport) -> String {
     let winner = report.winner.as_ref().map(|w| w.label.clone());
-    let configs: Vec<&headroom_study::ConfigReport> = report.configs.iter().collect();
+    let configs: Vec<&headroom_records::study::ConfigReport> = report.configs.iter().collect();
     let highlight = winner
         .as_ref()
         .and_then(|w| configs.iter().position(|c| &c.label == w));
@@ -549,7 +550,7 @@ pub fn study_report(report: &StudyReport) -> String {
             .map(|c| c.results.as_ref().map_or(f64::NAN, f))
             .collect()
     };
-    let peak = |f: &dyn Fn(&headroom_monitor::Summary) -> Option<f64>| -> Vec<f64> {
+    let peak = |f: &dyn Fn(&headroom_records::server::Summary) -> Option<f64>| -> Vec<f64> {
         configs
             .iter()
             .map(|c| {
@@ -574,7 +575,7 @@ pub fn study_report(report: &StudyReport) -> String {
         .render()
     };
     let mut charts = Vec::new();
-    if report.objective == headroom_study::file::Objective::Capacity {
+    if report.objective == headroom_records::study::Objective::Capacity {
         let caps: Vec<f64> = configs
             .iter()
             .map(|c| {
@@ -661,7 +662,7 @@ fn heatmap(report: &StudyReport) -> Option<Markup> {
     };
     let (rk, ck) = (keys[0], keys[1]);
     let (rows, cols) = (distinct(rk), distinct(ck));
-    let capacity = report.objective == headroom_study::file::Objective::Capacity;
+    let capacity = report.objective == headroom_records::study::Objective::Capacity;
     let values = rows
         .iter()
         .map(|r| {
@@ -680,7 +681,7 @@ fn heatmap(report: &StudyReport) -> Option<Markup> {
                 .collect()
         })
         .collect();
-    let text = |v: &serde_json::Value| headroom_study::file::param_text(v);
+    let text = |v: &serde_json::Value| headroom_records::study::param_text(v);
     Some(
         Heatmap {
             title: format!(
@@ -701,7 +702,7 @@ fn heatmap(report: &StudyReport) -> Option<Markup> {
 /// The report of a capacity search: latency and achieved load against the
 /// offered load, with the knee and the capacity marked.
 pub fn capacity_report(c: &CapacityReport) -> String {
-    let mut sorted: Vec<&headroom_capacity::Step> = c
+    let mut sorted: Vec<&headroom_records::capacity::Step> = c
         .steps
         .iter()
         .filter(|s| s.results.is_some() && !s.discarded)
@@ -818,7 +819,7 @@ mod tests {
     #[test]
     fn what_users_typed_is_escaped() {
         let mut r: Results =
-            serde_json::from_str(include_str!("../../../results/tests/data/results-min.json"))
+            serde_json::from_str(include_str!("../../../records/tests/data/results-min.json"))
                 .unwrap();
         r.config.url = "http://127.0.0.1:1/?a=<script>alert(1)</script>&b=\"c\"".into();
         let named = r.summary.clone();

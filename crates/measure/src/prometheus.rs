@@ -20,12 +20,12 @@
 //! Every series also carries the run's own labels: `config` in a study,
 //! `step` in a capacity search.
 
-use crate::record::Results;
 use hdrhistogram::Histogram;
-use headroom_engine::metrics::histogram;
 use headroom_engine::plan::{Load, Plan};
 use headroom_engine::Progress;
-use headroom_monitor::sample::Sample;
+use headroom_metrics::histogram;
+use headroom_records::server::sample::Sample;
+use headroom_records::Results;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 

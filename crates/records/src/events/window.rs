@@ -5,8 +5,8 @@
 //! "before" window of the same length, and 100 ms buckets over both.
 
 use super::{EventRecord, FinePoint, WindowFigures};
-use headroom_engine::metrics::histogram;
-use headroom_engine::metrics::trace::Completion;
+use headroom_metrics::histogram;
+use headroom_metrics::trace::Completion;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -192,7 +192,7 @@ fn fine(trace: &[Completion], from: u64, to: u64) -> Vec<FinePoint> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use headroom_engine::metrics::ErrorClass;
+    use headroom_metrics::ErrorClass;
 
     /// An OK completion every 10 ms of 2 ms, except for `down` (ms), in
     /// which requests fail (refused) every 10 ms.

@@ -2,24 +2,13 @@
 //! after each finished second past the rule's delay, the bound is judged
 //! on the last `window` seconds, merged exactly (HDR histograms, counts).
 
-use headroom_engine::metrics::{histogram, Stats};
 use headroom_engine::plan::{Load, Plan};
 use headroom_engine::Progress;
+use headroom_metrics::{histogram, Stats};
 use headroom_objectives::abort::AbortRule;
 use headroom_objectives::slo::Metric;
-use serde::{Deserialize, Serialize};
+use headroom_records::results::AbortRecord;
 use std::time::Duration;
-
-/// `abort` in results.json: which threshold stopped the run, and when.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
-pub struct AbortRecord {
-    pub threshold: String,
-    /// The figure over the window, in the threshold's unit.
-    pub actual: f64,
-    pub window_s: f64,
-    /// When it was judged, s from the start.
-    pub at_s: f64,
-}
 
 pub struct AbortWatch {
     rules: Vec<AbortRule>,

@@ -69,24 +69,6 @@ pub enum ErrorClass {
     NotSent,
 }
 
-impl From<headroom_http::Failure> for ErrorClass {
-    fn from(f: headroom_http::Failure) -> ErrorClass {
-        use headroom_http::Failure as F;
-        match f {
-            F::ConnectRefused => Self::ConnectRefused,
-            F::ConnectTimeout => Self::ConnectTimeout,
-            F::TooManyOpenFiles => Self::TooManyOpenFiles,
-            F::ConnectError => Self::ConnectError,
-            F::TlsHandshake => Self::TlsHandshake,
-            F::RequestTimeout => Self::RequestTimeout,
-            F::ConnectionReset => Self::ConnectionReset,
-            F::ClosedBeforeResponse => Self::ClosedBeforeResponse,
-            F::ClosedMidResponse => Self::ClosedMidResponse,
-            F::MalformedResponse => Self::MalformedResponse,
-        }
-    }
-}
-
 impl ErrorClass {
     pub const COUNT: usize = 18;
     pub const ALL: [ErrorClass; Self::COUNT] = [

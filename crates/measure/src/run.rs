@@ -3,14 +3,16 @@
 //! every run's record has the same shape.
 
 use crate::abort::AbortWatch;
-use crate::events::{act, window};
+use crate::act;
+use crate::assemble::{results, ResultsInput};
 use crate::prometheus::LiveMetrics;
-use crate::record::{Results, ResultsInput, DEFAULT_BUCKETS_MS};
 use headroom_engine::plan::Plan;
 use headroom_engine::{Progress, StopSignal};
-use headroom_monitor::sample::Sample;
 use headroom_monitor::{machine, Monitor, MonitorConfig};
 use headroom_objectives::abort::AbortRule;
+use headroom_records::events::window;
+use headroom_records::results::{Results, DEFAULT_BUCKETS_MS};
+use headroom_records::server::sample::Sample;
 
 /// How runs are recorded, beyond what their plan says.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -127,14 +129,17 @@ pub fn measure_from(
         on_second(&p, sample.as_ref())
     });
     let mut records = acting.finish();
-    let mut results = Results::new(ResultsInput {
+    let mut results = results(ResultsInput {
         plan,
         outcome: &outcome,
         command: recording.command.clone(),
         buckets_ms: &recording.buckets_ms,
         fd_limit,
     });
-    let report = monitor.finish(machine::available_cores(), &results.client_facts());
+    let report = monitor.finish(
+        headroom_records::server::machine::available_cores(),
+        &results.client_facts(),
+    );
     results.attach_server(report);
     let run_end_s = outcome.duration.as_secs_f64();
     for (record, (event, _)) in records.iter_mut().zip(&events) {

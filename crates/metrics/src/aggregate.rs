@@ -254,7 +254,7 @@ pub struct Finished {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::metrics::{Outcome, Recorder};
+    use crate::{Outcome, Recorder};
     use std::time::{Duration, Instant};
 
     #[test]

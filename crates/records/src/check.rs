@@ -2,7 +2,7 @@
 //! record ([`figure`]) and compared with its limit ([`against`]). Above
 //! both the objective language (`headroom-objectives`) and the record.
 
-use crate::record::{Results, Summary};
+use crate::results::{Results, Summary};
 use headroom_objectives::slo::{BoundCheck, Metric, Slo};
 
 /// Checks every bound of `slo` against `r`. `offered_rps` is the rate `achieved`

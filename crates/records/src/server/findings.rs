@@ -106,7 +106,7 @@ pub fn findings(samples: &[Sample], generator_cores: usize) -> Vec<Finding> {
     let cores = samples
         .iter()
         .find_map(|s| s.machine.as_ref().map(|m| m.cores))
-        .unwrap_or_else(|| crate::machine::Machine::current().cores as u32)
+        .unwrap_or_else(|| super::machine::Machine::current().cores as u32)
         .max(1) as f64;
 
     if let Some((at, peak)) = sustained(
@@ -331,7 +331,7 @@ pub fn generator_bound(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sample::{FdUse, MachineSample, ProcessSample, TreeSample};
+    use crate::server::sample::{FdUse, MachineSample, ProcessSample, TreeSample};
 
     fn sample(t: f64, server_cpu: f64, gen_cpu: f64) -> Sample {
         Sample {

@@ -1,10 +1,9 @@
-//! Events during a measured run (`--event`, `[[event]]`): acting on them
-//! on the run's clock ([`act`]) and measuring what users saw around each
+//! Events during a measured run (`--event`, `[[event]]`), as recorded:
+//! when each ran and how it ended, and what users saw around each
 //! ([`window`]): requests, failures by class, p99, and the longest time in
 //! which no request completed OK — the downtime users felt — after the
 //! event, and over the same length of time before it.
 
-pub mod act;
 pub mod window;
 
 use serde::{Deserialize, Serialize};
@@ -77,13 +76,4 @@ pub struct FinePoint {
     pub failed: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub p99_ms: Option<f64>,
-}
-
-/// Keeps the last `max` bytes of a text, on a character boundary.
-pub(crate) fn tail(text: &str, max: usize) -> String {
-    let mut cut = text.len().saturating_sub(max);
-    while !text.is_char_boundary(cut) {
-        cut += 1;
-    }
-    text[cut..].to_string()
 }

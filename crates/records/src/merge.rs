@@ -6,13 +6,13 @@
 //! shard's server samples are kept apart (`shard_servers`), and a second's
 //! send-lag p99 is the highest of the shards'.
 
-use crate::record::{
+use crate::results::{
     Histograms, LatencySummary, RequestHistograms, Requests, Results, ShardInfo, ShardInput,
     Summary,
 };
 use hdrhistogram::Histogram;
-use headroom_engine::metrics::aggregate::TimelinePoint;
-use headroom_engine::metrics::histogram;
+use headroom_metrics::aggregate::TimelinePoint;
+use headroom_metrics::histogram;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// One input: where it came from (for messages) and what it holds.

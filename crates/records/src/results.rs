@@ -5,15 +5,12 @@
 //! `latency_ms_ok.*`, `status_codes`, `errors`, `timeline`,
 //! `target_rate_rps`, `send_lag_ms.*`, `meta`, `histograms`.
 
+use crate::server::findings::{ClientFacts, SEND_LAG_LATE_MS};
+use crate::server::machine::Machine;
+use crate::server::ServerReport;
 use hdrhistogram::Histogram;
-use headroom_engine::metrics::aggregate::TimelinePoint;
-use headroom_engine::metrics::{histogram, ConnectionEvent, ErrorClass, LimitReached, Stats};
-use headroom_engine::plan::schedule::Stage;
-use headroom_engine::plan::{Load, Plan};
-use headroom_engine::RunOutcome;
-use headroom_monitor::findings::{ClientFacts, SEND_LAG_LATE_MS};
-use headroom_monitor::machine::Machine;
-use headroom_monitor::ServerReport;
+use headroom_metrics::aggregate::TimelinePoint;
+use headroom_metrics::{histogram, ConnectionEvent, ErrorClass, Stats};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -99,8 +96,19 @@ pub struct Results {
     /// The threshold that stopped the run early (`stop_reason` is then
     /// "threshold").
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub abort: Option<crate::abort::AbortRecord>,
+    pub abort: Option<AbortRecord>,
     pub histograms: Histograms,
+}
+
+/// `abort` in results.json: which threshold stopped the run, and when.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
+pub struct AbortRecord {
+    pub threshold: String,
+    /// The figure over the window, in the threshold's unit.
+    pub actual: f64,
+    pub window_s: f64,
+    /// When it was judged, s from the start.
+    pub at_s: f64,
 }
 
 /// `shard` in results.json.
@@ -469,322 +477,6 @@ impl Summary {
                 .map(|(code, n)| (code.to_string(), n))
                 .collect(),
             errors: error_map(stats, check_names),
-        }
-    }
-}
-
-impl RunConfig {
-    pub fn from_plan(plan: &Plan) -> RunConfig {
-        let mut c = RunConfig {
-            url: plan.label.clone(),
-            model: String::new(),
-            vus: None,
-            ramp_up_s: None,
-            iterations: None,
-            think_time_s: None,
-            max_connections: None,
-            arrivals: None,
-            rate: None,
-            stages: Vec::new(),
-            max_connections_per_host: plan.max_connections_per_host,
-            planned_duration_s: plan.load_duration().map(|d| d.as_secs_f64()),
-            max_requests: plan.max_requests,
-            keep_alive: plan.keep_alive,
-            connect_timeout_s: plan.connect_timeout.as_secs_f64(),
-            request_timeout_s: plan.request_timeout.as_secs_f64(),
-            requests: plan
-                .requests
-                .iter()
-                .map(|r| RequestConfig {
-                    name: r.name.clone(),
-                    method: r.method.clone(),
-                    target: r.target.clone(),
-                    weight: r.weight,
-                    expect_status: r.expect.statuses.as_ref().map(|s| s.describe()),
-                })
-                .collect(),
-        };
-        match &plan.load {
-            Load::Closed(l) => {
-                c.model = "closed".into();
-                c.vus = Some(l.vus);
-                if l.stages.is_empty() {
-                    c.ramp_up_s = Some(l.ramp_up.as_secs_f64());
-                }
-                c.iterations = l.iterations;
-                c.think_time_s = Some(l.think_time.as_secs_f64());
-                c.stages = l
-                    .stages
-                    .iter()
-                    .map(|s| LoadStage {
-                        duration_s: s.duration.as_secs_f64(),
-                        from: s.from as f64,
-                        to: s.to as f64,
-                        unit: "users".into(),
-                    })
-                    .collect();
-            }
-            Load::Open(l) => {
-                c.model = "open".into();
-                c.max_connections = Some(l.max_connections);
-                let users = l.users;
-                c.arrivals = Some(if users { "users" } else { "requests" }.into());
-                let unit = if users { "users/s" } else { "req/s" };
-                c.stages = l
-                    .schedule
-                    .stages()
-                    .iter()
-                    .map(|s| {
-                        let (from, to) = match *s {
-                            Stage::Hold { rate, .. } => (rate, rate),
-                            Stage::Ramp { from, to, .. } => (from, to),
-                        };
-                        LoadStage {
-                            duration_s: s.duration().as_secs_f64(),
-                            from,
-                            to,
-                            unit: unit.into(),
-                        }
-                    })
-                    .collect();
-                if let [only] = &c.stages[..] {
-                    if only.from == only.to {
-                        c.rate = Some(only.from);
-                    }
-                }
-            }
-        }
-        c
-    }
-}
-
-/// Said whenever certificates are not checked.
-pub const INSECURE_TLS: &str =
-    "TLS certificate verification is off (--insecure / [tls] insecure): \
-     the server was not authenticated";
-
-/// Advice for a run whose figures need reading with care.
-pub fn warnings(plan: &Plan, outcome: &RunOutcome, fd_limit: (u64, u64)) -> Vec<String> {
-    let t = &outcome.total;
-    let mut w = Vec::new();
-    if plan.tls.as_ref().is_some_and(|t| t.insecure) {
-        w.push(INSECURE_TLS.into());
-    }
-    if t.error_count(ErrorClass::TooManyOpenFiles) > 0 {
-        w.push(format!(
-            "the generator hit its open-files limit ({} soft, {} hard): raise it with \
-             `ulimit -n {}` (up to the hard limit) or in /etc/security/limits.conf, \
-             or use fewer connections",
-            fd_limit.0,
-            fd_limit.1,
-            (fd_limit.1).max(65_536)
-        ));
-    }
-    let bodies = t.limit_count(LimitReached::BodyCapture);
-    if bodies > 0 {
-        w.push(format!(
-            "{bodies} response bodies reached the {} MiB kept for checks and extraction: \
-             they judged only the start of those bodies",
-            headroom_http::MAX_CAPTURED_BODY >> 20
-        ));
-    }
-    let cookies = t.limit_count(LimitReached::CookieJar);
-    if cookies > 0 {
-        w.push(format!(
-            "{cookies} cookies were not stored: a user's jar holds at most {} \
-             (the server sets a new cookie name again and again?)",
-            headroom_engine::plan::limits::MAX_COOKIES_PER_USER
-        ));
-    }
-    if t.requests > 0 && t.connections_opened() == 0 {
-        w.push("no connection to the server succeeded".into());
-    }
-    let not_sent = t.error_count(ErrorClass::NotSent);
-    if not_sent > 0 {
-        w.push(format!(
-            "{not_sent} requests were due but never sent: every allowed connection was busy \
-             (raise --connections, or the server is saturated)"
-        ));
-    }
-    if outcome.interrupted {
-        w.push("the run was interrupted: figures cover the part that ran".into());
-    }
-    if let Load::Closed(c) = &plan.load {
-        if plan.shard.share(c.vus as u64) == 0 {
-            w.push(format!(
-                "shard {} ran no users: the plan has {} users for {} shards",
-                plan.shard, c.vus, plan.shard.count
-            ));
-        }
-    }
-    w
-}
-
-/// How much of an open-model schedule ran: all of it, or up to an early
-/// stop (Ctrl-C, a feeder running dry), or up to the last arrival a
-/// `--requests` budget allowed. Rates are judged over this, so a bounded or
-/// interrupted run is not mistaken for a generator falling behind.
-fn schedule_that_ran(
-    schedule: &headroom_engine::plan::schedule::Schedule,
-    max_requests: Option<u64>,
-    outcome: &RunOutcome,
-) -> Duration {
-    let mut ran = schedule.duration();
-    if let Some(stopped) = outcome.stopped_after {
-        ran = ran.min(stopped);
-    }
-    if let Some(last) = max_requests.and_then(|n| schedule.at(n)) {
-        ran = ran.min(last);
-    }
-    ran
-}
-
-pub struct ResultsInput<'a> {
-    pub plan: &'a Plan,
-    pub outcome: &'a RunOutcome,
-    pub command: Vec<String>,
-    pub buckets_ms: &'a [u64],
-    pub fd_limit: (u64, u64),
-}
-
-impl Results {
-    pub fn new(input: ResultsInput) -> Results {
-        let ResultsInput {
-            plan,
-            outcome,
-            command,
-            buckets_ms,
-            fd_limit,
-        } = input;
-        let t = &outcome.total;
-        let open = matches!(plan.load, Load::Open(_));
-        let (target_rate_rps, achieved_rate_rps) = match &plan.load {
-            Load::Open(l) => {
-                let sent = t.requests - t.error_count(ErrorClass::NotSent);
-                let ran = schedule_that_ran(&l.schedule, plan.max_requests, outcome);
-                let due = l.schedule.arrivals_before(ran);
-                let due = plan.max_requests.map_or(due, |n| due.min(n));
-                // A shard was asked for its share of the arrivals.
-                let due = plan.shard.share(due);
-                // Late sends past the end of the part that ran lower it.
-                let window = outcome.send_window.max(ran).as_secs_f64();
-                let ran = ran.as_secs_f64();
-                (
-                    Some(if ran > 0.0 {
-                        due as f64 / ran
-                    } else {
-                        l.schedule.mean_rate()
-                    }),
-                    Some(if window > 0.0 {
-                        sent as f64 / window
-                    } else {
-                        0.0
-                    }),
-                )
-            }
-            Load::Closed(_) => (None, None),
-        };
-        Results {
-            meta: Meta {
-                headroom_version: env!("CARGO_PKG_VERSION").into(),
-                command,
-                started_at: humantime::format_rfc3339_seconds(outcome.started_at).to_string(),
-                machine: Machine::current(),
-                generator_threads: outcome.threads,
-                generator_engine: Some(
-                    match headroom_engine::runs_on_event_loop(plan) {
-                        true => "event_loop",
-                        false => "tasks",
-                    }
-                    .into(),
-                ),
-                fd_limit: [fd_limit.0, fd_limit.1],
-                started_at_unix_ms: outcome
-                    .started_at
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .ok()
-                    .map(|d| d.as_millis() as u64),
-                shards: Vec::new(),
-            },
-            config: RunConfig::from_plan(plan),
-            summary: Summary::new(t, outcome.duration, buckets_ms, &plan.check_names),
-            duration_s: outcome.duration.as_secs_f64(),
-            service_time_ms: LatencySummary::from_histogram(&t.service_time),
-            target_rate_rps,
-            achieved_rate_rps,
-            send_lag_ms: open.then(|| LatencySummary::from_histogram(&t.send_lag)),
-            waited_for_connection: open.then_some(outcome.waited_for_connection),
-            per_request: plan
-                .requests
-                .iter()
-                .zip(&outcome.per_request)
-                .map(|(r, s)| {
-                    (
-                        r.name.clone(),
-                        Summary::new(s, outcome.duration, buckets_ms, &plan.check_names),
-                    )
-                })
-                .collect(),
-            timeline: outcome.timeline.clone(),
-            connections_opened: t.connections_opened(),
-            connections: Connections::from_stats(t),
-            limits_reached: LimitsReached {
-                body_capture: t.limit_count(LimitReached::BodyCapture),
-                cookie_jar: t.limit_count(LimitReached::CookieJar),
-            },
-            interrupted: outcome.interrupted,
-            stop_reason: outcome.stop_reason.clone(),
-            warnings: warnings(plan, outcome, fd_limit),
-            generator_bound: false,
-            generator_bound_reasons: Vec::new(),
-            thresholds: Vec::new(),
-            server: None,
-            shard: (!plan.shard.is_whole()).then(|| ShardInfo {
-                index: plan.shard.index + 1,
-                count: plan.shard.count,
-                plan_hash: plan.fingerprint(),
-            }),
-            start_at: None,
-            shard_servers: BTreeMap::new(),
-            events: Vec::new(),
-            abort: None,
-            histograms: Histograms::new(plan, outcome),
-        }
-    }
-}
-
-impl Histograms {
-    /// The run's histograms; per request and per second too when the run is
-    /// a shard, for an exact merge.
-    fn new(plan: &Plan, outcome: &RunOutcome) -> Histograms {
-        let t = &outcome.total;
-        let sharded = !plan.shard.is_whole();
-        Histograms {
-            unit: "us".into(),
-            latency: histogram::to_base64(&t.latency),
-            latency_ok: histogram::to_base64(&t.latency_ok),
-            service_time: histogram::to_base64(&t.service_time),
-            send_lag: histogram::to_base64(&t.send_lag),
-            per_request: if sharded {
-                plan.requests
-                    .iter()
-                    .zip(&outcome.per_request)
-                    .map(|(r, s)| {
-                        let h = RequestHistograms {
-                            latency: histogram::to_base64(&s.latency),
-                            latency_ok: histogram::to_base64(&s.latency_ok),
-                        };
-                        (r.name.clone(), h)
-                    })
-                    .collect()
-            } else {
-                BTreeMap::new()
-            },
-            per_second: if sharded {
-                outcome.latency_intervals.clone()
-            } else {
-                Vec::new()
-            },
         }
     }
 }

@@ -4,7 +4,7 @@
 //! it.
 #![no_main]
 
-use headroom_results::record::Results;
+use headroom_records::results::Results;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

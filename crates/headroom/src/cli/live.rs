@@ -3,7 +3,7 @@
 //! prints, so a long run shows it is alive.
 
 use headroom_engine::Progress;
-use headroom_monitor::sample::Sample;
+use headroom_records::server::sample::Sample;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::io::IsTerminal;
 use std::time::Duration;

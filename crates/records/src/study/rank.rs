@@ -5,10 +5,20 @@
 //! so instead of naming a winner by a hair. A single run per configuration
 //! has no interval: then a difference under 3 % counts as noise.
 
-use super::file::{Objective, Study};
-use super::{ConfigReport, StudyReport, Winner};
-use headroom_results::record::Results;
+use super::{ConfigReport, Objective, StudyReport, Winner};
+use crate::results::Results;
 use serde::{Deserialize, Serialize};
+
+/// What the ranking reads of a study file.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Ranking {
+    /// The study file, as named in `study.json`.
+    pub study: String,
+    pub objective: Objective,
+    /// Highest error rate (0–1) for a configuration to be eligible.
+    pub error_budget: f64,
+    pub repeat: u32,
+}
 
 /// Relative difference under which single runs are called noise.
 pub const SINGLE_RUN_NOISE: f64 = 0.03;
@@ -153,7 +163,7 @@ pub fn server_cpu_seconds(r: &Results) -> Option<f64> {
 
 fn stats(runs: &[&Results], objective: Objective) -> Option<ConfigStats> {
     let throughput: Vec<f64> = runs.iter().map(|r| r.summary.throughput_rps).collect();
-    let peak = |f: &dyn Fn(&headroom_monitor::Summary) -> Option<f64>| {
+    let peak = |f: &dyn Fn(&crate::server::Summary) -> Option<f64>| {
         runs.iter()
             .filter_map(|r| r.server.as_ref().and_then(|s| f(&s.summary)))
             .fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v))))
@@ -203,7 +213,7 @@ fn score(s: &ConfigStats, objective: Objective) -> (Spread, bool) {
 
 /// Fills each configuration's status, stats and representative results,
 /// ranks the eligible ones, and names the winner.
-pub fn summarise(study: &Study, configs: &mut [ConfigReport], interrupted: bool) -> StudyReport {
+pub fn summarise(study: &Ranking, configs: &mut [ConfigReport], interrupted: bool) -> StudyReport {
     for c in configs.iter_mut() {
         let ok: Vec<&Results> = c
             .runs
@@ -336,7 +346,7 @@ pub fn summarise(study: &Study, configs: &mut [ConfigReport], interrupted: bool)
     });
     StudyReport {
         headroom_version: env!("CARGO_PKG_VERSION").into(),
-        study: study.path.display().to_string(),
+        study: study.study.clone(),
         objective: study.objective,
         error_budget: study.error_budget,
         repeat: study.repeat,
@@ -351,15 +361,13 @@ pub fn summarise(study: &Study, configs: &mut [ConfigReport], interrupted: bool)
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::RunRecord;
+    use crate::study::RunRecord;
     use std::collections::BTreeMap;
-    use std::path::PathBuf;
-    use std::time::Duration;
 
     /// A run with the given throughput (req/s), p90 (ms) and error rate.
     fn results(throughput: f64, p90: f64, error_rate: f64) -> Results {
         let mut r: Results =
-            serde_json::from_str(include_str!("../../results/tests/data/results-min.json"))
+            serde_json::from_str(include_str!("../../tests/data/results-min.json"))
                 .expect("fixture parses");
         r.summary.throughput_rps = throughput;
         r.summary.latency_ms.p90 = p90;
@@ -392,21 +400,12 @@ mod tests {
         }
     }
 
-    fn study(objective: Objective) -> Study {
-        Study {
-            path: PathBuf::from("study.toml"),
-            scenario: Default::default(),
-            scenario_dir: PathBuf::from("."),
-            servers: Vec::new(),
-            services: Vec::new(),
-            configs: Vec::new(),
-            warmup: Duration::ZERO,
-            duration: None,
-            repeat: 1,
+    fn study(objective: Objective) -> Ranking {
+        Ranking {
+            study: "study.toml".into(),
             objective,
             error_budget: 0.01,
-            pause: Duration::ZERO,
-            capacity: Default::default(),
+            repeat: 1,
         }
     }
 

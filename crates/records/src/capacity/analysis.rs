@@ -2,8 +2,8 @@
 //! out at the first failing load.
 
 use super::Step;
+use crate::check::figure;
 use headroom_objectives::slo::{Metric, Slo};
-use headroom_results::check::figure;
 
 /// The latency figure the knee and the step table follow: the objective's
 /// first latency bound, else p90.
@@ -113,8 +113,8 @@ mod tests {
     use super::*;
 
     fn step(offered: f64, p90: f64) -> Step {
-        let mut r: headroom_results::record::Results =
-            serde_json::from_str(include_str!("../../results/tests/data/results-min.json"))
+        let mut r: crate::results::Results =
+            serde_json::from_str(include_str!("../../tests/data/results-min.json"))
                 .expect("fixture parses");
         r.summary.latency_ms.p90 = p90;
         Step {

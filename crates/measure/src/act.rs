@@ -4,9 +4,9 @@
 //! a pipe open); a signal goes to the watched server's main process now —
 //! after a restart, the new one — or to a pidfile's process.
 
-use super::{tail, EventRecord};
 use headroom_engine::plan::events::{Action, Event};
 use headroom_engine::StopSignal;
+use headroom_records::events::EventRecord;
 use std::io::Read;
 use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
@@ -237,4 +237,13 @@ fn send_signal(
             std::io::Error::last_os_error()
         ));
     }
+}
+
+/// Keeps the last `max` bytes of a text, on a character boundary.
+fn tail(text: &str, max: usize) -> String {
+    let mut cut = text.len().saturating_sub(max);
+    while !text.is_char_boundary(cut) {
+        cut += 1;
+    }
+    text[cut..].to_string()
 }

@@ -1,0 +1,85 @@
+//! `cap.json`: a capacity search's steps, how it ended, its answer, and
+//! the knee and limiting resource read from the steps ([`analysis`]).
+
+pub mod analysis;
+
+use crate::results::Results;
+use headroom_objectives::capacity::{Axis, SettingsRecord};
+use headroom_objectives::slo::BoundCheck;
+use serde::{Deserialize, Serialize};
+
+/// One step of the search.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Step {
+    pub index: u32,
+    /// The load tried, in the axis's unit.
+    pub offered: f64,
+    /// OK responses per second (rate axis: of the planned step length).
+    pub achieved: f64,
+    pub passed: bool,
+    /// A repeat of an earlier passing load, to guard against a lucky step.
+    pub retest: bool,
+    /// The step failed because the generator could not keep up (often a
+    /// hiccup of a shared machine): the same load was tried again and this
+    /// step counts for nothing. A second such step in a row ends the search
+    /// as `generator_bound`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub discarded: bool,
+    pub checks: Vec<BoundCheck>,
+    /// The step's run, in the shape of `results.json`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub results: Option<Results>,
+}
+
+/// How the search ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    /// Bracketed within the precision.
+    Found,
+    /// Even the maximum tried met the objective.
+    MetUpToMax,
+    /// Even the minimum failed.
+    FailedAtMin,
+    /// `--max-time` ran out before the search ended.
+    TimeLimit,
+    /// The generator, not the server, failed the objective.
+    GeneratorBound,
+    /// The server died during a step.
+    ServerExited,
+    Interrupted,
+    /// The search goes on: a snapshot written after each step, so a crash
+    /// of headroom itself mid-search still leaves every finished step.
+    InProgress,
+}
+
+/// `cap.json`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CapacityReport {
+    pub headroom_version: String,
+    pub target: String,
+    pub axis: Axis,
+    /// The unit of `capacity`, `interval`, `knee` and steps' `offered`.
+    pub unit: String,
+    pub slo: String,
+    /// The highest load that met the objective; null when none did.
+    pub capacity: Option<f64>,
+    /// [highest pass, lowest fail]; either end null when not found.
+    pub interval: [Option<f64>; 2],
+    pub outcome: Outcome,
+    /// The answer in one sentence.
+    pub verdict: String,
+    /// What saturated at the lowest failing load: generator, server_exited,
+    /// memory, fds, listen_queue, server_cpu, machine_cpu, none_observed.
+    pub limited_by: Option<String>,
+    pub limited_by_detail: Option<String>,
+    /// The objective failed because of the generator: not a server capacity.
+    pub generator_bound: bool,
+    /// Where latency bends upward (Kneedle), in the axis's unit.
+    pub knee: Option<f64>,
+    /// The latency figure the knee follows (e.g. "p90").
+    pub knee_metric: String,
+    pub settings: SettingsRecord,
+    pub elapsed_s: f64,
+    pub steps: Vec<Step>,
+}
