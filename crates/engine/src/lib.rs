@@ -6,24 +6,28 @@
 //! ```text
 //!  controller (calling thread) ── spawns ──▶ worker 0..W (a thread each,
 //!      ▲  merges intervals,                   single-threaded tokio runtime
-//!      │  enforces the hard stop              or `plain`'s epoll loop,
+//!      │  enforces the hard stop              or `event_loop`'s epoll loop,
 //!      │                                      own Recorder, own connections)
 //!      └──────── WorkerMsg::Tick / Done ◀─────┘
 //! ```
 //!
 //! Floors, from the bottom: [`metrics`] (error classes, mergeable stats,
-//! the recorder) → [`plan`] (what to run: requests, load, the open-model
-//! [`plan::schedule`]) → the load models and the controller (this file):
+//! the recorder; the `headroom-metrics` crate) → [`plan`] (what to run:
+//! requests, load, the open-model [`plan::schedule`]) → the two paths a
+//! worker runs a load on → the controller (this file):
 //!
-//! - `closed` / `open`: the two load models, each a loop per user or per
-//!   connection on one worker.
-//! - `plain`: the closed model's fast path for plain requests — one event
-//!   loop per worker, a small slot per user, no task per user.
-//! - `user`: one virtual user's state and iteration (a request from the
-//!   mix, or a session of steps; checks, extraction, cookies, feeders).
-//! - `shared`: what one worker's tasks share — the plan, the recorder, the
+//! - `event_loop`: the closed model's plain requests — one epoll loop per
+//!   worker, a small slot per user, no task per user.
+//! - `tasks`: everything else — one tokio task per user (closed model) or
+//!   per arrival (open model), on a single-threaded runtime: sessions,
+//!   checks, extraction, feeders, TLS, stages, pooled connections.
+//! - `connections`: the origins a worker's requests go to and the
+//!   connections open to each; both paths take theirs from it. HTTP/2 and
+//!   HTTP/3 connections (many streams on one) will live beside it.
+//! - `cookies`: a user's jar, alike on both paths.
+//! - `shared`: what one worker's users share — the plan, the recorder, the
 //!   stop — and the guard that records one request in flight.
-//! - `worker`: the thread and its runtime; dispatches to the load model.
+//! - `worker`: the thread; picks the path and runs it.
 //! - [`stop`]: graceful stop and abort.
 //!
 //! ```no_run
@@ -40,16 +44,13 @@
 pub use headroom_metrics as metrics;
 pub mod plan;
 
-mod arrival_clock;
 mod backoff;
-mod closed;
-mod open;
-mod origins;
-mod plain;
+mod connections;
+mod cookies;
+mod event_loop;
 mod shared;
 pub mod stop;
-mod timeout;
-mod user;
+mod tasks;
 mod worker;
 
 use crate::metrics::aggregate::{Aggregate, TimelinePoint};
@@ -151,9 +152,9 @@ impl Start {
 }
 
 /// Whether the plan's users run on the closed model's fast path (one event
-/// loop per worker; `plain.rs`) rather than as a task each.
+/// loop per worker; `event_loop.rs`) rather than as a task each.
 pub fn runs_on_event_loop(plan: &Plan) -> bool {
-    plain::load_of(plan).is_some()
+    event_loop::load_of(plan).is_some()
 }
 
 /// The wall-clock time of `at` (which may lie a little ahead).

@@ -2,10 +2,10 @@
 //! the guard that records a request in flight exactly once — answered,
 //! failed, or cut off by the stop.
 
+use crate::connections::Origins;
 use crate::metrics::{ErrorClass, Outcome, Recorder};
-use crate::origins::Origins;
 use crate::plan::shard::Stride;
-use crate::plan::{Flow, Plan};
+use crate::plan::{ClosedLoad, Flow, Plan};
 use crate::stop::{Phase, StopSignal};
 use std::cell::RefCell;
 use std::future::Future;
@@ -86,6 +86,13 @@ impl Shared {
 
     /// The users (closed) or arrivals (open) of the whole plan this worker
     /// takes: its stripe of its shard's.
+    /// The users of a closed load this worker runs: numbered over the
+    /// whole plan, striped over shards and workers (see `plan::shard`).
+    pub fn users_of(&self, load: &ClosedLoad) -> impl Iterator<Item = u64> {
+        let stride = self.stride();
+        (stride.first..load.vus as u64).step_by(stride.step as usize)
+    }
+
     pub fn stride(&self) -> Stride {
         self.plan.shard.stride(self.id, self.workers)
     }

@@ -3,10 +3,11 @@
 //! finished seconds to the controller once a second.
 
 use super::stop::{Phase, StopSignal};
+use crate::event_loop;
 use crate::metrics::{Interval, Recorder, WorkerReport};
 use crate::plan::{Load, OpenLoad, Plan};
 use crate::shared::Shared;
-use crate::{closed, open, plain};
+use crate::tasks::{closed, open};
 use std::rc::Rc;
 use std::sync::atomic::AtomicU64;
 use std::sync::mpsc::Sender;
@@ -75,8 +76,8 @@ pub(crate) fn run(ctx: WorkerCtx) {
     // The open model's queue outlives the tasks, so what is left in it at a
     // hard stop can still be counted as not sent.
     let queue = async_channel::unbounded::<open::Arrival>();
-    match plain::load_of(&ctx.plan) {
-        Some(load) => plain::run(&shared, load, |upto| {
+    match event_loop::load_of(&ctx.plan) {
+        Some(load) => event_loop::run(&shared, load, |upto| {
             send_tick(&shared, &ctx.tx, upto);
         }),
         None => run_tasks(&ctx, &shared, &queue),

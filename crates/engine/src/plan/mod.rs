@@ -94,7 +94,7 @@ pub struct Plan {
 pub enum Engine {
     /// Plain requests (no templates, checks, extraction, feeders, user
     /// stages or TLS) from one event loop per worker, the rest as tasks:
-    /// the fast path where it applies (`engine/src/plain.rs`).
+    /// the fast path where it applies (`engine/src/event_loop.rs`).
     #[default]
     Auto,
     /// A tokio task per user, always (to compare the two, or to rule the
@@ -156,6 +156,10 @@ pub enum PlanError {
 }
 
 impl Plan {
+    /// How long request `spec` may take: its own timeout, else the plan's.
+    pub fn timeout_of(&self, spec: &RequestSpec) -> Duration {
+        spec.timeout.unwrap_or(self.request_timeout)
+    }
     /// A plan made in code: one `GET` of `url` with `headroom run --url`'s
     /// defaults — 10 closed-model users for 10 s, keep-alive, any status
     /// below 400 is OK, certificates checked against the system's roots.
@@ -190,7 +194,10 @@ impl Plan {
             flow: Flow::Mix,
             feeders: Vec::new(),
             check_names: Vec::new(),
-            load: Load::Closed(ClosedLoad::users(10, Duration::from_secs(10))),
+            load: Load::Closed(ClosedLoad::users(
+                ClosedLoad::DEFAULT_USERS,
+                Duration::from_secs(10),
+            )),
             keep_alive: true,
             cookies: false,
             tls,
@@ -410,6 +417,15 @@ impl UserStage {
 }
 
 impl ClosedLoad {
+    /// Users when a scenario, a study or the command line names none.
+    pub const DEFAULT_USERS: u32 = 10;
+
+    /// When user `user` starts in a ramp-up without stages: the users are
+    /// spread evenly over it, in their numbering over the whole plan.
+    pub fn ramp_offset(&self, user: u64) -> Duration {
+        self.ramp_up.mul_f64(user as f64 / self.vus as f64)
+    }
+
     /// `vus` users, all started at once, looping for `duration`.
     pub fn users(vus: u32, duration: Duration) -> ClosedLoad {
         ClosedLoad {

@@ -7,7 +7,6 @@ use headroom_engine::plan::schedule::{Schedule, Stage};
 use headroom_engine::plan::{ClosedLoad, Load, OpenLoad, UserStage, DEFAULT_MAX_CONNECTIONS};
 use std::time::Duration;
 
-const DEFAULT_VUS: u32 = 10;
 const DEFAULT_DURATION: Duration = Duration::from_secs(10);
 
 impl Builder<'_> {
@@ -64,7 +63,7 @@ impl Builder<'_> {
                     None => Vec::new(),
                 };
                 let vus = if stages.is_empty() {
-                    l.vus.unwrap_or(DEFAULT_VUS)
+                    l.vus.unwrap_or(ClosedLoad::DEFAULT_USERS)
                 } else {
                     UserStage::peak(&stages).max(1)
                 };

@@ -2,15 +2,15 @@
 //! positions, and how it runs one iteration — a request drawn from the mix,
 //! or a whole session of steps.
 
+use super::timeout::{timed, RequestTimer};
 use crate::backoff::ConnectBackoff;
+use crate::connections::{Conn, Origin, Unreachable};
+use crate::cookies;
 use crate::metrics::{ConnectionEvent, ErrorClass, LimitReached, Outcome};
-use crate::origins::{Conn, Origin, Unreachable};
 use crate::plan::check::ResponseView;
-use crate::plan::limits::MAX_COOKIES_PER_USER;
 use crate::plan::template::Scope;
 use crate::plan::{Flow, Load, RequestSpec, Step, Wire};
 use crate::shared::{InFlight, Shared};
-use crate::timeout::{timed, RequestTimer};
 use cookie_store::CookieStore;
 use headroom_http::{routes, Capture, Captured, Failure, Idle};
 use smallvec::SmallVec;
@@ -275,7 +275,7 @@ impl User {
                 return Control::Continue;
             }
         };
-        let cookie = cookie_header(self.jar.as_deref(), &origin, spec, target);
+        let cookie = cookies::header(self.jar.as_deref(), &origin, spec, target);
         let wire = {
             let mut rng = shared.rng.borrow_mut();
             let mut scope = Scope {
@@ -426,7 +426,7 @@ impl User {
             set_cookies: spec.capture.set_cookies || plan.cookies,
             ..spec.capture
         };
-        let timeout = spec.timeout.unwrap_or(plan.request_timeout);
+        let timeout = plan.timeout_of(spec);
         // Whether a request cut off by a stale connection may go again
         // (asked of the method only when it happens).
         let mut may_retry = true;
@@ -529,17 +529,14 @@ impl User {
         outcome: &mut Outcome,
     ) {
         if shared.plan.cookies && !self.captured.set_cookies.is_empty() {
-            if let Some(url) = origin.url(target) {
-                let jar = self.jar.get_or_insert_default();
-                let dropped = store_cookies(jar, &self.captured.set_cookies, &url);
-                if dropped > 0 {
-                    shared.recorder.borrow_mut().limit_reached(
-                        index,
-                        LimitReached::CookieJar,
-                        dropped,
-                    );
-                }
-            }
+            cookies::keep(
+                shared,
+                origin,
+                index,
+                target,
+                &self.captured.set_cookies,
+                &mut self.jar,
+            );
         }
         if spec.capture.body && self.captured.body_at_limit() {
             shared
@@ -574,58 +571,4 @@ impl User {
             }
         }
     }
-}
-
-/// The `Cookie` header for request `spec` (to `target` at `origin`), when
-/// `jar` holds any for it.
-pub(crate) fn cookie_header(
-    jar: Option<&CookieStore>,
-    origin: &Origin,
-    spec: &RequestSpec,
-    target: &str,
-) -> Option<String> {
-    let jar = jar?;
-    jar.iter_unexpired().next()?;
-    // The literal part of a static target, the whole of a rendered one.
-    let target = if spec.template.is_some() {
-        target
-    } else {
-        spec.target.split("{{").next().unwrap_or("/")
-    };
-    let url = origin.url(target)?;
-    let mut header = String::new();
-    for (name, value) in jar.get_request_values(&url) {
-        if !header.is_empty() {
-            header.push_str("; ");
-        }
-        for part in [name, "=", value] {
-            header.push_str(part);
-        }
-    }
-    (!header.is_empty()).then_some(header)
-}
-
-/// Stores a response's cookies, up to [`MAX_COOKIES_PER_USER`] in the jar:
-/// a cookie of a name the jar has is updated, a new one past the cap is
-/// dropped. Returns how many were dropped.
-pub(crate) fn store_cookies(jar: &mut CookieStore, set_cookies: &[String], url: &url::Url) -> u64 {
-    let mut held = jar.iter_any().count();
-    let mut dropped = 0;
-    let cookies: Vec<_> = set_cookies
-        .iter()
-        .filter_map(|c| cookie_store::RawCookie::parse(c.clone()).ok())
-        .filter(|c| {
-            if jar.iter_any().any(|have| have.name() == c.name()) {
-                return true;
-            }
-            if held >= MAX_COOKIES_PER_USER {
-                dropped += 1;
-                return false;
-            }
-            held += 1;
-            true
-        })
-        .collect();
-    jar.store_response_cookies(cookies.into_iter(), url);
-    dropped
 }

@@ -14,13 +14,11 @@ use std::time::{Duration, Instant};
 pub(crate) async fn run(shared: Rc<Shared>, load: &ClosedLoad) {
     // Users are numbered over the whole plan and striped over shards and
     // workers (see `plan::shard`); each keeps its place in the ramp-up.
-    let stride = shared.stride();
-    let users: Vec<_> = (stride.first..load.vus as u64)
-        .step_by(stride.step as usize)
+    let users: Vec<_> = shared
+        .users_of(load)
         .map(|user| {
             let spans = if load.stages.is_empty() {
-                let offset = load.ramp_up.mul_f64(user as f64 / load.vus as f64);
-                vec![(offset, None)]
+                vec![(load.ramp_offset(user), None)]
             } else {
                 UserStage::spans(&load.stages, user as u32)
             };

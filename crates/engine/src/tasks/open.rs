@@ -8,8 +8,8 @@
 //! opens its own connections and closes them when it leaves, so the server
 //! sees the connection churn real users make.
 
+use super::arrival_clock::ArrivalClock;
 use super::user::User;
-use crate::arrival_clock::ArrivalClock;
 use crate::plan::OpenLoad;
 use crate::shared::{ActiveUser, Shared};
 use std::cell::Cell;

@@ -24,12 +24,12 @@
 //! request is counted up to that much late (wrk checks every 2 s).
 
 use crate::backoff::ConnectBackoff;
-use crate::metrics::{ConnectionEvent, ErrorClass, LimitReached, Outcome};
-use crate::origins::Origin;
+use crate::connections::Origin;
+use crate::cookies;
+use crate::metrics::{ConnectionEvent, ErrorClass, Outcome};
 use crate::plan::{ClosedLoad, Engine, Flow, Load, Plan};
 use crate::shared::Shared;
 use crate::stop::Phase;
-use crate::user::{cookie_header, store_cookies};
 use cookie_store::CookieStore;
 use headroom_http::reader::{Fed, ResponseReader};
 use headroom_http::response::HeadCache;
@@ -196,12 +196,13 @@ struct EventLoop<'a> {
 
 impl<'a> EventLoop<'a> {
     fn new(shared: &'a Shared, load: &'a ClosedLoad) -> io::Result<EventLoop<'a>> {
-        let stride = shared.stride();
         let mut timers = BinaryHeap::new();
         let mut slots = Vec::new();
-        for user in (stride.first..load.vus as u64).step_by(stride.step as usize) {
-            let offset = load.ramp_up.mul_f64(user as f64 / load.vus as f64);
-            timers.push(Reverse((shared.start + offset, slots.len())));
+        for user in shared.users_of(load) {
+            timers.push(Reverse((
+                shared.start + load.ramp_offset(user),
+                slots.len(),
+            )));
             slots.push(Slot::new(shared.start));
         }
         Ok(EventLoop {
@@ -328,7 +329,8 @@ impl<'a> EventLoop<'a> {
         }
         slot.wire.clear();
         let spec = &shared.plan.requests[slot.request];
-        if let Some(cookie) = cookie_header(slot.jar.as_deref(), &self.origin, spec, &spec.target) {
+        if let Some(cookie) = cookies::header(slot.jar.as_deref(), &self.origin, spec, &spec.target)
+        {
             spec.encoded_with_cookie(&cookie, &mut slot.wire);
         }
         if slot.stream.is_some() {
@@ -341,9 +343,7 @@ impl<'a> EventLoop<'a> {
 
     fn timeout(&self, i: usize) -> Duration {
         let plan = &self.shared.plan;
-        plan.requests[self.slots[i].request]
-            .timeout
-            .unwrap_or(plan.request_timeout)
+        plan.timeout_of(&plan.requests[self.slots[i].request])
     }
 
     fn connect(&mut self, i: usize, now: Instant) {
@@ -482,9 +482,13 @@ impl<'a> EventLoop<'a> {
             }) = fed
             {
                 if plan.cookies {
-                    let (request, jar) = (slot.request, &mut slot.jar);
-                    let head = &data[start..end];
-                    keep_cookies(shared, &self.origin, &mut self.captured, request, head, jar);
+                    // The event loop keeps no body: only the head's cookies.
+                    self.captured.set_cookies.clear();
+                    self.captured.keep_head(&data[start..end], COOKIES);
+                    let request = slot.request;
+                    let target = &plan.requests[request].target;
+                    let set = &self.captured.set_cookies;
+                    cookies::keep(shared, &self.origin, request, target, set, &mut slot.jar);
                 }
             }
             // What the reader left, for the next read.
@@ -677,30 +681,6 @@ impl<'a> EventLoop<'a> {
             }
             self.finish(i);
         }
-    }
-}
-
-/// Stores the cookies a response head sets in the user's jar (made on
-/// the first), as the general path does; counts those past the jar's cap.
-fn keep_cookies(
-    shared: &Shared,
-    origin: &Origin,
-    captured: &mut Captured,
-    request: usize,
-    head: &[u8],
-    jar: &mut Option<Box<CookieStore>>,
-) {
-    captured.set_cookies.clear();
-    captured.keep_head(head, COOKIES);
-    let Some(url) = origin.url(&shared.plan.requests[request].target) else {
-        return;
-    };
-    let dropped = store_cookies(jar.get_or_insert_default(), &captured.set_cookies, &url);
-    if dropped > 0 {
-        shared
-            .recorder
-            .borrow_mut()
-            .limit_reached(request, LimitReached::CookieJar, dropped);
     }
 }
 

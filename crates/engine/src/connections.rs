@@ -6,7 +6,7 @@
 //! Connections are kept per origin, as browsers and Gatling keep them: a
 //! request to `app1.test` never goes out on a connection opened for
 //! `app2.test`, even when both connect to one router address. Each user
-//! keeps its own (see `user.rs`), unless the plan caps connections per
+//! keeps its own (see `tasks/user.rs`), unless the plan caps connections per
 //! host: then a worker's users share one pool per origin, and a request
 //! that finds none idle and its origin at the cap waits for one.
 
