@@ -1,8 +1,10 @@
 //! Scenario errors that say where: file, line, column, and what to do.
 //! Validation collects every problem before reporting (not just the first).
 
+use headroom_engine::plan::limits;
 use std::fmt;
 use std::path::PathBuf;
+use std::time::Duration;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Problem {
@@ -42,6 +44,83 @@ impl fmt::Display for ScenarioError {
 }
 
 impl std::error::Error for ScenarioError {}
+
+/// The problems of one file, each located in its text: what the scenario
+/// builder and the study checker both collect, with the same rules and
+/// messages for the values they share (durations and their limits).
+pub struct Problems<'a> {
+    pub locator: Locator<'a>,
+    list: Vec<Problem>,
+}
+
+impl<'a> Problems<'a> {
+    pub fn new(text: &'a str) -> Problems<'a> {
+        Problems {
+            locator: Locator { text },
+            list: Vec::new(),
+        }
+    }
+
+    /// Records a problem where `needle` appears (after `anchor`, on a line
+    /// with `key` if possible).
+    pub fn add(&mut self, anchor: Option<&str>, key: &str, needle: &str, message: String) {
+        let (line, column) = self.locator.find(anchor, key, needle);
+        self.list.push(Problem {
+            line,
+            column,
+            message,
+        });
+    }
+
+    /// A problem of the whole file (no place to point at).
+    pub fn add_unlocated(&mut self, message: String) {
+        self.list.push(Problem {
+            line: 0,
+            column: 0,
+            message,
+        });
+    }
+
+    pub fn extend(&mut self, problems: Vec<Problem>) {
+        self.list.extend(problems);
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.list.is_empty()
+    }
+
+    /// `value` when no problem was found, else every problem.
+    pub fn into_result<T>(self, value: T) -> Result<T, Vec<Problem>> {
+        if self.list.is_empty() {
+            Ok(value)
+        } else {
+            Err(self.list)
+        }
+    }
+
+    /// The duration `text` of `field`, within headroom's limits (at most a
+    /// year; above zero where zero means nothing), or a problem.
+    pub fn duration(&mut self, anchor: Option<&str>, field: &str, text: &str) -> Option<Duration> {
+        match humantime::parse_duration(text.trim()) {
+            Ok(d) => match limits::check_duration(field, d, limits::must_be_positive(field)) {
+                Ok(d) => Some(d),
+                Err(e) => {
+                    self.add(anchor, field, text, e);
+                    None
+                }
+            },
+            Err(e) => {
+                self.add(
+                    anchor,
+                    field,
+                    text,
+                    format!("{field}: `{text}` is not a duration ({e}); write e.g. 500ms, 30s, 2m"),
+                );
+                None
+            }
+        }
+    }
+}
 
 /// 1-based line and column of a byte offset.
 pub fn line_col(text: &str, offset: usize) -> (usize, usize) {

@@ -7,7 +7,8 @@
 //! 2. deserialize into the `Raw*` types (`raw`), which reject unknown keys
 //!    and wrong types with the file's line and column (and suggest the
 //!    nearest key for a misspelt one);
-//! 3. let the caller override fields (command-line flags win over the file);
+//! 3. lay the caller's [`overrides::Overrides`] over it (command-line flags
+//!    win over the file);
 //! 4. validate and resolve into a `Plan` (`build`): durations, statuses,
 //!    templates, feeders, checks, sessions — every problem at once, each
 //!    located in the file.
@@ -26,6 +27,7 @@ pub mod env;
 pub mod errors;
 pub mod import;
 pub mod lenient;
+pub mod overrides;
 mod parse;
 #[cfg(test)]
 mod proptests;

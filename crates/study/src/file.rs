@@ -21,7 +21,7 @@ use headroom_monitor::launch::signal_by_name;
 use headroom_objectives::capacity::Settings;
 use headroom_records::study::rank::Ranking;
 use headroom_records::study::{label, param_text, Objective};
-use headroom_scenario::errors::{Locator, Problem, ScenarioError};
+use headroom_scenario::errors::{Problem, Problems, ScenarioError};
 use headroom_scenario::raw::{RawCapacity, RawEvent, RawScenario};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -342,37 +342,19 @@ pub fn fill(template: &str, params: &BTreeMap<String, Value>, port: u16) -> Stri
     out
 }
 
-/// Collects a study file's problems, each located in its text.
+/// Collects a study file's problems, each located in its text, by the
+/// rules scenario files are checked by (`Problems`).
 struct Checker<'a> {
-    loc: Locator<'a>,
-    problems: Vec<Problem>,
+    problems: Problems<'a>,
 }
 
 impl Checker<'_> {
-    /// Records a problem where `needle` appears (after `anchor`, on a line
-    /// with `key` if possible).
     fn problem(&mut self, anchor: Option<&str>, key: &str, needle: &str, message: String) {
-        let (line, column) = self.loc.find(anchor, key, needle);
-        self.problems.push(Problem {
-            line,
-            column,
-            message,
-        });
+        self.problems.add(anchor, key, needle, message);
     }
 
     fn duration(&mut self, anchor: Option<&str>, field: &str, text: &str) -> Option<Duration> {
-        match humantime::parse_duration(text.trim()) {
-            Ok(d) => Some(d),
-            Err(e) => {
-                self.problem(
-                    anchor,
-                    field,
-                    text,
-                    format!("{field}: `{text}` is not a duration ({e})"),
-                );
-                None
-            }
-        }
+        self.problems.duration(anchor, field, text)
     }
 
     fn duration_or(
@@ -408,17 +390,14 @@ pub fn from_text(text: &str, path: &Path) -> Result<Study, ScenarioError> {
         .unwrap_or_else(|_| PathBuf::from("."));
     let (scenario, scenario_dir) = scenario_of(&raw, &dir)?;
     let mut check = Checker {
-        loc: Locator { text },
-        problems: Vec::new(),
+        problems: Problems::new(text),
     };
     let measure = check.measure(raw.measure.clone().unwrap_or_default());
     let capacity = check.capacity(&raw, &scenario, measure.objective, text);
     let services = check.services(&raw.services, &dir);
     let (servers, configs) = check.servers(&raw.servers, &dir);
     check.service_references(&raw, &services);
-    if !check.problems.is_empty() {
-        return Err(fail(check.problems));
-    }
+    check.problems.into_result(()).map_err(fail)?;
     Ok(Study {
         path: path.to_path_buf(),
         scenario,
@@ -915,6 +894,43 @@ slo = "p90<<5"
             assert!(p.column > 0, "{message}: {err}");
         }
         assert_eq!(err.problems.len(), expected.len(), "{err}");
+    }
+
+    /// Studies are held to the same duration limits and messages as
+    /// scenario files (one problem collector for both).
+    #[test]
+    fn durations_have_the_scenarios_limits() {
+        let dir = tempfile::tempdir().unwrap();
+        let text = r#"
+[scenario]
+base_url = "http://127.0.0.1:1"
+[[scenario.request]]
+name = "home"
+path = "/"
+
+[[server]]
+name = "app"
+command = "app --port {port}"
+ready_timeout = "0s"
+
+[measure]
+duration = "0s"
+warmup = "400 days"
+pause = "0s"
+"#;
+        let path = dir.path().join("study.toml");
+        std::fs::write(&path, text).unwrap();
+        let err = load(&path).unwrap_err();
+        let messages: Vec<&str> = err.problems.iter().map(|p| p.message.as_str()).collect();
+        assert_eq!(
+            messages,
+            [
+                "warmup: 400 days is longer than headroom accepts (at most 366 days)",
+                "duration: must be greater than zero",
+                "ready_timeout: must be greater than zero",
+            ],
+            "{err}"
+        );
     }
 
     #[test]

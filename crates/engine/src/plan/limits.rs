@@ -39,11 +39,18 @@ pub fn check_duration(field: &str, d: Duration, positive: bool) -> Result<Durati
 }
 
 /// Fields whose duration must be greater than zero (a zero ramp-up, think
-/// time, graceful stop or warm-up means "none" and is fine).
+/// time, graceful stop, warm-up or pause means "none" and is fine; a zero
+/// ready timeout would never let a study's server come up).
 pub fn must_be_positive(field: &str) -> bool {
     matches!(
         field,
-        "duration" | "timeout" | "connect_timeout" | "over" | "step_duration" | "max_time"
+        "duration"
+            | "timeout"
+            | "connect_timeout"
+            | "over"
+            | "step_duration"
+            | "max_time"
+            | "ready_timeout"
     )
 }
 

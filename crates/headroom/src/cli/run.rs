@@ -7,7 +7,6 @@ use super::outputs::{finish, Outputs};
 use super::recording;
 use crate::cli::live::{Live, ProgressMode};
 use anyhow::{bail, Context};
-use headroom_engine::plan::schedule::Stage;
 use headroom_engine::plan::Plan;
 use headroom_engine::StopSignal;
 use headroom_http::routes::{ConnectTo, Resolve, Routes};
@@ -19,198 +18,43 @@ use headroom_monitor::{Follow, MonitorConfig};
 use headroom_objectives::abort::AbortRule;
 use headroom_objectives::slo::Slo;
 use headroom_records::results::StartAt;
+use headroom_scenario::overrides::Overrides;
 use headroom_scenario::raw::{
-    Model, RawExpect, RawHttp, RawLoad, RawRequest, RawRoutes, RawScenario, RawStage,
-    RawStaleRetry, RawStatus,
+    RawExpect, RawHttp, RawRequest, RawScenario, RawStaleRetry, RawStatus,
 };
 use headroom_scenario::Scenario;
 use std::path::Path;
 use std::time::{Duration, SystemTime};
 
-fn duration_text(d: Duration) -> String {
-    humantime::format_duration(d).to_string()
-}
-
-/// Flag combinations that make no sense, said in terms of flags.
-fn check_flags(args: &RunArgs) -> anyhow::Result<()> {
-    let open = args.rate.is_some() || args.stages.is_some();
-    if open && args.vus.is_some() {
-        bail!("--vus is for the closed model; with --rate or --stages use --connections to cap connections");
-    }
-    if open && (args.iterations.is_some() || args.ramp_up.is_some() || args.think_time.is_some()) {
-        bail!("--iterations, --ramp-up and --think-time are for the closed model (--vus), not --rate/--stages");
-    }
-    if args.stages.is_some() && args.duration.is_some() {
-        bail!("--duration and --stages both set the length of the run: give one");
-    }
-    for (value, flag) in [
-        (args.vus.map(u64::from), "--vus"),
-        (args.connections.map(u64::from), "--connections"),
-        (args.requests, "--requests"),
-        (args.threads.map(|t| t as u64), "--threads"),
-    ] {
-        if value == Some(0) {
-            bail!("{flag} must be at least 1");
-        }
-    }
-    for (value, flag) in [
-        (args.duration, "--duration"),
-        (args.timeout, "--timeout"),
-        (args.connect_timeout, "--connect-timeout"),
-    ] {
-        if value.is_some_and(|d| d.is_zero()) {
-            bail!("{flag} must be greater than zero");
-        }
-    }
-    if args.buckets.windows(2).any(|w| w[0] >= w[1]) {
-        bail!("--buckets must be increasing, e.g. 800,1200");
-    }
-    Ok(())
-}
-
-/// Lays the flags over a scenario (file or one-liner): flags win.
-fn apply_flags(raw: &mut RawScenario, args: &RunArgs) {
-    if let Some(base) = &args.base_url {
-        raw.base_url = Some(base.clone());
-    }
-    let load = raw.load.get_or_insert_with(RawLoad::default);
-    let open_flag = args.rate.is_some() || args.stages.is_some();
-    let closed_flag = args.vus.is_some()
-        || args.vu_stages.is_some()
-        || args.iterations.is_some()
-        || args.ramp_up.is_some()
-        || args.think_time.is_some();
-    if open_flag {
-        *load = RawLoad {
-            model: Some(Model::Open),
-            max_connections: load.max_connections,
-            max_requests: load.max_requests,
-            graceful_stop: load.graceful_stop.clone(),
-            duration: load.duration.clone().filter(|_| args.stages.is_none()),
-            ..RawLoad::default()
-        };
-        load.rate = args.rate;
-        load.stages = args.stages.as_ref().map(|s| {
-            s.0.iter()
-                .map(|stage| match *stage {
-                    Stage::Hold { rate, duration } => RawStage {
-                        duration: duration_text(duration),
-                        rate: Some(rate),
-                        ..RawStage::default()
-                    },
-                    Stage::Ramp { from, to, duration } => RawStage {
-                        duration: duration_text(duration),
-                        from: Some(from),
-                        to: Some(to),
-                        ..RawStage::default()
-                    },
-                })
-                .collect()
-        });
-    } else if closed_flag {
-        let was_open = load.model == Some(Model::Open)
-            || load.rate.is_some()
-            || load
-                .stages
-                .as_ref()
-                .is_some_and(|s| s.iter().all(|s| s.target.is_none()))
-            || load.users.is_some()
-            || load.users_per_second.is_some();
-        if was_open {
-            // Switching a file's open load to closed drops its open fields.
-            *load = RawLoad {
-                duration: load.duration.clone(),
-                max_requests: load.max_requests,
-                graceful_stop: load.graceful_stop.clone(),
-                ..RawLoad::default()
-            };
-        }
-        load.model = Some(Model::Closed);
-        if let Some(stages) = &args.vu_stages {
-            load.vus = None;
-            load.ramp_up = None;
-            load.duration = None;
-            load.stages = Some(
-                stages
-                    .0
-                    .iter()
-                    .map(|s| RawStage {
-                        duration: duration_text(s.duration),
-                        from: Some(s.from as f64),
-                        to: Some(s.to as f64),
-                        ..RawStage::default()
-                    })
-                    .collect(),
-            );
-        }
-    }
-    let open = load.model == Some(Model::Open)
-        || (load.model.is_none()
-            && (load.rate.is_some()
-                || load.stages.is_some()
-                || load.users.is_some()
-                || load.users_per_second.is_some()));
-    if let Some(c) = args.connections {
-        if open {
-            load.max_connections = Some(c);
-        } else {
-            load.vus = Some(c);
-        }
-    }
-    if let Some(v) = args.vus {
-        load.vus = Some(v);
-    }
-    let set = |slot: &mut Option<String>, d: Option<Duration>| {
-        if let Some(d) = d {
-            *slot = Some(duration_text(d));
-        }
-    };
-    set(&mut load.duration, args.duration);
-    set(&mut load.ramp_up, args.ramp_up);
-    set(&mut load.think_time, args.think_time);
-    set(&mut load.graceful_stop, args.graceful_stop);
-    if args.requests.is_some() {
-        load.max_requests = args.requests;
-    }
-    if args.iterations.is_some() {
-        load.iterations = args.iterations;
-    }
-    let http = raw.http.get_or_insert_with(Default::default);
-    set(&mut http.timeout, args.timeout);
-    set(&mut http.connect_timeout, args.connect_timeout);
-    if args.no_keepalive {
-        http.keep_alive = Some(false);
-    }
-    if args.threads.is_some() {
-        http.threads = args.threads;
-    }
-    if let Some(which) = &args.stale_connection_retry {
-        http.stale_connection_retry = Some(match which.as_str() {
+/// The flags that lay over a scenario, as the scenario crate takes them.
+fn overrides(args: &RunArgs) -> Overrides {
+    Overrides {
+        base_url: args.base_url.clone(),
+        rate: args.rate,
+        stages: args.stages.as_ref().map(|s| s.0.clone()),
+        vus: args.vus,
+        vu_stages: args.vu_stages.as_ref().map(|s| s.0.clone()),
+        iterations: args.iterations,
+        ramp_up: args.ramp_up,
+        think_time: args.think_time,
+        connections: args.connections,
+        duration: args.duration,
+        graceful_stop: args.graceful_stop,
+        requests: args.requests,
+        timeout: args.timeout,
+        connect_timeout: args.connect_timeout,
+        no_keepalive: args.no_keepalive,
+        threads: args.threads,
+        stale_connection_retry: args.stale_connection_retry.as_deref().map(|w| match w {
             "all" => RawStaleRetry::All,
             "never" => RawStaleRetry::Never,
             _ => RawStaleRetry::Idempotent,
-        });
-    }
-    if args.insecure || args.ca_file.is_some() {
-        let tls = raw.tls.get_or_insert_with(Default::default);
-        if args.insecure {
-            tls.insecure = Some(true);
-        }
-        if let Some(file) = &args.ca_file {
-            // Relative to where the command runs, not to the scenario.
-            let file = std::path::absolute(file).unwrap_or_else(|_| file.clone());
-            tls.ca_file = Some(file.display().to_string());
-        }
-    }
-    RawRoutes::extend(&mut raw.connect_to, &args.connect_to);
-    RawRoutes::extend(&mut raw.resolve, &args.resolve);
-    let http = raw.http.get_or_insert_with(Default::default);
-    if !args.headers.is_empty() {
-        let headers = http.headers.get_or_insert_with(Default::default);
-        for (k, v) in &args.headers {
-            headers.retain(|old, _| !old.eq_ignore_ascii_case(k));
-            headers.insert(k.clone(), v.clone());
-        }
+        }),
+        insecure: args.insecure,
+        ca_file: args.ca_file.clone(),
+        connect_to: args.connect_to.clone(),
+        resolve: args.resolve.clone(),
+        headers: args.headers.clone(),
     }
 }
 
@@ -263,7 +107,10 @@ fn one_liner(args: &RunArgs, url: &str) -> anyhow::Result<RawScenario> {
 
 /// The scenario file with the flags over it, or the one-liner.
 pub fn scenario_from_args(args: &RunArgs) -> anyhow::Result<Scenario> {
-    check_flags(args)?;
+    overrides(args).check()?;
+    if args.buckets.windows(2).any(|w| w[0] >= w[1]) {
+        bail!("--buckets must be increasing, e.g. 800,1200");
+    }
     let mut scenario = file_or_one_liner(args)?;
     if let Some(local) = &args.local_address {
         scenario.plan.local_addresses = local.0.clone();
@@ -353,12 +200,12 @@ fn file_or_one_liner(args: &RunArgs) -> anyhow::Result<Scenario> {
     match (file, &url) {
         (Some(path), _) => {
             let mut file = headroom_scenario::read(path)?;
-            apply_flags(&mut file.raw, args);
+            overrides(args).apply(&mut file.raw);
             Ok(file.build()?)
         }
         (None, Some(url)) => {
             let mut raw = one_liner(args, url)?;
-            apply_flags(&mut raw, args);
+            overrides(args).apply(&mut raw);
             let mut scenario = headroom_scenario::build_raw(&raw, "command line", url)?;
             scenario.plan.label = headroom_http::redact::url(url);
             Ok(scenario)

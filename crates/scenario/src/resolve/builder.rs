@@ -2,10 +2,9 @@
 //! located in the file) and reads the values all sections share —
 //! durations, statuses, templates, file paths.
 
-use crate::errors::{Locator, Problem};
+use crate::errors::Problems;
 use crate::raw::RawStatus;
 use headroom_engine::plan::check::StatusSet;
-use headroom_engine::plan::limits;
 use headroom_engine::plan::template::Template;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -16,16 +15,14 @@ pub(super) const BUILTINS: &[&str] = &["user_id", "iteration"];
 pub struct Builder<'a> {
     /// Folder that relative file paths resolve against.
     pub dir: &'a Path,
-    pub locator: Locator<'a>,
-    pub(super) problems: Vec<Problem>,
+    pub(super) problems: Problems<'a>,
 }
 
 impl<'a> Builder<'a> {
     pub fn new(dir: &'a Path, text: &'a str) -> Self {
         Builder {
             dir,
-            locator: Locator { text },
-            problems: Vec::new(),
+            problems: Problems::new(text),
         }
     }
 
@@ -38,12 +35,7 @@ impl<'a> Builder<'a> {
         needle: &str,
         message: String,
     ) {
-        let (line, column) = self.locator.find(anchor, key, needle);
-        self.problems.push(Problem {
-            line,
-            column,
-            message,
-        });
+        self.problems.add(anchor, key, needle, message);
     }
 
     pub(super) fn duration(
@@ -52,24 +44,7 @@ impl<'a> Builder<'a> {
         field: &str,
         text: &str,
     ) -> Option<Duration> {
-        match humantime::parse_duration(text.trim()) {
-            Ok(d) => match limits::check_duration(field, d, limits::must_be_positive(field)) {
-                Ok(d) => Some(d),
-                Err(e) => {
-                    self.problem(anchor, field, text, e);
-                    None
-                }
-            },
-            Err(e) => {
-                self.problem(
-                    anchor,
-                    field,
-                    text,
-                    format!("{field}: `{text}` is not a duration ({e}); write e.g. 500ms, 30s, 2m"),
-                );
-                None
-            }
-        }
+        self.problems.duration(anchor, field, text)
     }
 
     pub(super) fn path(&self, file: &str) -> PathBuf {

@@ -29,21 +29,7 @@ impl Builder<'_> {
                 "load.max_requests: must be at least 1".into(),
             );
         }
-        // Stages with a `target` are user counts (the closed model).
-        let user_stages = l
-            .stages
-            .as_ref()
-            .is_some_and(|s| s.iter().any(|s| s.target.is_some()));
-        let open_fields = l.rate.is_some()
-            || (l.stages.is_some() && !user_stages)
-            || l.users.is_some()
-            || l.users_per_second.is_some();
-        let model = l.model.unwrap_or(if open_fields {
-            Model::Open
-        } else {
-            Model::Closed
-        });
-        let load = match model {
+        let load = match l.model() {
             Model::Closed => {
                 for (set, field) in [
                     (l.rate.is_some(), "rate"),

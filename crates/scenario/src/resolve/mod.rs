@@ -8,7 +8,7 @@
 //! extractions), `flow` (the mix or `[[session]]`s), `objectives`
 //! (`[capacity]`, `[thresholds]`), `events` (`[[event]]`).
 
-use super::errors::Problem;
+use super::errors::{Problem, Problems};
 use super::raw::*;
 use headroom_engine::plan::{
     Flow, Load, Plan, StaleRetry, DEFAULT_CONNECT_TIMEOUT, DEFAULT_GRACEFUL_STOP,
@@ -115,9 +115,8 @@ impl Builder<'_> {
             .map(|l| self.events(&raw.events, l))
             .unwrap_or_default();
 
-        if !self.problems.is_empty() {
-            return Err(self.problems);
-        }
+        let problems = std::mem::replace(&mut self.problems, Problems::new(""));
+        problems.into_result(())?;
         let (Some(endpoint), Some(load)) = (endpoint, load) else {
             unreachable!("no problems means the endpoint and load were built");
         };

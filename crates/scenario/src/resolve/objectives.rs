@@ -14,11 +14,7 @@ impl Builder<'_> {
     /// Only a `[capacity]` table (a study's), every problem at once.
     pub(crate) fn capacity_only(mut self, raw: &RawCapacity) -> Result<Settings, Vec<Problem>> {
         let settings = self.capacity(Some(raw));
-        if self.problems.is_empty() {
-            Ok(settings)
-        } else {
-            Err(self.problems)
-        }
+        self.problems.into_result(settings)
     }
 
     /// `[capacity]` → settings for `headroom capacity` (flags override).

@@ -3,7 +3,6 @@
 //! draw on: feeders and the template variables they must set.
 
 use super::builder::{Builder, BUILTINS};
-use crate::errors::Problem;
 use crate::raw::*;
 use headroom_engine::plan::check::{Check, Extract};
 use headroom_engine::plan::feeder::Feeder;
@@ -103,11 +102,10 @@ impl Builder<'_> {
     /// template (a feeder of full URLs), where `connect_to` sends them all.
     pub(super) fn endpoint(&mut self, raw: &RawScenario, routes: &Routes) -> Option<Endpoint> {
         if raw.requests.is_empty() {
-            self.problems.push(Problem {
-                line: 0,
-                column: 0,
-                message: "the scenario has no requests: add at least one [[request]] with a name and a path".into(),
-            });
+            self.problems.add_unlocated(
+                "the scenario has no requests: add at least one [[request]] with a name and a path"
+                    .into(),
+            );
             return None;
         }
         let base = raw
