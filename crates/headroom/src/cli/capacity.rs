@@ -3,9 +3,10 @@
 //! step-by-step progress, the step table and the answer; `cap.json`.
 
 use super::args::CapacityArgs;
-use super::recording;
-use super::run::{install_interrupt, scenario_from_args, watch_from_args};
-use super::{exit_interrupted, EXIT_ERROR, EXIT_OK};
+use super::common::recording;
+use super::exit::install_interrupt;
+use super::exit::{exit_interrupted, EXIT_ERROR, EXIT_OK};
+use super::run::{scenario_from_args, watch_from_args};
 use anyhow::{bail, Context};
 use headroom_capacity::Event;
 use headroom_engine::StopSignal;

@@ -3,7 +3,7 @@
 //! the top of the file, as comments).
 
 use super::args::{ImportArgs, ImportFrom};
-use super::EXIT_OK;
+use super::exit::EXIT_OK;
 use anyhow::Context;
 use headroom_scenario::import::{curl, har, jmx};
 

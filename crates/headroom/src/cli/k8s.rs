@@ -5,9 +5,9 @@
 //! "Running on Kubernetes".
 
 use super::args::{K8sArgs, K8sCollectArgs, K8sCommand, K8sJobArgs};
+use super::exit::EXIT_OK;
 use super::merge::merge_and_report;
 use super::outputs::Outputs;
-use super::EXIT_OK;
 use anyhow::{bail, Context};
 use headroom_k8s::{manifests, results_in_log, to_yaml, JobPlan, ScenarioFile};
 use headroom_records::merge::ShardFile;

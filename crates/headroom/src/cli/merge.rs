@@ -54,7 +54,7 @@ pub fn merge_and_report(
             thresholds.bounds.extend(bound.bounds);
         }
     }
-    let command = super::recording(&[], &[]).command;
+    let command = super::common::recording(&[], &[]).command;
     let results = merge_shards(files, allow_partial, command)?;
     let intervals = results.histograms.per_second.clone();
     finish(results, &thresholds, outputs, &intervals)

@@ -1,13 +1,14 @@
 //! Command line: clap → a `Plan` (or target config) → the library.
 //! The only place that knows about flags, exit codes and anyhow.
 //!
-//! Exit codes: 0 ok; 1 a threshold was breached (`run --threshold`,
-//! `[thresholds]`) or `compare --fail-on-regression` found a regression; 2 usage or run error; 130 interrupted by Ctrl-C, 143 by SIGTERM
-//! (results are still written).
+//! Each subcommand has a file of its own; what they share is in `exit`
+//! (exit codes, the interrupt) and `common` (how runs are recorded).
 
 mod args;
 mod capacity;
+mod common;
 mod demo;
+mod exit;
 mod import;
 mod k8s;
 mod live;
@@ -24,28 +25,9 @@ use args::{
     RunCmdArgs, StudyArgs, TargetArgs,
 };
 use clap::{Parser, Subcommand};
-use headroom_measure::Recording;
+use exit::{EXIT_ERROR, EXIT_OK};
 use headroom_monitor::remote;
 use std::io::Write;
-
-pub const EXIT_OK: i32 = 0;
-pub const EXIT_THRESHOLDS: i32 = 1;
-pub const EXIT_ERROR: i32 = 2;
-/// Interrupted by SIGINT (Ctrl-C): 128 + 2, as shells report it. SIGTERM
-/// gives 143 (128 + 15): see [`exit_interrupted`].
-pub const EXIT_INTERRUPTED: i32 = 130;
-
-/// The signal that interrupted the run (0: none yet).
-static INTERRUPTED_BY: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
-
-/// The exit code of an interrupted command: 128 + the signal's number
-/// (130 for Ctrl-C, 143 for SIGTERM), as shells expect.
-pub fn exit_interrupted() -> i32 {
-    match INTERRUPTED_BY.load(std::sync::atomic::Ordering::SeqCst) {
-        0 => EXIT_INTERRUPTED,
-        signal => 128 + signal,
-    }
-}
 
 #[derive(Parser, Debug)]
 #[command(
@@ -219,17 +201,4 @@ fn target(args: TargetArgs) -> anyhow::Result<i32> {
     std::io::stdout().flush()?;
     bound.serve()?;
     Ok(EXIT_OK)
-}
-
-/// How this command's runs are recorded: the distribution's buckets and
-/// the command line (kept in each results file's `meta.command`).
-/// Credentials on the command line (secret headers, URL passwords) are
-/// written as `***`; `secret_headers` are the ones the user named.
-pub fn recording(buckets_ms: &[u64], secret_headers: &[String]) -> Recording {
-    let args: Vec<String> = std::env::args().collect();
-    Recording {
-        buckets_ms: buckets_ms.to_vec(),
-        command: headroom_http::redact::command(&args, secret_headers),
-        ..Recording::default()
-    }
 }

@@ -4,8 +4,8 @@
 //! `k8s collect`, so a merged run is written exactly as a single one.
 
 use super::args::RunArgs;
+use super::exit::{exit_interrupted, EXIT_ERROR, EXIT_OK, EXIT_THRESHOLDS};
 use super::report::write_silently;
-use super::{exit_interrupted, EXIT_ERROR, EXIT_OK, EXIT_THRESHOLDS};
 use anyhow::Context;
 use headroom_objectives::slo::Slo;
 use headroom_records::Results;

@@ -15,9 +15,10 @@
 //! ```
 
 use super::args::RunCmdArgs;
+use super::common::recording;
+use super::exit::{install_interrupt, interrupting_signal};
 use super::outputs::{finish, Outputs};
-use super::run::{self, install_interrupt, scenario_from_args, watch_from_args};
-use super::{recording, INTERRUPTED_BY};
+use super::run::{self, scenario_from_args, watch_from_args};
 use anyhow::{bail, Context};
 use headroom_engine::StopSignal;
 use headroom_monitor::Monitor;
@@ -171,10 +172,7 @@ pub fn run(args: &RunCmdArgs, processes: u32) -> anyhow::Result<i32> {
     while exits.iter().any(Option::is_none) {
         if stop.was_interrupted() && !passed_on {
             passed_on = true;
-            let signal = match INTERRUPTED_BY.load(std::sync::atomic::Ordering::SeqCst) {
-                0 => libc::SIGINT,
-                s => s,
-            };
+            let signal = interrupting_signal().unwrap_or(libc::SIGINT);
             for c in &children {
                 // SAFETY: kill(2) on the pid of a child we started and
                 // have not reaped.

@@ -2,7 +2,7 @@
 //! compare A B …`; and the writers `run`, `study` and `capacity` share.
 
 use super::args::{CompareArgs, ReportCmdArgs};
-use super::{EXIT_OK, EXIT_THRESHOLDS};
+use super::exit::{EXIT_OK, EXIT_THRESHOLDS};
 use anyhow::{bail, Context};
 use headroom_records::capacity::CapacityReport;
 use headroom_records::results::Results;

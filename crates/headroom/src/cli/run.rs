@@ -3,8 +3,9 @@
 //! one-liner is turned into a scenario too, so both are validated alike.
 
 use super::args::{RunArgs, RunCmdArgs};
+use super::common::recording;
+use super::exit::install_interrupt;
 use super::outputs::{finish, Outputs};
-use super::recording;
 use crate::cli::live::{Live, ProgressMode};
 use anyhow::{bail, Context};
 use headroom_engine::plan::Plan;
@@ -212,31 +213,6 @@ fn file_or_one_liner(args: &RunArgs) -> anyhow::Result<Scenario> {
         }
         (None, None) => bail!("give a scenario file or --url"),
     }
-}
-
-/// Ctrl-C and SIGTERM stop the run gracefully; a second one aborts. The
-/// first says so, and names itself in the results' `stop_reason`.
-pub fn install_interrupt(stop: &StopSignal) -> anyhow::Result<()> {
-    use signal_hook::consts::{SIGINT, SIGTERM};
-    let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM])?;
-    let stop = stop.clone();
-    std::thread::Builder::new()
-        .name("headroom-signals".into())
-        .spawn(move || {
-            for signal in signals.forever() {
-                let name = if signal == SIGTERM { "SIGTERM" } else { "SIGINT (Ctrl-C)" };
-                if stop.was_interrupted() {
-                    eprintln!("\nheadroom: {name} again: aborting, requests in flight are cut off");
-                } else {
-                    super::INTERRUPTED_BY.store(signal, std::sync::atomic::Ordering::SeqCst);
-                    eprintln!(
-                        "\nheadroom: {name}: stopping — results so far are kept; press Ctrl-C again to abort"
-                    );
-                }
-                stop.interrupt(format!("interrupted by {name}"));
-            }
-        })?;
-    Ok(())
 }
 
 pub fn read_pidfile(path: &Path) -> anyhow::Result<i32> {

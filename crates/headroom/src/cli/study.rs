@@ -2,9 +2,9 @@
 //! comparison, write study.json and study.csv.
 
 use super::args::StudyArgs;
-use super::recording;
-use super::run::install_interrupt;
-use super::{exit_interrupted, EXIT_OK};
+use super::common::recording;
+use super::exit::install_interrupt;
+use super::exit::{exit_interrupted, EXIT_OK};
 use anyhow::Context;
 use headroom_engine::StopSignal;
 use headroom_report::study_table;
