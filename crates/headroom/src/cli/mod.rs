@@ -8,6 +8,7 @@ mod args;
 mod capacity;
 mod common;
 mod demo;
+mod docs;
 mod exit;
 mod import;
 mod k8s;
@@ -76,6 +77,13 @@ enum Command {
     /// Watch a server process on its host and serve the samples to
     /// `headroom run --monitor-url`.
     Monitor(MonitorArgs),
+    /// Write the references generated from headroom's own definitions
+    /// (command line, man pages, scenario and study files) under DIR.
+    #[command(hide = true)]
+    Docs {
+        #[arg(long, value_name = "DIR")]
+        out: std::path::PathBuf,
+    },
 }
 
 /// The command line's grammar, with `capacity --help` showing only the
@@ -119,6 +127,7 @@ pub fn main() -> i32 {
         Command::Schema(args) => schema(args),
         Command::Import(args) => import::import(args),
         Command::Monitor(args) => monitor(args),
+        Command::Docs { out } => docs::docs(command(), &out),
     };
     match result {
         Ok(code) => code,

@@ -32,12 +32,12 @@ fn logged(nginx: &Nginx) -> Vec<(String, String)> {
 }
 
 #[test]
-fn seed_004_router_example_sends_each_url_to_its_own_host_through_one_address() {
+fn router_example_sends_each_url_to_its_own_host_through_one_address() {
     let nginx = Nginx::start_router(&app_hosts());
     let connect_to = format!("::127.0.0.1:{}", nginx.port);
     let r = run_with(
         &[
-            &example("seed-004-router.toml"),
+            &example("router-host-names.toml"),
             "--connect-to",
             &connect_to,
         ],

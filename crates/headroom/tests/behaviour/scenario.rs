@@ -72,14 +72,14 @@ fn yaml_is_the_same_scenario_as_toml() {
 fn every_example_runs() {
     let target = Target::start(2, 16);
     let cases: &[(&str, &[(&str, &str)])] = &[
-        ("seed-000-closed.toml", &[("DURATION", "2s")]),
-        ("seed-000-rate.toml", &[("DURATION", "2s")]),
-        ("seed-002-stepped.toml", &[("STEP", "500ms")]),
+        ("closed-users.toml", &[("DURATION", "2s")]),
+        ("constant-rate.toml", &[("DURATION", "2s")]),
+        ("stepped-rates.toml", &[("STEP", "500ms")]),
         (
-            "seed-003-sessions.toml",
+            "arriving-sessions.toml",
             &[("USERS", "20"), ("OVER", "2s"), ("THINK", "10ms")],
         ),
-        ("seed-004-feeder.toml", &[("USERS", "50"), ("RAMP", "1s")]),
+        ("random-urls.toml", &[("USERS", "50"), ("RAMP", "1s")]),
         ("login-flow.toml", &[("USERS", "4"), ("DURATION", "2s")]),
     ];
     for (file, env) in cases {
@@ -106,11 +106,11 @@ fn every_example_runs() {
         match *file {
             // 8 stages × 0.5 s at 10..50/s: (10+15+20+25+30+35+40+50) / 2
             // = 112.5 arrivals, so arrivals 0..=112 are due.
-            "seed-002-stepped.toml" => assert_eq!(r.total(), 113),
+            "stepped-rates.toml" => assert_eq!(r.total(), 113),
             // 20 users × 8 requests
-            "seed-003-sessions.toml" => assert_eq!(r.total(), 160),
+            "arriving-sessions.toml" => assert_eq!(r.total(), 160),
             // 50 users × 10 iterations
-            "seed-004-feeder.toml" => assert_eq!(r.total(), 500),
+            "random-urls.toml" => assert_eq!(r.total(), 500),
             _ => {}
         }
     }
