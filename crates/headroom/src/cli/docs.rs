@@ -60,7 +60,52 @@ fn cli_markdown(command: &clap::Command) -> String {
         .show_footer(false)
         .show_table_of_contents(true);
     let body = clap_markdown::help_markdown_command_custom(command, &options);
-    format!("{GENERATED}\n\n{body}")
+    let body: Vec<String> = one_usage_per_line(&body)
+        .lines()
+        .map(angle_brackets_as_text)
+        .collect();
+    format!("{GENERATED}\n\n{}\n", body.join("\n"))
+}
+
+/// `<` outside code spans is text (`headroom-<scenario name>`), not an
+/// HTML tag; `<br>` between usage forms stays a tag.
+fn angle_brackets_as_text(line: &str) -> String {
+    let mut out = String::new();
+    for (i, part) in line.split('`').enumerate() {
+        if i > 0 {
+            out.push('`');
+        }
+        if i % 2 == 0 {
+            out.push_str(&part.replace('<', "&lt;").replace("&lt;br>", "<br>"));
+        } else {
+            out.push_str(part);
+        }
+    }
+    out
+}
+
+/// A usage of several forms is one code span over several lines, which
+/// Markdown renderers read as HTML tags (`<SCENARIO>`): one span a form.
+fn one_usage_per_line(markdown: &str) -> String {
+    let mut out = String::new();
+    let mut open = false;
+    for line in markdown.lines() {
+        let spans = line.matches('`').count();
+        if open {
+            let _ = write!(out, "<br>`{}", line.trim_start());
+        } else {
+            out.push_str(line);
+        }
+        if spans % 2 == 1 {
+            open = !open;
+        }
+        if open {
+            out.push('`');
+        } else {
+            out.push('\n');
+        }
+    }
+    out
 }
 
 /// One man page per command and subcommand: `headroom.1`,
