@@ -17,10 +17,13 @@ pub struct RawScenario {
     /// Base URL that request paths are joined to, e.g. "http://127.0.0.1:8080".
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub base_url: Option<String>,
+    /// `[load]`: the load model and how long it runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub load: Option<RawLoad>,
+    /// `[http]`: connections, timeouts, headers, cookies, threads.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub http: Option<RawHttp>,
+    /// `[tls]`: certificates for `https://` (CA file, insecure).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tls: Option<RawTls>,
     /// Test data files (CSV with a header row, or JSON arrays of objects).
@@ -227,6 +230,7 @@ pub enum Model {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawLoad {
+    /// "closed" (users looping) or "open" (arrivals at a rate); guessed from the other fields when not given.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<Model>,
     /// Closed: number of virtual users.
@@ -276,6 +280,7 @@ pub struct RawLoad {
     )]
     #[schemars(with = "Option<lenient::Lenient<u64>>")]
     pub users: Option<u64>,
+    /// Open: the time over which `users` arrive.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Option<lenient::DurationText>")]
     pub over: Option<String>,
@@ -317,8 +322,10 @@ pub struct RawLoad {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawStage {
+    /// How long the stage lasts.
     #[schemars(with = "lenient::DurationText")]
     pub duration: String,
+    /// Open: hold this rate (arrivals per second).
     #[serde(
         default,
         deserialize_with = "lenient::opt",
@@ -326,6 +333,7 @@ pub struct RawStage {
     )]
     #[schemars(with = "Option<lenient::Lenient<f64>>")]
     pub rate: Option<f64>,
+    /// Ramp from this rate (open) or user count (closed).
     #[serde(
         default,
         deserialize_with = "lenient::opt",
@@ -333,6 +341,7 @@ pub struct RawStage {
     )]
     #[schemars(with = "Option<lenient::Lenient<f64>>")]
     pub from: Option<f64>,
+    /// Ramp to this rate (open) or user count (closed).
     #[serde(
         default,
         deserialize_with = "lenient::opt",
@@ -361,6 +370,7 @@ pub struct RawHttp {
     )]
     #[schemars(with = "Option<lenient::Lenient<bool>>")]
     pub keep_alive: Option<bool>,
+    /// TCP (and TLS) handshake limit (default 10s).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Option<lenient::DurationText>")]
     pub connect_timeout: Option<String>,
@@ -460,6 +470,7 @@ pub enum RawStatus {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawExpect {
+    /// Statuses that count as OK: `200`, `[200, 404]` or `"200-299,404"` (default: below 400).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<RawStatus>,
 }
@@ -467,6 +478,7 @@ pub struct RawExpect {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawRequest {
+    /// The request's name in results and reports.
     pub name: String,
     /// GET unless given.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -477,6 +489,7 @@ pub struct RawRequest {
     /// Path and query joined to base_url.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub path: Option<String>,
+    /// Headers of this request (over `[http] headers`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub headers: Option<BTreeMap<String, String>>,
     /// Inline body text.
@@ -488,6 +501,7 @@ pub struct RawRequest {
     /// Body as JSON (sets Content-Type: application/json).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub json: Option<serde_json::Value>,
+    /// This request's response timeout (default `[http] timeout`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Option<lenient::DurationText>")]
     pub timeout: Option<String>,
@@ -499,10 +513,13 @@ pub struct RawRequest {
     )]
     #[schemars(with = "Option<lenient::Lenient<u32>>")]
     pub weight: Option<u32>,
+    /// Statuses that count as OK (default: below 400).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expect: Option<RawExpect>,
+    /// Checks on the response; a failed one fails the request (`check: NAME` in errors).
     #[serde(default, rename = "check", skip_serializing_if = "Vec::is_empty")]
     pub checks: Vec<RawCheck>,
+    /// Values taken from the response into the user's variables.
     #[serde(default, rename = "extract", skip_serializing_if = "Vec::is_empty")]
     pub extracts: Vec<RawExtract>,
 }
@@ -516,18 +533,25 @@ pub struct RawCheck {
     /// A name for the results (default: a description of the check).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
+    /// The status is one of these.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<RawStatus>,
+    /// The body contains this text.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub body_contains: Option<String>,
+    /// The body matches this regular expression.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub body_regex: Option<String>,
+    /// A JSON path into the body, with `equals` or `exists`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub json_path: Option<String>,
+    /// A response header, with `equals` or `present`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub header: Option<String>,
+    /// With `json_path` or `header`: the value it must have.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub equals: Option<serde_json::Value>,
+    /// With `json_path`: whether the path must find something.
     #[serde(
         default,
         deserialize_with = "lenient::opt",
@@ -535,6 +559,7 @@ pub struct RawCheck {
     )]
     #[schemars(with = "Option<lenient::Lenient<bool>>")]
     pub exists: Option<bool>,
+    /// With `header`: whether the header must be there.
     #[serde(
         default,
         deserialize_with = "lenient::opt",
@@ -542,6 +567,7 @@ pub struct RawCheck {
     )]
     #[schemars(with = "Option<lenient::Lenient<bool>>")]
     pub present: Option<bool>,
+    /// The response came within this time.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub response_time_under: Option<String>,
 }
@@ -551,11 +577,15 @@ pub struct RawCheck {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawExtract {
+    /// The variable set (`{{name}}` in later requests).
     pub name: String,
+    /// A JSON path into the body.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub json_path: Option<String>,
+    /// A regular expression over the body.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub regex: Option<String>,
+    /// With `regex`: the capture group (default 1).
     #[serde(
         default,
         deserialize_with = "lenient::opt",
@@ -563,8 +593,10 @@ pub struct RawExtract {
     )]
     #[schemars(with = "Option<lenient::Lenient<usize>>")]
     pub group: Option<usize>,
+    /// A response header's value.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub header: Option<String>,
+    /// A cookie's value.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cookie: Option<String>,
 }
@@ -572,6 +604,7 @@ pub struct RawExtract {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawSession {
+    /// The session's name in results.
     pub name: String,
     /// Share of iterations (default 1).
     #[serde(
@@ -581,6 +614,7 @@ pub struct RawSession {
     )]
     #[schemars(with = "Option<lenient::Lenient<u32>>")]
     pub weight: Option<u32>,
+    /// What the session does, in order.
     pub steps: Vec<RawStep>,
 }
 
@@ -590,11 +624,14 @@ pub struct RawSession {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawStep {
+    /// Send the request of this name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub request: Option<String>,
+    /// Pause this long (or a range, "1s..3s").
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Option<lenient::DurationText>")]
     pub think: Option<String>,
+    /// Run `steps` this many times.
     #[serde(
         default,
         deserialize_with = "lenient::opt",
@@ -602,10 +639,13 @@ pub struct RawStep {
     )]
     #[schemars(with = "Option<lenient::Lenient<u32>>")]
     pub repeat: Option<u32>,
+    /// The steps `repeat` runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub steps: Option<Vec<RawStep>>,
+    /// Run one of these branches, picked by weight.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub choice: Option<Vec<RawBranch>>,
+    /// Take the next row of the feeder of this name into the user's variables.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub feed: Option<String>,
 }
@@ -613,6 +653,7 @@ pub struct RawStep {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawBranch {
+    /// Share of picks (default 1).
     #[serde(
         default,
         deserialize_with = "lenient::opt",
@@ -620,6 +661,7 @@ pub struct RawBranch {
     )]
     #[schemars(with = "Option<lenient::Lenient<u32>>")]
     pub weight: Option<u32>,
+    /// What the branch does.
     pub steps: Vec<RawStep>,
 }
 
