@@ -19,6 +19,27 @@ pub enum Lenient<T> {
     Text(String),
 }
 
+/// `#[serde(with = "lenient")]` on an `Option<T>` number or boolean field:
+/// read by [`deserialize`], written as the value.
+pub fn serialize<S, T>(value: &Option<T>, s: S) -> Result<S::Ok, S::Error>
+where
+    S: serde::Serializer,
+    T: serde::Serialize,
+{
+    serde::Serialize::serialize(value, s)
+}
+
+/// With [`serialize`], `#[serde(with = "lenient")]`: the value, or a
+/// string holding it. Errors name what was found and the type.
+pub fn deserialize<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
+where
+    D: Deserializer<'de>,
+    T: serde::de::DeserializeOwned + FromStr,
+    T::Err: Display,
+{
+    opt(d)
+}
+
 /// `deserialize_with` for `Option<T>` number or boolean fields: the value,
 /// or a string holding it. Errors name what was found and the type.
 pub fn opt<'de, D, T>(d: D) -> Result<Option<T>, D::Error>

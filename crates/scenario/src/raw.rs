@@ -104,11 +104,7 @@ pub struct RawThresholdTable {
     pub bound: String,
     /// Stop the run as soon as the bound is breached over the rolling
     /// window (results are written; exit code 1).
-    #[serde(
-        default,
-        deserialize_with = "lenient::opt",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, with = "lenient", skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Option<lenient::Lenient<bool>>")]
     pub abort: Option<bool>,
     /// Do not judge for abort before this long into the run (default 0s).
@@ -170,27 +166,15 @@ pub struct RawCapacity {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub axis: Option<String>,
     /// First load tried (default 10 req/s or 1 user).
-    #[serde(
-        default,
-        deserialize_with = "lenient::opt",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, with = "lenient", skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Option<lenient::Lenient<f64>>")]
     pub min: Option<f64>,
     /// Highest load tried (default 100000 req/s or 10000 users).
-    #[serde(
-        default,
-        deserialize_with = "lenient::opt",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, with = "lenient", skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Option<lenient::Lenient<f64>>")]
     pub max: Option<f64>,
     /// Factor between loads while growing (default 2).
-    #[serde(
-        default,
-        deserialize_with = "lenient::opt",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, with = "lenient", skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Option<lenient::Lenient<f64>>")]
     pub growth: Option<f64>,
     /// Width of the final interval, e.g. "5%" (default).
@@ -234,11 +218,7 @@ pub struct RawLoad {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<Model>,
     /// Closed: number of virtual users.
-    #[serde(
-        default,
-        deserialize_with = "lenient::opt",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, with = "lenient", skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Option<lenient::Lenient<std::num::NonZeroU32>>")]
     pub vus: Option<u32>,
     /// Closed: start users evenly over this time.
@@ -250,11 +230,7 @@ pub struct RawLoad {
     #[schemars(with = "Option<lenient::DurationText>")]
     pub duration: Option<String>,
     /// Closed: iterations per user.
-    #[serde(
-        default,
-        deserialize_with = "lenient::opt",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, with = "lenient", skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Option<lenient::Lenient<u64>>")]
     pub iterations: Option<u64>,
     /// Closed: pause after each iteration.
@@ -262,22 +238,14 @@ pub struct RawLoad {
     #[schemars(with = "Option<lenient::DurationText>")]
     pub think_time: Option<String>,
     /// Open: arrivals (requests or session starts) per second.
-    #[serde(
-        default,
-        deserialize_with = "lenient::opt",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, with = "lenient", skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Option<lenient::Lenient<f64>>")]
     pub rate: Option<f64>,
     /// Open: stages of held or ramped rates.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stages: Option<Vec<RawStage>>,
     /// Open: this many users arrive evenly over `over` (Gatling rampUsers).
-    #[serde(
-        default,
-        deserialize_with = "lenient::opt",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, with = "lenient", skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Option<lenient::Lenient<u64>>")]
     pub users: Option<u64>,
     /// Open: the time over which `users` arrive.
@@ -285,27 +253,15 @@ pub struct RawLoad {
     #[schemars(with = "Option<lenient::DurationText>")]
     pub over: Option<String>,
     /// Open: users arriving per second for `duration` (Gatling constantUsersPerSec).
-    #[serde(
-        default,
-        deserialize_with = "lenient::opt",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, with = "lenient", skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Option<lenient::Lenient<f64>>")]
     pub users_per_second: Option<f64>,
     /// Open: most connections (sessions in progress) at once.
-    #[serde(
-        default,
-        deserialize_with = "lenient::opt",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, with = "lenient", skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Option<lenient::Lenient<std::num::NonZeroU32>>")]
     pub max_connections: Option<u32>,
     /// Stop after this many requests in all.
-    #[serde(
-        default,
-        deserialize_with = "lenient::opt",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, with = "lenient", skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Option<lenient::Lenient<std::num::NonZeroU64>>")]
     pub max_requests: Option<u64>,
     /// After the load ends, how long in-flight requests may finish.
@@ -326,35 +282,19 @@ pub struct RawStage {
     #[schemars(with = "lenient::DurationText")]
     pub duration: String,
     /// Open: hold this rate (arrivals per second).
-    #[serde(
-        default,
-        deserialize_with = "lenient::opt",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, with = "lenient", skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Option<lenient::Lenient<f64>>")]
     pub rate: Option<f64>,
     /// Ramp from this rate (open) or user count (closed).
-    #[serde(
-        default,
-        deserialize_with = "lenient::opt",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, with = "lenient", skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Option<lenient::Lenient<f64>>")]
     pub from: Option<f64>,
     /// Ramp to this rate (open) or user count (closed).
-    #[serde(
-        default,
-        deserialize_with = "lenient::opt",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, with = "lenient", skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Option<lenient::Lenient<f64>>")]
     pub to: Option<f64>,
     /// Closed model: the user count this stage ends at.
-    #[serde(
-        default,
-        deserialize_with = "lenient::opt",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, with = "lenient", skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Option<lenient::Lenient<u32>>")]
     pub target: Option<u32>,
 }
@@ -363,11 +303,7 @@ pub struct RawStage {
 #[serde(deny_unknown_fields)]
 pub struct RawHttp {
     /// Reuse connections (default true).
-    #[serde(
-        default,
-        deserialize_with = "lenient::opt",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, with = "lenient", skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Option<lenient::Lenient<bool>>")]
     pub keep_alive: Option<bool>,
     /// TCP (and TLS) handshake limit (default 10s).
@@ -379,22 +315,14 @@ pub struct RawHttp {
     #[schemars(with = "Option<lenient::DurationText>")]
     pub timeout: Option<String>,
     /// A cookie jar per user (default true).
-    #[serde(
-        default,
-        deserialize_with = "lenient::opt",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, with = "lenient", skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Option<lenient::Lenient<bool>>")]
     pub cookies: Option<bool>,
     /// Headers sent with every request.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub headers: Option<BTreeMap<String, String>>,
     /// Generator threads (default: the CPUs available).
-    #[serde(
-        default,
-        deserialize_with = "lenient::opt",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, with = "lenient", skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Option<lenient::Lenient<std::num::NonZeroUsize>>")]
     pub threads: Option<usize>,
     /// When a reused keep-alive connection turns out closed by the server
@@ -406,11 +334,7 @@ pub struct RawHttp {
     /// Most connections open to any one origin (scheme, host, port), all
     /// users together; users then share a pool of connections per origin.
     /// Unset: each user keeps its own connection to each origin it uses.
-    #[serde(
-        default,
-        deserialize_with = "lenient::opt",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, with = "lenient", skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Option<lenient::Lenient<std::num::NonZeroU32>>")]
     pub max_connections_per_host: Option<u32>,
 }
@@ -433,11 +357,7 @@ pub struct RawTls {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_name: Option<String>,
     /// Skip certificate verification (default false).
-    #[serde(
-        default,
-        deserialize_with = "lenient::opt",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, with = "lenient", skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Option<lenient::Lenient<bool>>")]
     pub insecure: Option<bool>,
 }
@@ -506,11 +426,7 @@ pub struct RawRequest {
     #[schemars(with = "Option<lenient::DurationText>")]
     pub timeout: Option<String>,
     /// Share of the mix (default 1).
-    #[serde(
-        default,
-        deserialize_with = "lenient::opt",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, with = "lenient", skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Option<lenient::Lenient<u32>>")]
     pub weight: Option<u32>,
     /// Statuses that count as OK (default: below 400).
@@ -552,19 +468,11 @@ pub struct RawCheck {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub equals: Option<serde_json::Value>,
     /// With `json_path`: whether the path must find something.
-    #[serde(
-        default,
-        deserialize_with = "lenient::opt",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, with = "lenient", skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Option<lenient::Lenient<bool>>")]
     pub exists: Option<bool>,
     /// With `header`: whether the header must be there.
-    #[serde(
-        default,
-        deserialize_with = "lenient::opt",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, with = "lenient", skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Option<lenient::Lenient<bool>>")]
     pub present: Option<bool>,
     /// The response came within this time.
@@ -586,11 +494,7 @@ pub struct RawExtract {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub regex: Option<String>,
     /// With `regex`: the capture group (default 1).
-    #[serde(
-        default,
-        deserialize_with = "lenient::opt",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, with = "lenient", skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Option<lenient::Lenient<usize>>")]
     pub group: Option<usize>,
     /// A response header's value.
@@ -607,11 +511,7 @@ pub struct RawSession {
     /// The session's name in results.
     pub name: String,
     /// Share of iterations (default 1).
-    #[serde(
-        default,
-        deserialize_with = "lenient::opt",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, with = "lenient", skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Option<lenient::Lenient<u32>>")]
     pub weight: Option<u32>,
     /// What the session does, in order.
@@ -632,11 +532,7 @@ pub struct RawStep {
     #[schemars(with = "Option<lenient::DurationText>")]
     pub think: Option<String>,
     /// Run `steps` this many times.
-    #[serde(
-        default,
-        deserialize_with = "lenient::opt",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, with = "lenient", skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Option<lenient::Lenient<u32>>")]
     pub repeat: Option<u32>,
     /// The steps `repeat` runs.
@@ -654,11 +550,7 @@ pub struct RawStep {
 #[serde(deny_unknown_fields)]
 pub struct RawBranch {
     /// Share of picks (default 1).
-    #[serde(
-        default,
-        deserialize_with = "lenient::opt",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, with = "lenient", skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Option<lenient::Lenient<u32>>")]
     pub weight: Option<u32>,
     /// What the branch does.

@@ -137,7 +137,7 @@ pub struct RawMeasure {
     /// Runs per configuration, interleaved across configurations (default 1).
     #[serde(
         default,
-        deserialize_with = "headroom_scenario::lenient::opt",
+        with = "headroom_scenario::lenient",
         skip_serializing_if = "Option::is_none"
     )]
     #[schemars(with = "Option<headroom_scenario::lenient::Lenient<std::num::NonZeroU32>>")]
