@@ -1,4 +1,4 @@
-//! The closed model's fast path (one event loop per worker, `plain.rs`)
+//! The closed model's fast path (one event loop per worker, `event_loop.rs`)
 //! against real servers over real sockets: the same counts as the task
 //! per user path, bodies read over many reads, cookies kept. The hostile
 //! servers (closes, resets, garbage, timeouts, refused connects) are the

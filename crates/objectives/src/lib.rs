@@ -4,7 +4,7 @@
 //!
 //! - [`slo`]: the objective language of thresholds and capacity searches
 //!   (`p90<500ms, errors<5%, achieved>=95%`), parsed and printed; checking
-//!   it against a run's record is `headroom-results`' part.
+//!   it against a run's record is `headroom-records`' part.
 //! - [`abort`]: thresholds that stop a run early, on a rolling window.
 //! - [`capacity`]: the settings of a capacity search, laid over one another
 //!   (scenario, study, flags) and resolved into the search's options.

@@ -1,5 +1,5 @@
 //! Objectives on a run's figures — `p90<500ms, errors<5%, achieved>95%` —
-//! parsed once here, checked against a run's record by `headroom-results`. Capacity
+//! parsed once here, checked against a run's record by `headroom-records`. Capacity
 //! search uses them as the service-level objective a step must meet;
 //! `run --threshold` uses the same language for pass/fail in CI.
 //!
