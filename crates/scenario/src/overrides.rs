@@ -245,7 +245,7 @@ impl RawLoad {
 }
 
 /// Stages with a `target` are user counts (the closed model).
-pub(crate) fn is_user_stages(stages: &[RawStage]) -> bool {
+fn is_user_stages(stages: &[RawStage]) -> bool {
     stages.iter().any(|s| s.target.is_some())
 }
 
