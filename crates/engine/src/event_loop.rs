@@ -27,7 +27,7 @@ use crate::backoff::ConnectBackoff;
 use crate::connections::Origin;
 use crate::cookies;
 use crate::metrics::{ConnectionEvent, ErrorClass, Outcome};
-use crate::plan::{ClosedLoad, Engine, Flow, Load, Plan};
+use crate::plan::{ClosedLoad, Engine, Flow, HttpVersion, Load, Plan};
 use crate::shared::Shared;
 use crate::stop::Phase;
 use cookie_store::CookieStore;
@@ -76,7 +76,8 @@ pub(crate) fn load_of(plan: &Plan) -> Option<&ClosedLoad> {
         && plan.feeders.is_empty()
         && plan.tls.is_none()
         && !plan.endpoint.https
-        && plan.max_connections_per_host.is_none();
+        && plan.max_connections_per_host.is_none()
+        && plan.http_version == HttpVersion::Http1;
     plain.then_some(load)
 }
 

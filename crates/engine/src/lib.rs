@@ -22,8 +22,9 @@
 //!   per arrival (open model), on a single-threaded runtime: sessions,
 //!   checks, extraction, feeders, TLS, stages, pooled connections.
 //! - `connections`: the origins a worker's requests go to and the
-//!   connections open to each; both paths take theirs from it. HTTP/2 and
-//!   HTTP/3 connections (many streams on one) will live beside it.
+//!   connections open to each; both paths take theirs from it. Its `h2`:
+//!   HTTP/2 connections, many streams on each, shared by a worker's users.
+//! - `negotiate`: the protocol a run speaks, settled before it starts.
 //! - `cookies`: a user's jar, alike on both paths.
 //! - `shared`: what one worker's users share — the plan, the recorder, the
 //!   stop — and the guard that records one request in flight.
@@ -48,6 +49,7 @@ mod backoff;
 mod connections;
 mod cookies;
 mod event_loop;
+mod negotiate;
 mod shared;
 pub mod stop;
 mod tasks;
@@ -56,6 +58,7 @@ mod worker;
 use crate::metrics::aggregate::{Aggregate, TimelinePoint};
 use crate::metrics::Stats;
 use crate::plan::{Plan, INTERRUPT_GRACE};
+pub use negotiate::{negotiate, NotNegotiated};
 use std::sync::atomic::AtomicU64;
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::Arc;
@@ -185,8 +188,9 @@ pub fn run_at(
     mut on_second: impl FnMut(Progress),
 ) -> RunOutcome {
     let (joined, start) = (start.joined(Instant::now()), start.at());
+    let plan = negotiate::settle(plan);
     let threads = plan.effective_threads();
-    let plan = Arc::new(plan.clone());
+    let plan = Arc::new(plan);
     // The run's own signal: its hard stop (or a feeder running dry) ends
     // this run only, never the caller's signal, so a study or a capacity
     // search goes on to its next run. The caller's stops are passed on.

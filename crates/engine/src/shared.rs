@@ -167,11 +167,11 @@ impl Drop for ActiveUser<'_> {
     }
 }
 
-/// Worker `id`'s share of the plan's `max_connections_per_host`: the
+/// Worker `id`'s share of the plan's [`Plan::connection_cap`]: the
 /// shard's share split exactly over its workers (who are never more than
 /// it; see `Plan::effective_threads`).
 fn per_host_cap(plan: &Plan, id: usize, workers: usize) -> Option<u32> {
-    let cap = plan.max_connections_per_host?;
+    let cap = plan.connection_cap()?;
     let shard = plan.shard.share(cap as u64).max(1);
     let w = workers as u64;
     let mine = shard / w + u64::from((id as u64) < shard % w);

@@ -1,10 +1,12 @@
-//! HTTP/1.1 client: connect, send an encoded request, read one response.
+//! HTTP client: connect, send an encoded request, read one response —
+//! HTTP/1.1 here, HTTP/2 in [`h2`] (many streams on one connection).
 //!
-//! One request at a time per connection (no pipelining). The response body
+//! HTTP/1.1: one request at a time per connection (no pipelining). The response body
 //! is counted and skipped, never copied, and the read buffer is reused, so a
 //! keep-alive exchange allocates nothing. Every failure is one
 //! [`Failure`], which the engine counts as an error class.
 
+pub mod h2;
 pub mod reader;
 pub mod redact;
 pub mod response;
@@ -59,6 +61,12 @@ pub enum Failure {
     ClosedBeforeResponse,
     ClosedMidResponse,
     MalformedResponse,
+    MalformedRequest,
+    H2Refused,
+    H2GoawayUnprocessed,
+    H2StreamReset,
+    H2ProtocolError,
+    H2NotNegotiated,
 }
 
 /// Every failure is counted as the error class of the same name.
@@ -76,7 +84,131 @@ impl From<Failure> for ErrorClass {
             F::ClosedBeforeResponse => ErrorClass::ClosedBeforeResponse,
             F::ClosedMidResponse => ErrorClass::ClosedMidResponse,
             F::MalformedResponse => ErrorClass::MalformedResponse,
+            F::MalformedRequest => ErrorClass::MalformedRequest,
+            F::H2Refused => ErrorClass::H2Refused,
+            F::H2GoawayUnprocessed => ErrorClass::H2GoawayUnprocessed,
+            F::H2StreamReset => ErrorClass::H2StreamReset,
+            F::H2ProtocolError => ErrorClass::H2ProtocolError,
+            F::H2NotNegotiated => ErrorClass::H2NotNegotiated,
         }
+    }
+}
+
+/// The HTTP version asked for (`--http2`, `[http] version`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum HttpVersion {
+    /// HTTP/1.1 only.
+    #[default]
+    Http1,
+    /// HTTP/2 only: ALPN `h2` over TLS (a server that does not agree
+    /// fails the connection), prior knowledge (h2c) over cleartext.
+    Http2,
+    /// Over TLS, ALPN `h2,http/1.1` and what the server chooses; over
+    /// cleartext, HTTP/1.1.
+    Auto,
+}
+
+impl HttpVersion {
+    /// `"1.1"`, `"2"` or `"auto"`, as scenario files write them.
+    pub fn parse(text: &str) -> Option<HttpVersion> {
+        match text {
+            "1.1" => Some(Self::Http1),
+            "2" => Some(Self::Http2),
+            "auto" => Some(Self::Auto),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Http1 => "1.1",
+            Self::Http2 => "2",
+            Self::Auto => "auto",
+        }
+    }
+
+    /// The ALPN protocols offered in TLS, preferred first.
+    pub fn alpn(self) -> Vec<Vec<u8>> {
+        match self {
+            Self::Http1 => vec![b"http/1.1".to_vec()],
+            Self::Http2 => vec![b"h2".to_vec()],
+            Self::Auto => vec![b"h2".to_vec(), b"http/1.1".to_vec()],
+        }
+    }
+}
+
+/// The protocol a connection speaks, as results.json names it
+/// (`connections.by_protocol`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Protocol {
+    Http1,
+    Http2,
+}
+
+impl Protocol {
+    pub fn key(self) -> &'static str {
+        match self {
+            Self::Http1 => "http/1.1",
+            Self::Http2 => "h2",
+        }
+    }
+}
+
+/// What an HTTP/2 connect asks for beyond the address.
+#[derive(Clone, Copy, Debug)]
+pub struct ConnectOptions<'a> {
+    /// Source address (any free port), when not the kernel's choice.
+    pub local: Option<std::net::IpAddr>,
+    /// TCP, TLS and the HTTP/2 handshake, all within it.
+    pub timeout: Duration,
+    pub tls: Option<&'a TlsClient>,
+    /// Our cap on streams in flight on one connection.
+    pub max_streams: u32,
+}
+
+/// TCP, and TLS when `tls` is given, within `timeout`.
+pub(crate) async fn open_stream(
+    addr: SocketAddr,
+    local: Option<std::net::IpAddr>,
+    timeout: Duration,
+    tls: Option<&TlsClient>,
+) -> Result<Stream, Failure> {
+    let open = async {
+        let tcp = match local {
+            None => TcpStream::connect(addr).await,
+            Some(ip) => connect_from(ip, addr).await,
+        }
+        .map_err(|e| connect_error_class(&e))?;
+        // Requests are written whole; Nagle would only add delay.
+        let _ = tcp.set_nodelay(true);
+        match tls {
+            None => Ok(Stream::Plain(tcp)),
+            Some(tls) => tls
+                .connector
+                .connect(tls.server_name.clone(), tcp)
+                .await
+                .map(|s| Stream::Tls(Box::new(s)))
+                .map_err(|e| tls_error_class(&e)),
+        }
+    };
+    match tokio::time::timeout(timeout, open).await {
+        Err(_) => Err(Failure::ConnectTimeout),
+        Ok(result) => result,
+    }
+}
+
+/// The failure a TLS handshake's error counts as: the server's
+/// `no_application_protocol` alert (it speaks none of the protocols
+/// offered: `h2` to an HTTP/1.1-only server) is `h2_not_negotiated`.
+fn tls_error_class(e: &io::Error) -> Failure {
+    let alert = e
+        .get_ref()
+        .and_then(|inner| inner.downcast_ref::<rustls::Error>());
+    match alert {
+        Some(rustls::Error::AlertReceived(rustls::AlertDescription::NoApplicationProtocol)) => {
+            Failure::H2NotNegotiated
+        }
+        _ => Failure::TlsHandshake,
     }
 }
 
@@ -428,35 +560,18 @@ impl Connection {
         tls: Option<&TlsClient>,
         heads: Rc<HeadCache>,
     ) -> Result<Connection, Failure> {
-        let open = async {
-            let tcp = match local {
-                None => TcpStream::connect(addr).await,
-                Some(ip) => connect_from(ip, addr).await,
-            }
-            .map_err(|e| connect_error_class(&e))?;
-            // Requests are written whole; Nagle would only add delay.
-            let _ = tcp.set_nodelay(true);
-            match tls {
-                None => Ok(Stream::Plain(tcp)),
-                Some(tls) => tls
-                    .connector
-                    .connect(tls.server_name.clone(), tcp)
-                    .await
-                    .map(|s| Stream::Tls(Box::new(s)))
-                    .map_err(|_| Failure::TlsHandshake),
-            }
-        };
-        let stream = match tokio::time::timeout(timeout, open).await {
-            Err(_) => return Err(Failure::ConnectTimeout),
-            Ok(result) => result?,
-        };
-        Ok(Connection {
+        let stream = open_stream(addr, local, timeout, tls).await?;
+        Ok(Connection::over(stream, heads))
+    }
+
+    fn over(stream: Stream, heads: Rc<HeadCache>) -> Connection {
+        Connection {
             stream,
             buf: Vec::with_capacity(READ_BUFFER),
             completed: 0,
             answered: false,
             heads,
-        })
+        }
     }
 
     /// The next exchange goes on a connection that has carried one before.

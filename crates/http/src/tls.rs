@@ -102,6 +102,17 @@ impl TlsClient {
 }
 
 impl TlsClient {
+    /// The same trust, offering `version`'s protocols in ALPN.
+    pub fn with_version(&self, version: crate::HttpVersion) -> TlsClient {
+        let mut config = ClientConfig::clone(self.connector.config());
+        config.alpn_protocols = version.alpn();
+        TlsClient {
+            connector: tokio_rustls::TlsConnector::from(Arc::new(config)),
+            server_name: self.server_name.clone(),
+            insecure: self.insecure,
+        }
+    }
+
     /// The same trust for another host (a full URL on another origin): the
     /// SNI name is that host's.
     pub fn for_host(&self, host: &str) -> Result<TlsClient, TlsError> {

@@ -3,7 +3,7 @@
 //! rates an open model was asked for and achieved, and the warnings.
 
 use headroom_engine::plan::schedule::Stage;
-use headroom_engine::plan::{Load, Plan};
+use headroom_engine::plan::{HttpVersion, Load, Plan};
 use headroom_engine::RunOutcome;
 use headroom_metrics::{histogram, ErrorClass, LimitReached};
 use headroom_records::results::{
@@ -28,6 +28,7 @@ pub fn run_config(plan: &Plan) -> RunConfig {
         rate: None,
         stages: Vec::new(),
         max_connections_per_host: plan.max_connections_per_host,
+        max_streams: (plan.http_version != HttpVersion::Http1).then_some(plan.max_streams),
         planned_duration_s: plan.load_duration().map(|d| d.as_secs_f64()),
         max_requests: plan.max_requests,
         keep_alive: plan.keep_alive,
@@ -239,6 +240,7 @@ pub fn results(input: ResultsInput) -> Results {
                 .into(),
             ),
             fd_limit: [fd_limit.0, fd_limit.1],
+            http_version: plan.http_version.as_str().into(),
             started_at_unix_ms: outcome
                 .started_at
                 .duration_since(std::time::UNIX_EPOCH)

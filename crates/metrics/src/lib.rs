@@ -52,6 +52,26 @@ pub enum ErrorClass {
     ClosedMidResponse,
     /// Bytes that are not a valid HTTP/1.x response.
     MalformedResponse,
+    /// A rendered request that is no valid HTTP request (a template or a
+    /// feeder value put bytes in a name or value that no field may hold);
+    /// HTTP/2 refuses to send it.
+    MalformedRequest,
+    /// HTTP/2: the server reset the stream with REFUSED_STREAM (it never
+    /// reached the application), and it was not sent again.
+    H2Refused,
+    /// HTTP/2: the stream was above the last stream id of the server's
+    /// GOAWAY (never processed), and it was not sent again.
+    H2GoawayUnprocessed,
+    /// HTTP/2: the server reset the stream (RST_STREAM other than
+    /// REFUSED_STREAM).
+    H2StreamReset,
+    /// HTTP/2: a connection error — a GOAWAY with an error code, or frames
+    /// that break the protocol (a broken frame, flow control, a header
+    /// block past the limit).
+    H2ProtocolError,
+    /// HTTP/2 was asked for (`--http2`, `version = "2"`) over TLS, and the
+    /// server did not agree to it in ALPN.
+    H2NotNegotiated,
     /// A 4xx status that the scenario did not expect.
     Http4xx,
     /// A 5xx status that the scenario did not expect.
@@ -70,7 +90,7 @@ pub enum ErrorClass {
 }
 
 impl ErrorClass {
-    pub const COUNT: usize = 18;
+    pub const COUNT: usize = 24;
     pub const ALL: [ErrorClass; Self::COUNT] = [
         Self::ConnectRefused,
         Self::ConnectTimeout,
@@ -84,6 +104,12 @@ impl ErrorClass {
         Self::ClosedBeforeResponse,
         Self::ClosedMidResponse,
         Self::MalformedResponse,
+        Self::MalformedRequest,
+        Self::H2Refused,
+        Self::H2GoawayUnprocessed,
+        Self::H2StreamReset,
+        Self::H2ProtocolError,
+        Self::H2NotNegotiated,
         Self::Http4xx,
         Self::Http5xx,
         Self::UnexpectedStatus,
@@ -111,6 +137,12 @@ impl ErrorClass {
             Self::ClosedBeforeResponse => "closed_before_response",
             Self::ClosedMidResponse => "closed_mid_response",
             Self::MalformedResponse => "malformed_response",
+            Self::MalformedRequest => "malformed_request",
+            Self::H2Refused => "h2_refused",
+            Self::H2GoawayUnprocessed => "h2_goaway_unprocessed",
+            Self::H2StreamReset => "h2_stream_reset",
+            Self::H2ProtocolError => "h2_protocol_error",
+            Self::H2NotNegotiated => "h2_not_negotiated",
             Self::Http4xx => "http_4xx",
             Self::Http5xx => "http_5xx",
             Self::UnexpectedStatus => "unexpected_status",
@@ -141,6 +173,18 @@ impl ErrorClass {
             Self::ClosedBeforeResponse => "server closed the connection before responding",
             Self::ClosedMidResponse => "server closed the connection mid-response",
             Self::MalformedResponse => "response is not valid HTTP/1.x",
+            Self::MalformedRequest => {
+                "a rendered request is not valid HTTP (bytes no field may hold)"
+            }
+            Self::H2Refused => "HTTP/2 stream refused by the server (REFUSED_STREAM), not retried",
+            Self::H2GoawayUnprocessed => {
+                "HTTP/2 stream left unprocessed by the server's GOAWAY, not retried"
+            }
+            Self::H2StreamReset => "HTTP/2 stream reset by the server (RST_STREAM)",
+            Self::H2ProtocolError => {
+                "HTTP/2 connection error (GOAWAY with an error, broken frames, limits)"
+            }
+            Self::H2NotNegotiated => "the server did not agree to HTTP/2 in TLS (ALPN)",
             Self::Http4xx => "client error status (4xx) not expected",
             Self::Http5xx => "server error status (5xx) not expected",
             Self::UnexpectedStatus => "status not in the expected set",
@@ -162,6 +206,10 @@ impl ErrorClass {
                 | Self::TlsHandshake
                 | Self::ResolveFailed
                 | Self::InvalidUrl
+                | Self::MalformedRequest
+                | Self::H2Refused
+                | Self::H2GoawayUnprocessed
+                | Self::H2NotNegotiated
                 | Self::NotSent
         )
     }
@@ -232,10 +280,18 @@ pub enum ConnectionEvent {
     /// The server sent bytes while no request was outstanding; the
     /// connection was closed.
     UnrequestedBytes,
+    /// A connection opened (counted in `Opened` too) agreed on HTTP/2.
+    OpenedHttp2,
+    /// An HTTP/2 stream was refused (REFUSED_STREAM) and its request sent
+    /// once more on another connection.
+    RetriedH2Refused,
+    /// An HTTP/2 stream above a GOAWAY's last stream id was sent once more
+    /// on another connection.
+    RetriedH2Goaway,
 }
 
 impl ConnectionEvent {
-    pub const COUNT: usize = 4;
+    pub const COUNT: usize = 7;
 }
 
 impl Default for Stats {

@@ -153,6 +153,11 @@ pub fn merge(
         c.reconnects_idle_closed += r.connections.reconnects_idle_closed;
         c.retried_stale += r.connections.retried_stale;
         c.closed_unrequested_bytes += r.connections.closed_unrequested_bytes;
+        c.h2_refused += r.connections.h2_refused;
+        c.h2_goaway_unprocessed += r.connections.h2_goaway_unprocessed;
+        for (protocol, n) in &r.connections.by_protocol {
+            *c.by_protocol.entry(protocol.clone()).or_default() += n;
+        }
         l.body_capture += r.limits_reached.body_capture;
         l.cookie_jar += r.limits_reached.cookie_jar;
     }

@@ -139,9 +139,7 @@ pub struct StartAt {
 }
 
 /// `connections` in results.json (see [`ConnectionEvent`]).
-#[derive(
-    Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, Eq, schemars::JsonSchema,
-)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq, schemars::JsonSchema)]
 pub struct Connections {
     pub opened: u64,
     /// The server closed a kept-alive connection while it sat idle (its
@@ -155,6 +153,22 @@ pub struct Connections {
     /// The server sent bytes while no request was outstanding; the
     /// connection was closed.
     pub closed_unrequested_bytes: u64,
+    /// Connections opened by the protocol they agreed on: `http/1.1`,
+    /// `h2`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub by_protocol: BTreeMap<String, u64>,
+    /// HTTP/2 streams the server refused (REFUSED_STREAM) whose request
+    /// was sent once more on another connection.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub h2_refused: u64,
+    /// HTTP/2 streams above a GOAWAY's last stream id whose request was
+    /// sent once more on another connection.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub h2_goaway_unprocessed: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl Connections {
@@ -164,7 +178,20 @@ impl Connections {
             reconnects_idle_closed: stats.connection_count(ConnectionEvent::ReconnectIdleClosed),
             retried_stale: stats.connection_count(ConnectionEvent::RetriedStale),
             closed_unrequested_bytes: stats.connection_count(ConnectionEvent::UnrequestedBytes),
+            by_protocol: Self::by_protocol(stats),
+            h2_refused: stats.connection_count(ConnectionEvent::RetriedH2Refused),
+            h2_goaway_unprocessed: stats.connection_count(ConnectionEvent::RetriedH2Goaway),
         }
+    }
+
+    fn by_protocol(stats: &Stats) -> BTreeMap<String, u64> {
+        let opened = stats.connection_count(ConnectionEvent::Opened);
+        let h2 = stats.connection_count(ConnectionEvent::OpenedHttp2);
+        [("http/1.1", opened - h2), ("h2", h2)]
+            .into_iter()
+            .filter(|(_, n)| *n > 0)
+            .map(|(k, n)| (k.to_string(), n))
+            .collect()
     }
 }
 
@@ -198,6 +225,10 @@ pub struct Meta {
     /// A merged file: the shard files it was made from.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub shards: Vec<ShardInput>,
+    /// The HTTP version asked for: `1.1`, `2` or `auto` (what connections
+    /// agreed on: `connections.by_protocol`).
+    #[serde(default = "http_1_1")]
+    pub http_version: String,
 }
 
 /// One input of a merge (`meta.shards`).
@@ -242,6 +273,9 @@ pub struct RunConfig {
     pub stages: Vec<LoadStage>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_connections_per_host: Option<u32>,
+    /// HTTP/2: most streams in flight per connection.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_streams: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub planned_duration_s: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -250,6 +284,10 @@ pub struct RunConfig {
     pub connect_timeout_s: f64,
     pub request_timeout_s: f64,
     pub requests: Vec<RequestConfig>,
+}
+
+fn http_1_1() -> String {
+    "1.1".into()
 }
 
 /// One stage of the load: `from` → `to` (equal for a hold) over

@@ -165,6 +165,37 @@ pub fn write_summary(out: &mut dyn Write, r: &Results) -> io::Result<()> {
         thousands(r.connections_opened),
     )?;
     let k = &r.connections;
+    if k.by_protocol.keys().any(|p| p != "http/1.1") || r.meta.http_version != "1.1" {
+        let spoke: Vec<String> = k
+            .by_protocol
+            .iter()
+            .map(|(p, n)| format!("{p} {}", thousands(*n)))
+            .collect();
+        writeln!(
+            out,
+            "  protocol: HTTP {} asked; connections by protocol: {}{}",
+            r.meta.http_version,
+            if spoke.is_empty() {
+                "none".to_string()
+            } else {
+                spoke.join(", ")
+            },
+            r.config
+                .max_streams
+                .filter(|_| k.by_protocol.contains_key("h2"))
+                .map(|m| format!(" (at most {m} streams each)"))
+                .unwrap_or_default(),
+        )?;
+    }
+    if k.h2_refused + k.h2_goaway_unprocessed > 0 {
+        writeln!(
+            out,
+            "  HTTP/2: {} requests sent again after the server refused their stream \
+             (REFUSED_STREAM), {} after its GOAWAY left them unprocessed",
+            thousands(k.h2_refused),
+            thousands(k.h2_goaway_unprocessed),
+        )?;
+    }
     if k.reconnects_idle_closed + k.retried_stale + k.closed_unrequested_bytes > 0 {
         writeln!(
             out,

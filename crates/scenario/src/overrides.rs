@@ -5,10 +5,12 @@
 //! their messages: that is how users give them.
 
 use crate::raw::{
-    Model, RawHttp, RawLoad, RawRoutes, RawScenario, RawStage, RawStaleRetry, RawTls,
+    Model, RawHttp, RawHttpVersion, RawLoad, RawRoutes, RawScenario, RawStage, RawStaleRetry,
+    RawTls,
 };
 use headroom_engine::plan::schedule::Stage;
 use headroom_engine::plan::UserStage;
+use headroom_engine::plan::{HttpVersion, DEFAULT_MAX_STREAMS};
 use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -30,8 +32,14 @@ pub struct Overrides {
     pub ramp_up: Option<Duration>,
     pub think_time: Option<Duration>,
     /// `--connections`: the open model's cap on connections, or the
-    /// closed model's users (wrk's and oha's `-c`).
+    /// closed model's users (wrk's and oha's `-c`). Over HTTP/2 (closed
+    /// model): the connections the users share, and without `--vus`,
+    /// `connections × streams` users (h2load's `-c`).
     pub connections: Option<u32>,
+    /// `--http2` (`2`) or `--http-version`.
+    pub http_version: Option<HttpVersion>,
+    /// `--streams`: HTTP/2 streams in flight per connection.
+    pub streams: Option<u32>,
     pub duration: Option<Duration>,
     pub graceful_stop: Option<Duration>,
     /// `--requests`: stop after this many requests in all.
@@ -102,6 +110,7 @@ impl Overrides {
         for (value, flag) in [
             (self.vus.map(u64::from), "--vus"),
             (self.connections.map(u64::from), "--connections"),
+            (self.streams.map(u64::from), "--streams"),
             (self.requests, "--requests"),
             (self.threads.map(|t| t as u64), "--threads"),
         ] {
@@ -126,8 +135,14 @@ impl Overrides {
         if let Some(base) = &self.base_url {
             raw.base_url = Some(base.clone());
         }
-        self.apply_load(raw.load.get_or_insert_with(RawLoad::default));
-        self.apply_http(raw.http.get_or_insert_with(RawHttp::default));
+        let http = raw.http.get_or_insert_with(RawHttp::default);
+        self.apply_http(http);
+        let h2 = http.version.is_some_and(|v| v.0 != HttpVersion::Http1);
+        if h2 {
+            self.apply_h2_connections(raw);
+        } else {
+            self.apply_load(raw.load.get_or_insert_with(RawLoad::default));
+        }
         if self.insecure || self.ca_file.is_some() {
             self.apply_tls(raw.tls.get_or_insert_with(RawTls::default));
         }
@@ -192,7 +207,39 @@ impl Overrides {
         load.iterations = self.iterations.or(load.iterations);
     }
 
+    /// Over HTTP/2 the closed model's `--connections` are connections, not
+    /// users: the users share them, `--streams` on each, and without
+    /// `--vus` there are as many users as streams (h2load's `-c` × `-m`).
+    fn apply_h2_connections(&self, raw: &mut RawScenario) {
+        let load = raw.load.get_or_insert_with(RawLoad::default);
+        let closed = if self.open() {
+            false
+        } else {
+            self.closed() || load.model() == Model::Closed
+        };
+        let Some(connections) = self.connections.filter(|_| closed) else {
+            return self.apply_load(load);
+        };
+        let just_users = Overrides {
+            connections: None,
+            ..self.clone()
+        };
+        just_users.apply_load(load);
+        let http = raw.http.get_or_insert_with(RawHttp::default);
+        http.max_connections_per_host = Some(connections);
+        if self.vus.is_none() && self.vu_stages.is_none() {
+            let streams = http.max_streams.unwrap_or(DEFAULT_MAX_STREAMS);
+            let load = raw.load.get_or_insert_with(RawLoad::default);
+            load.stages = None;
+            load.vus = Some(connections.saturating_mul(streams));
+        }
+    }
+
     fn apply_http(&self, http: &mut RawHttp) {
+        if let Some(version) = self.http_version {
+            http.version = Some(RawHttpVersion(version));
+        }
+        http.max_streams = self.streams.or(http.max_streams);
         if let Some(d) = self.timeout {
             http.timeout = Some(duration_text(d));
         }

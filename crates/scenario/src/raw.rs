@@ -337,6 +337,74 @@ pub struct RawHttp {
     #[serde(default, with = "lenient", skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Option<lenient::Lenient<std::num::NonZeroU32>>")]
     pub max_connections_per_host: Option<u32>,
+    /// HTTP version: `"1.1"` (default); `"2"` — over https:// ALPN `h2`
+    /// only (a server that does not agree fails the run's connections),
+    /// over http:// HTTP/2 with prior knowledge (h2c); `"auto"` — over
+    /// https:// ALPN `h2,http/1.1` and what the server chooses, over
+    /// http:// HTTP/1.1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<RawHttpVersion>,
+    /// HTTP/2: most streams in flight on one connection (default 10; never
+    /// above the server's SETTINGS_MAX_CONCURRENT_STREAMS).
+    #[serde(default, with = "lenient", skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<lenient::Lenient<std::num::NonZeroU32>>")]
+    pub max_streams: Option<u32>,
+}
+
+/// `[http] version`: written `"2"` or `2`, `"1.1"` or `1.1`, `"auto"`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RawHttpVersion(pub headroom_engine::plan::HttpVersion);
+
+impl std::str::FromStr for RawHttpVersion {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        let text = text.trim();
+        let canonical = match text {
+            "1" | "1.1" | "http/1.1" => "1.1",
+            "2" | "2.0" | "h2" => "2",
+            other => other,
+        };
+        headroom_engine::plan::HttpVersion::parse(canonical)
+            .map(RawHttpVersion)
+            .ok_or_else(|| {
+                format!("unknown HTTP version `{text}`: expected \"1.1\", \"2\" or \"auto\"")
+            })
+    }
+}
+
+impl<'de> Deserialize<'de> for RawHttpVersion {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = match serde_json::Value::deserialize(d)? {
+            serde_json::Value::String(text) => text,
+            serde_json::Value::Number(n) => n.to_string(),
+            other => {
+                return Err(serde::de::Error::custom(format!(
+                    "invalid HTTP version {other}: expected \"1.1\", \"2\" or \"auto\""
+                )))
+            }
+        };
+        text.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+impl Serialize for RawHttpVersion {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.0.as_str())
+    }
+}
+
+impl JsonSchema for RawHttpVersion {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "HttpVersion".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "description": "\"1.1\", \"2\" or \"auto\"",
+            "enum": ["1.1", "2", "auto"]
+        })
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

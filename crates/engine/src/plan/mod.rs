@@ -23,6 +23,7 @@ use check::{Check, Extract, StatusSet};
 use feeder::Feeder;
 use headroom_http::routes::Routes;
 use headroom_http::tls::{TlsClient, TlsError, TlsOptions};
+pub use headroom_http::HttpVersion;
 use headroom_http::{Capture, Endpoint, EndpointError};
 use schedule::Schedule;
 use shard::Shard;
@@ -87,7 +88,18 @@ pub struct Plan {
     pub max_connections_per_host: Option<u32>,
     /// How a worker runs a closed model's users.
     pub engine: Engine,
+    /// HTTP/1.1, HTTP/2, or what TLS negotiates (`auto`: settled once, at
+    /// the start of a run, by [`crate::negotiate`]).
+    pub http_version: HttpVersion,
+    /// HTTP/2: most streams in flight on one connection (never above the
+    /// server's SETTINGS_MAX_CONCURRENT_STREAMS).
+    pub max_streams: u32,
 }
+
+/// HTTP/2 streams in flight per connection unless a plan says otherwise
+/// (h2load's `-m` default is 1; 10 is closer to what browsers and proxies
+/// keep in flight on a busy connection).
+pub const DEFAULT_MAX_STREAMS: u32 = 10;
 
 /// How a worker runs a closed model's users.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -213,6 +225,8 @@ impl Plan {
             routes: Routes::default(),
             max_connections_per_host: None,
             engine: Engine::Auto,
+            http_version: HttpVersion::Http1,
+            max_streams: DEFAULT_MAX_STREAMS,
         })
     }
 
@@ -282,6 +296,14 @@ impl Plan {
         if let Some(cap) = self.max_connections_per_host {
             let _ = write!(text, "|per-host {cap}");
         }
+        if self.http_version != HttpVersion::Http1 {
+            let _ = write!(
+                text,
+                "|http {} streams {}",
+                self.http_version.as_str(),
+                self.max_streams
+            );
+        }
         for r in self.requests.iter().filter_map(|r| r.origin.as_ref()) {
             let _ = write!(text, "|{r}");
         }
@@ -324,6 +346,26 @@ impl Plan {
         }
     }
 
+    /// The requests go over HTTP/2 (once `auto` is settled).
+    pub fn speaks_h2(&self) -> bool {
+        self.http_version == HttpVersion::Http2
+    }
+
+    /// Most connections open to one origin, all workers together: the
+    /// plan's `max_connections_per_host`; over HTTP/2, else one connection
+    /// per `max_streams` users (closed model, as h2load's `-c`/`-m`) or the
+    /// open model's `max_connections`.
+    pub fn connection_cap(&self) -> Option<u32> {
+        if !self.speaks_h2() {
+            return self.max_connections_per_host;
+        }
+        let derived = match &self.load {
+            Load::Closed(c) => c.vus.div_ceil(self.max_streams.max(1)),
+            Load::Open(o) => o.max_connections.min(u32::MAX as usize) as u32,
+        };
+        Some(self.max_connections_per_host.unwrap_or(derived).max(1))
+    }
+
     /// Threads actually worth starting: no more than there are users.
     pub fn effective_threads(&self) -> usize {
         let most = match &self.load {
@@ -331,7 +373,7 @@ impl Plan {
             Load::Open(_) => usize::MAX,
         };
         // Each worker needs a place under a per-host cap.
-        let most = match self.max_connections_per_host {
+        let most = match self.connection_cap() {
             Some(cap) => most.min(self.shard.share(cap as u64).max(1) as usize),
             None => most,
         };

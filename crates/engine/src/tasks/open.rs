@@ -37,7 +37,15 @@ pub(crate) async fn run(shared: Rc<Shared>, load: &OpenLoad, queue: Queue) {
     let (tx, rx) = queue;
     // A shard's cap is its share of the plan's, so the shards together
     // hold no more connections than the plan allows.
-    let shard_cap = shared.plan.shard.share(load.max_connections as u64) as usize;
+    // Requests in flight at once: one per connection, or over HTTP/2 as
+    // many as the connections' streams.
+    let streams = if shared.plan.speaks_h2() {
+        shared.plan.max_streams.max(1) as u64
+    } else {
+        1
+    };
+    let in_flight = (load.max_connections as u64).saturating_mul(streams);
+    let shard_cap = shared.plan.shard.share(in_flight) as usize;
     let cap = shard_cap.div_ceil(shared.workers).max(1);
     let idle = Rc::new(Cell::new(0usize));
     let mut connections = Vec::new();

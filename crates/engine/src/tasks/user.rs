@@ -420,6 +420,9 @@ impl User {
         sent: Instant,
     ) -> Outcome {
         let plan = &shared.plan;
+        if plan.speaks_h2() {
+            return self.exchange_h2(shared, spec, wire, index, origin).await;
+        }
         let mut outcome = Outcome::default();
         let mut conn = self.idle_connection(shared, origin, index).await;
         let want = Capture {
@@ -485,6 +488,91 @@ impl User {
                 }
             }
             return outcome;
+        }
+    }
+
+    /// [`User::exchange`] over HTTP/2: a stream on one of the worker's
+    /// connections to `origin`. The timeout runs from when the stream is
+    /// had (the wait for one is not the exchange's).
+    ///
+    /// A stream the server refused (REFUSED_STREAM) or left unprocessed
+    /// by its GOAWAY never reached the application: it is sent once more,
+    /// on another connection when there is one, when the method allows.
+    async fn exchange_h2(
+        &mut self,
+        shared: &Shared,
+        spec: &RequestSpec,
+        wire: Wire,
+        index: usize,
+        origin: &Rc<Origin>,
+    ) -> Outcome {
+        let plan = &shared.plan;
+        let mut outcome = Outcome::default();
+        let want = Capture {
+            set_cookies: spec.capture.set_cookies || plan.cookies,
+            ..spec.capture
+        };
+        let mut avoid = None;
+        let mut may_retry = true;
+        loop {
+            let local = shared.next_local_address();
+            let stream = match shared.origins.h2_stream(origin, avoid.take(), local).await {
+                Ok(stream) => stream,
+                Err(failure) => {
+                    self.backoff_pending = true;
+                    outcome.error = Some(failure.into());
+                    return outcome;
+                }
+            };
+            if stream.opened {
+                self.backoff.reset();
+                let mut recorder = shared.recorder.borrow_mut();
+                recorder.connection_event(index, ConnectionEvent::Opened);
+                recorder.connection_event(index, ConnectionEvent::OpenedHttp2);
+            }
+            let conn = stream.slot.conn.clone();
+            let due = Instant::now() + plan.timeout_of(spec);
+            let finished = {
+                let exchange = std::pin::pin!(conn.http.exchange(
+                    spec.wire(wire, &self.wire),
+                    want,
+                    &mut self.captured
+                ));
+                timed(&mut self.request_timer, due, exchange).await
+            };
+            drop(stream);
+            let failure = match finished {
+                Err(()) => {
+                    outcome.error = Some(ErrorClass::RequestTimeout);
+                    return outcome;
+                }
+                Ok(Ok(response)) => {
+                    outcome.status = Some(response.status);
+                    outcome.bytes = response.bytes;
+                    return outcome;
+                }
+                Ok(Err(failure)) => failure,
+            };
+            let retry_event = match failure {
+                Failure::H2Refused => Some(ConnectionEvent::RetriedH2Refused),
+                Failure::H2GoawayUnprocessed => Some(ConnectionEvent::RetriedH2Goaway),
+                _ => None,
+            };
+            // Past a GOAWAY or a connection error, no new stream goes on it.
+            if !matches!(failure, Failure::H2Refused | Failure::H2StreamReset) {
+                conn.retire();
+            }
+            match retry_event {
+                Some(event) if may_retry && plan.stale_retry.allows(&spec.method) => {
+                    shared.recorder.borrow_mut().connection_event(index, event);
+                    may_retry = false;
+                    avoid = Some(conn);
+                }
+                _ => {
+                    outcome.error = Some(failure.into());
+                    return outcome;
+                }
+            }
         }
     }
 

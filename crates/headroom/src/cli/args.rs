@@ -123,6 +123,25 @@ pub struct RunArgs {
     #[arg(long, value_name = "NAME")]
     pub secret_header: Vec<String>,
 
+    /// Speak HTTP/2: over https:// the server must agree in TLS (ALPN
+    /// `h2`; a clear error before any load if it does not), over http://
+    /// HTTP/2 with prior knowledge (h2c). Same as --http-version 2.
+    #[arg(long, conflicts_with = "http_version")]
+    pub http2: bool,
+
+    /// HTTP version: 1.1, 2 (as --http2) or auto (over https:// ALPN
+    /// h2,http/1.1 and what the server chooses) [default: the scenario's
+    /// `[http] version`, else 1.1].
+    #[arg(long, value_name = "VERSION", value_parser = ["1.1", "2", "auto"])]
+    pub http_version: Option<String>,
+
+    /// HTTP/2: most streams in flight on one connection [default: 10; never
+    /// above the server's SETTINGS_MAX_CONCURRENT_STREAMS]. With the closed
+    /// model, --connections C and no --vus run C × streams users, as
+    /// h2load's -c and -m.
+    #[arg(long, value_name = "M")]
+    pub streams: Option<u32>,
+
     /// When a reused keep-alive connection turns out closed by the server
     /// before the request reached it, send the request again on a new
     /// connection: idempotent (GET, HEAD, PUT, DELETE, OPTIONS, TRACE), all,

@@ -8,6 +8,7 @@ use super::exit::install_interrupt;
 use super::outputs::{finish, Outputs};
 use crate::cli::live::{Live, ProgressMode};
 use anyhow::{bail, Context};
+use headroom_engine::plan::HttpVersion;
 use headroom_engine::plan::Plan;
 use headroom_engine::StopSignal;
 use headroom_http::routes::{ConnectTo, Resolve, Routes};
@@ -39,6 +40,12 @@ fn overrides(args: &RunArgs) -> Overrides {
         ramp_up: args.ramp_up,
         think_time: args.think_time,
         connections: args.connections,
+        http_version: if args.http2 {
+            Some(HttpVersion::Http2)
+        } else {
+            args.http_version.as_deref().and_then(HttpVersion::parse)
+        },
+        streams: args.streams,
         duration: args.duration,
         graceful_stop: args.graceful_stop,
         requests: args.requests,
@@ -329,6 +336,15 @@ pub fn execute(
             "headroom: warning: {}",
             headroom_measure::assemble::INSECURE_TLS
         );
+    }
+    if plan.http_version == HttpVersion::Http2 {
+        // A server that does not speak HTTP/2 is said before any load; one
+        // that cannot be reached is the run's to count (connect errors).
+        if let Err(refused) = headroom_engine::negotiate(plan) {
+            if refused.is_protocol() {
+                anyhow::bail!(refused);
+            }
+        }
     }
     let start_instant = match start {
         Some(at) => {

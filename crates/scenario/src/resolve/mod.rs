@@ -89,6 +89,14 @@ impl Builder<'_> {
                 "http.max_connections_per_host: must be at least 1".into(),
             );
         }
+        if http.max_streams == Some(0) {
+            self.problem(
+                None,
+                "max_streams",
+                "max_streams",
+                "http.max_streams: must be at least 1".into(),
+            );
+        }
         self.variables(raw, &feeders);
         let flow = self.flow(raw, &feeders);
         let mut load = load;
@@ -150,6 +158,10 @@ impl Builder<'_> {
             routes,
             max_connections_per_host: http.max_connections_per_host,
             engine: Default::default(),
+            http_version: http.version.map(|v| v.0).unwrap_or_default(),
+            max_streams: http
+                .max_streams
+                .unwrap_or(headroom_engine::plan::DEFAULT_MAX_STREAMS),
         };
         Ok(Scenario {
             plan,

@@ -3,15 +3,20 @@
 //! resolved once per run (`--connect-to` / `--resolve` first, then the
 //! system resolver), and the connections open to each.
 //!
-//! Connections are kept per origin, as browsers and Gatling keep them: a
+//! HTTP/1.1 connections are kept per origin, as browsers and Gatling keep them: a
 //! request to `app1.test` never goes out on a connection opened for
 //! `app2.test`, even when both connect to one router address. Each user
 //! keeps its own (see `tasks/user.rs`), unless the plan caps connections per
 //! host: then a worker's users share one pool per origin, and a request
-//! that finds none idle and its origin at the cap waits for one.
+//! that finds none idle and its origin at the cap waits for one. HTTP/2
+//! connections are always shared by a worker's users, many streams on
+//! each (`h2.rs`).
 
+mod h2;
+
+use self::h2::H2Pool;
 use crate::metrics::ErrorClass;
-use crate::plan::Plan;
+use crate::plan::{HttpVersion, Plan};
 use headroom_http::tls::{TlsClient, TlsOptions};
 use headroom_http::{routes, Connection, Failure, HeadCache};
 use std::cell::{Cell, RefCell};
@@ -41,6 +46,8 @@ pub(crate) struct Origin {
     freed: Notify,
     /// The last response head, shared by this worker's connections here.
     heads: Rc<HeadCache>,
+    /// HTTP/2 connections (a plan that speaks HTTP/2).
+    h2: H2Pool,
 }
 
 /// A connection to an origin; dropping it closes it and frees its place
@@ -74,6 +81,7 @@ impl Origin {
             idle: RefCell::new(Vec::new()),
             freed: Notify::new(),
             heads: Rc::default(),
+            h2: H2Pool::default(),
         }
     }
 
@@ -111,6 +119,11 @@ pub(crate) struct Origins {
     /// For `https://` origins when the plan's own is `http://`.
     default_tls: RefCell<Option<TlsClient>>,
     plan_tls: Option<TlsClient>,
+    /// The protocol the run speaks (settled: never `auto`).
+    version: HttpVersion,
+    /// HTTP/2: most streams in flight on one connection.
+    max_streams: u32,
+    connect_timeout: Duration,
 }
 
 impl Drop for Origins {
@@ -118,13 +131,14 @@ impl Drop for Origins {
         // Pooled connections hold their origin: break the cycle.
         for o in self.list.borrow().iter() {
             o.idle.borrow_mut().clear();
+            o.h2.clear();
         }
     }
 }
 
 impl Origins {
     /// The plan's endpoint as origin 0; `cap` is this worker's share of
-    /// `max_connections_per_host`.
+    /// the plan's [`Plan::connection_cap`].
     pub fn new(plan: &Plan, cap: Option<u32>) -> Origins {
         let e = &plan.endpoint;
         let mut first = Origin::new(0, e.host_header.clone(), e.https, e.addr);
@@ -139,6 +153,9 @@ impl Origins {
             cap,
             default_tls: RefCell::new(None),
             plan_tls: plan.tls.clone(),
+            version: plan.http_version,
+            max_streams: plan.max_streams,
+            connect_timeout: plan.connect_timeout,
         }
     }
 
@@ -146,8 +163,9 @@ impl Origins {
         self.list.borrow()[0].clone()
     }
 
+    /// HTTP/1.1 connections are shared by users (a per-host cap).
     pub fn pooled(&self) -> bool {
-        self.cap.is_some()
+        self.cap.is_some() && self.version != HttpVersion::Http2
     }
 
     /// The origin of `key` (`scheme://authority`), resolved on first use.
@@ -210,7 +228,9 @@ impl Origins {
         }
         let mut default = self.default_tls.borrow_mut();
         if default.is_none() {
-            *default = TlsClient::new(host, &TlsOptions::default()).ok();
+            *default = TlsClient::new(host, &TlsOptions::default())
+                .ok()
+                .map(|t| t.with_version(self.version));
         }
         default
             .as_ref()

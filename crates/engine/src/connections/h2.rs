@@ -1,0 +1,170 @@
+//! HTTP/2 connections to one origin, shared by all of a worker's users: a
+//! request takes a stream on the least-loaded connection that has one free
+//! (at most the plan's `max_streams`, and never above the server's
+//! SETTINGS_MAX_CONCURRENT_STREAMS); when all are full a new connection
+//! opens, up to the origin's cap, else the request waits for a stream.
+//!
+//! A connection is opened only for demand that the connections already
+//! being opened will not meet, so `users` users starting at once open
+//! `users / max_streams` connections, not one each.
+
+use super::{Origin, Origins};
+use headroom_http::h2::H2Connection;
+use headroom_http::{ConnectOptions, Failure};
+use std::cell::{Cell, RefCell};
+use std::net::IpAddr;
+use std::rc::Rc;
+use tokio::sync::Notify;
+
+/// An origin's HTTP/2 connections (on this worker).
+#[derive(Default)]
+pub(crate) struct H2Pool {
+    conns: RefCell<Vec<Rc<H2Conn>>>,
+    /// Connections being opened.
+    opening: Cell<u32>,
+    /// Requests waiting for a stream.
+    waiting: Cell<u32>,
+    /// A stream was freed, a connection opened or failed to.
+    changed: Notify,
+}
+
+/// One HTTP/2 connection and the streams in flight on it.
+pub(crate) struct H2Conn {
+    pub http: H2Connection,
+    in_flight: Cell<u32>,
+    /// No new stream goes on it (the server's GOAWAY, a connection error):
+    /// it closes once its streams are done.
+    retired: Cell<bool>,
+}
+
+impl H2Conn {
+    /// Takes no new stream from now on.
+    pub fn retire(&self) {
+        self.retired.set(true);
+    }
+
+    fn takes_streams(&self) -> bool {
+        !self.retired.get() && !self.http.is_closed()
+    }
+}
+
+/// A stream's place on a connection, given back when dropped (the request
+/// done, failed, timed out or cut off by the run's stop).
+pub(crate) struct StreamSlot {
+    pub conn: Rc<H2Conn>,
+    origin: Rc<Origin>,
+}
+
+impl Drop for StreamSlot {
+    fn drop(&mut self) {
+        self.conn.in_flight.set(self.conn.in_flight.get() - 1);
+        self.origin.h2.changed.notify_one();
+    }
+}
+
+/// A stream, and whether a connection was opened for it.
+pub(crate) struct Acquired {
+    pub slot: StreamSlot,
+    pub opened: bool,
+}
+
+impl Origins {
+    /// A stream to `origin`, on a connection other than `avoid` when there
+    /// is (or may be) one — a refused request goes again elsewhere.
+    /// Waits while every connection is full and the origin is at its cap.
+    pub async fn h2_stream(
+        &self,
+        origin: &Rc<Origin>,
+        mut avoid: Option<Rc<H2Conn>>,
+        local: Option<IpAddr>,
+    ) -> Result<Acquired, Failure> {
+        let pool = &origin.h2;
+        let cap = self.cap.unwrap_or(u32::MAX);
+        let max_streams = self.max_streams.max(1);
+        let mut opened = false;
+        loop {
+            pool.conns.borrow_mut().retain(|c| {
+                let keep = c.takes_streams() || c.in_flight.get() > 0;
+                if !keep {
+                    origin.release();
+                }
+                keep
+            });
+            let free = pool
+                .conns
+                .borrow()
+                .iter()
+                .filter(|c| c.takes_streams())
+                .filter(|c| avoid.as_ref().is_none_or(|a| !Rc::ptr_eq(a, c)))
+                .filter(|c| c.in_flight.get() < c.http.stream_limit(max_streams))
+                .min_by_key(|c| c.in_flight.get())
+                .cloned();
+            if let Some(conn) = free {
+                conn.in_flight.set(conn.in_flight.get() + 1);
+                return Ok(Acquired {
+                    slot: StreamSlot {
+                        conn,
+                        origin: origin.clone(),
+                    },
+                    opened,
+                });
+            }
+            // Open one when the connections being opened will not have a
+            // stream for this request too.
+            let pending = pool.opening.get().saturating_mul(max_streams);
+            if origin.open.get() < cap && pool.waiting.get() >= pending {
+                self.open_h2(origin, local).await?;
+                opened = true;
+                continue;
+            }
+            if avoid.take().is_some() {
+                // No other connection, nor room for one: the same will do.
+                continue;
+            }
+            pool.waiting.set(pool.waiting.get() + 1);
+            pool.changed.notified().await;
+            pool.waiting.set(pool.waiting.get() - 1);
+        }
+    }
+
+    /// Opens a connection to `origin` into its pool.
+    async fn open_h2(&self, origin: &Rc<Origin>, local: Option<IpAddr>) -> Result<(), Failure> {
+        let pool = &origin.h2;
+        origin.open.set(origin.open.get() + 1);
+        pool.opening.set(pool.opening.get() + 1);
+        let options = ConnectOptions {
+            local,
+            timeout: self.connect_timeout,
+            tls: origin.tls.as_ref(),
+            max_streams: self.max_streams,
+        };
+        // Boxed: the connect (TLS and HTTP/2 handshakes) is kilobytes of
+        // state that every waiting request's future would otherwise carry.
+        let result = Box::pin(H2Connection::connect(origin.addr, options)).await;
+        pool.opening.set(pool.opening.get() - 1);
+        match result {
+            Ok(http) => {
+                pool.conns.borrow_mut().push(Rc::new(H2Conn {
+                    http,
+                    in_flight: Cell::new(0),
+                    retired: Cell::new(false),
+                }));
+                pool.changed.notify_waiters();
+                Ok(())
+            }
+            Err(failure) => {
+                origin.release();
+                // A waiter may try in its turn.
+                pool.changed.notify_one();
+                Err(failure)
+            }
+        }
+    }
+}
+
+impl H2Pool {
+    /// Closes every connection (the run is over).
+    pub fn clear(&self) {
+        self.conns.borrow_mut().clear();
+    }
+}

@@ -1,0 +1,322 @@
+//! HTTP/2 client connections, on the `h2` crate (the implementation hyper
+//! uses): one TCP (or TLS, ALPN `h2`) connection carrying many streams, one
+//! stream per request. The request is the same HTTP/1.1 rendering the
+//! HTTP/1.1 path writes ([`crate::RequestWriter`]): it is read back into
+//! pseudo-headers and fields here, so templates, cookies and defaults have
+//! one home whichever protocol carries them.
+//!
+//! Every way a stream can end is one [`Failure`]: refused streams and
+//! streams a GOAWAY left unprocessed are told apart (they never reached the
+//! application, so the engine may send them again), other resets and
+//! connection errors each have their class, and a broken connection fails
+//! its open streams as an HTTP/1.1 connection would.
+
+use crate::stream::Stream;
+use crate::{
+    append_limited, open_stream, Capture, Captured, ConnectOptions, Failure, Response,
+    MAX_CAPTURED_BODY,
+};
+use bytes::Bytes;
+use h2::client::SendRequest;
+use h2::Reason;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+/// Most bytes of response header fields accepted on one stream (HPACK
+/// decoded). A larger block fails the stream as `h2_protocol_error`
+/// rather than growing memory with what a server sends.
+pub const MAX_HEADER_LIST: u32 = 64 * 1024;
+
+/// Flow-control windows offered to the server: 1 MiB per stream and 4 MiB
+/// per connection, so a large body is not paced by window updates at
+/// loopback speed (h2load offers 1 GiB; browsers 6–15 MiB per connection).
+const STREAM_WINDOW: u32 = 1024 * 1024;
+const CONNECTION_WINDOW: u32 = 4 * 1024 * 1024;
+
+/// One HTTP/2 connection. Its frames are read and written by a task of its
+/// own (h2's connection driver), so any number of streams can wait on it;
+/// dropping this ends the task and the connection.
+pub struct H2Connection {
+    send: SendRequest<Bytes>,
+    driver: tokio::task::JoinHandle<()>,
+    https: bool,
+}
+
+impl Drop for H2Connection {
+    fn drop(&mut self) {
+        self.driver.abort();
+    }
+}
+
+impl H2Connection {
+    /// Opens an HTTP/2 connection to `addr`: over TLS, offering what
+    /// `options.tls` offers in ALPN (a server that does not choose `h2`
+    /// fails it as `h2_not_negotiated`); over cleartext, with prior
+    /// knowledge. TCP, TLS and the handshake all within `options.timeout`.
+    pub async fn connect(
+        addr: SocketAddr,
+        options: ConnectOptions<'_>,
+    ) -> Result<H2Connection, Failure> {
+        let started = tokio::time::Instant::now();
+        let stream = open_stream(addr, options.local, options.timeout, options.tls).await?;
+        if let Stream::Tls(tls) = &stream {
+            if tls.get_ref().1.alpn_protocol() != Some(b"h2") {
+                return Err(Failure::H2NotNegotiated);
+            }
+        }
+        let left = options.timeout.saturating_sub(started.elapsed());
+        Self::handshake(stream, options.tls.is_some(), options.max_streams, left).await
+    }
+
+    /// The HTTP/2 handshake on an open stream (TLS that agreed on `h2`, or
+    /// plain TCP with prior knowledge), then one PING answered, within
+    /// `timeout`: the server's SETTINGS precede its PING ACK, so the
+    /// stream limit it sets is known before the first request, and a
+    /// server that does not speak HTTP/2 fails here, not on a request.
+    /// `max_streams` caps our streams until then.
+    async fn handshake(
+        stream: Stream,
+        https: bool,
+        max_streams: u32,
+        timeout: Duration,
+    ) -> Result<H2Connection, Failure> {
+        let open = async {
+            let (send, mut connection) = h2::client::Builder::new()
+                .initial_window_size(STREAM_WINDOW)
+                .initial_connection_window_size(CONNECTION_WINDOW)
+                .max_header_list_size(MAX_HEADER_LIST)
+                .initial_max_send_streams(max_streams as usize)
+                .enable_push(false)
+                .handshake::<_, Bytes>(stream)
+                .await
+                .map_err(|e| failure_of(&e, false))?;
+            let mut ping = connection.ping_pong();
+            let driver = tokio::spawn(async move {
+                let _ = connection.await;
+            });
+            let h2 = H2Connection {
+                send,
+                driver,
+                https,
+            };
+            if let Some(ping) = ping.as_mut() {
+                ping.ping(h2::Ping::opaque())
+                    .await
+                    .map_err(|e| failure_of(&e, false))?;
+            }
+            Ok(h2)
+        };
+        match tokio::time::timeout(timeout, open).await {
+            Err(_) => Err(Failure::ConnectTimeout),
+            Ok(result) => result,
+        }
+    }
+
+    /// Streams the server allows in flight at once on this connection
+    /// (its SETTINGS_MAX_CONCURRENT_STREAMS), at most `ours`.
+    pub fn stream_limit(&self, ours: u32) -> u32 {
+        (self.send.current_max_send_streams().min(u32::MAX as usize) as u32).min(ours)
+    }
+
+    /// The connection is gone: its task ended (the server closed it, or
+    /// an error did).
+    pub fn is_closed(&self) -> bool {
+        self.driver.is_finished()
+    }
+
+    /// Sends `request` — an HTTP/1.1 request as [`crate::RequestWriter`]
+    /// writes it — on a new stream and reads the whole response, keeping
+    /// what `want` asks for in `captured`. `bytes` in the response counts
+    /// the DATA frames' payload and the header fields' names and values.
+    pub async fn exchange(
+        &self,
+        request: &[u8],
+        want: Capture,
+        captured: &mut Captured,
+    ) -> Result<Response, Failure> {
+        captured.clear();
+        let (head, body) = request_from_wire(request, self.https)?;
+        let mut send = self
+            .send
+            .clone()
+            .ready()
+            .await
+            .map_err(|e| failure_of(&e, false))?;
+        let (response, mut outgoing) = send
+            .send_request(head, body.is_empty())
+            .map_err(|e| failure_of(&e, false))?;
+        if !body.is_empty() {
+            // Buffered by h2 and sent as the server's window allows; a
+            // window held at 0 ends as the request's timeout.
+            outgoing
+                .send_data(body, true)
+                .map_err(|e| failure_of(&e, false))?;
+        }
+        let response = response.await.map_err(|e| failure_of(&e, false))?;
+        let status = response.status().as_u16();
+        let mut received = 0u64;
+        for (name, value) in response.headers() {
+            received += (name.as_str().len() + value.len()) as u64;
+            let keep_cookie = want.set_cookies && name == http::header::SET_COOKIE;
+            if keep_cookie || want.headers {
+                let text = String::from_utf8_lossy(value.as_bytes()).into_owned();
+                if keep_cookie {
+                    captured.set_cookies.push(text.clone());
+                }
+                if want.headers {
+                    captured.headers.push((name.as_str().to_string(), text));
+                }
+            }
+        }
+        let mut incoming = response.into_body();
+        while let Some(chunk) = incoming.data().await {
+            let chunk = chunk.map_err(|e| failure_of(&e, true))?;
+            received += chunk.len() as u64;
+            if want.body {
+                append_limited(&mut captured.body, &chunk, MAX_CAPTURED_BODY);
+            }
+            // Read and counted: the server may send as much again.
+            let _ = incoming.flow_control().release_capacity(chunk.len());
+        }
+        Ok(Response {
+            status,
+            bytes: received,
+            keep_alive: true,
+        })
+    }
+}
+
+/// The failure an h2 error counts as; `answered`: the response's head had
+/// arrived.
+fn failure_of(e: &h2::Error, answered: bool) -> Failure {
+    if let Some(io) = e.get_io() {
+        return match crate::exchange_error_class(io) {
+            Failure::ConnectionReset | Failure::ClosedMidResponse if !answered => {
+                Failure::ClosedBeforeResponse
+            }
+            Failure::ConnectionReset => Failure::ClosedMidResponse,
+            other => other,
+        };
+    }
+    let reason = e.reason();
+    if e.is_remote() && e.is_reset() && reason == Some(Reason::REFUSED_STREAM) {
+        return Failure::H2Refused;
+    }
+    if e.is_remote() && e.is_go_away() && reason == Some(Reason::NO_ERROR) && !answered {
+        return Failure::H2GoawayUnprocessed;
+    }
+    if e.is_remote() && e.is_reset() {
+        return Failure::H2StreamReset;
+    }
+    Failure::H2ProtocolError
+}
+
+/// Fields HTTP/2 does not carry (RFC 9113 §8.2.2): connection-specific
+/// ones, and `Host`, which becomes `:authority`.
+fn is_connection_specific(name: &str) -> bool {
+    [
+        "host",
+        "connection",
+        "keep-alive",
+        "proxy-connection",
+        "transfer-encoding",
+        "upgrade",
+        "te",
+    ]
+    .iter()
+    .any(|n| name.eq_ignore_ascii_case(n))
+}
+
+/// An HTTP/1.1 request (head and body, as written for the wire) as an
+/// HTTP/2 request head and body. Fails as `malformed_request`: only a
+/// template rendering bytes no HTTP request may hold gets here.
+pub fn request_from_wire(wire: &[u8], https: bool) -> Result<(http::Request<()>, Bytes), Failure> {
+    let mut fields = [httparse::EMPTY_HEADER; 128];
+    let mut parsed = httparse::Request::new(&mut fields);
+    let head_len = match parsed.parse(wire) {
+        Ok(httparse::Status::Complete(n)) => n,
+        _ => return Err(Failure::MalformedRequest),
+    };
+    let (Some(method), Some(path)) = (parsed.method, parsed.path) else {
+        return Err(Failure::MalformedRequest);
+    };
+    let authority = parsed
+        .headers
+        .iter()
+        .find(|h| h.name.eq_ignore_ascii_case("host"))
+        .map(|h| h.value)
+        .unwrap_or_default();
+    let uri = http::Uri::builder()
+        .scheme(if https { "https" } else { "http" })
+        .authority(authority)
+        .path_and_query(path)
+        .build()
+        .map_err(|_| Failure::MalformedRequest)?;
+    let mut request = http::Request::builder()
+        .method(method)
+        .uri(uri)
+        .version(http::Version::HTTP_2);
+    for h in parsed.headers.iter() {
+        if is_connection_specific(h.name) {
+            continue;
+        }
+        request = request.header(h.name, h.value);
+    }
+    let request = request.body(()).map_err(|_| Failure::MalformedRequest)?;
+    Ok((request, Bytes::copy_from_slice(&wire[head_len..])))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_http1_request_becomes_the_same_http2_request() {
+        let mut wire = Vec::new();
+        let headers = [
+            ("X-Id".to_string(), "42".to_string()),
+            ("Cookie".to_string(), "a=b".to_string()),
+        ];
+        crate::write_request(
+            &mut wire,
+            "POST",
+            "/login?u=1",
+            "app.test:8443",
+            &headers,
+            b"u=ann",
+            true,
+        );
+        let (head, body) = request_from_wire(&wire, true).unwrap();
+        assert_eq!(head.method(), "POST");
+        assert_eq!(head.uri().to_string(), "https://app.test:8443/login?u=1");
+        assert_eq!(head.version(), http::Version::HTTP_2);
+        assert_eq!(head.headers()["x-id"], "42");
+        assert_eq!(head.headers()["cookie"], "a=b");
+        assert_eq!(head.headers()["content-length"], "5");
+        assert!(head.headers().get("host").is_none());
+        assert_eq!(&body[..], b"u=ann");
+        // `Connection: close` (keep-alive off) has no place in HTTP/2.
+        let mut wire = Vec::new();
+        crate::write_request(&mut wire, "GET", "/", "h", &[], b"", false);
+        let (head, body) = request_from_wire(&wire, false).unwrap();
+        assert!(head.headers().get("connection").is_none());
+        assert_eq!(head.uri().to_string(), "http://h/");
+        assert!(body.is_empty());
+    }
+
+    #[test]
+    fn bytes_that_are_no_request_fail_as_malformed() {
+        for wire in [
+            &b"GET"[..],
+            b"\x00\x01\r\n\r\n",
+            b"GET / HTTP/1.1\r\nHost: a b\r\n\r\n",
+        ] {
+            assert_eq!(
+                request_from_wire(wire, false).err(),
+                Some(Failure::MalformedRequest),
+                "{:?}",
+                String::from_utf8_lossy(wire)
+            );
+        }
+    }
+}
