@@ -381,6 +381,83 @@ mod tests {
         assert_eq!(closed_users(&raw), 7);
     }
 
+    /// Over HTTP/2, the closed model's `--connections` are connections:
+    /// with `--vus` the users share them; without, there are
+    /// connections × streams users (h2load's `-c` and `-m`). The open
+    /// model's stay its cap.
+    #[test]
+    fn http2_connections_are_connections_and_users_are_their_streams() {
+        let closed =
+            "base_url = \"http://127.0.0.1:8080\"\n[[request]]\nname = \"home\"\npath = \"/\"";
+        let h2 = |connections, vus, streams| Overrides {
+            http_version: Some(HttpVersion::Http2),
+            connections: Some(connections),
+            vus,
+            streams,
+            ..Overrides::default()
+        };
+        let built = |o: Overrides, text: &str| {
+            let mut raw = file(text);
+            o.apply(&mut raw);
+            build_raw(&raw, "test.toml", "").expect("builds").plan
+        };
+        let plan = built(h2(3, None, Some(4)), closed);
+        assert_eq!(plan.http_version, HttpVersion::Http2);
+        assert_eq!((plan.max_streams, plan.connection_cap()), (4, Some(3)));
+        assert_eq!(
+            closed_users(&{
+                let mut raw = file(closed);
+                h2(3, None, Some(4)).apply(&mut raw);
+                raw
+            }),
+            12
+        );
+        // Default streams: 10 per connection.
+        let plan = built(h2(2, None, None), closed);
+        assert!(matches!(plan.load, headroom_engine::plan::Load::Closed(ref c) if c.vus == 20));
+        // Users given: they share the connections.
+        let plan = built(h2(5, Some(100), None), closed);
+        assert!(matches!(plan.load, headroom_engine::plan::Load::Closed(ref c) if c.vus == 100));
+        assert_eq!(plan.connection_cap(), Some(5));
+        // No --connections: one connection per `streams` users.
+        let mut raw = file(closed);
+        Overrides {
+            http_version: Some(HttpVersion::Http2),
+            vus: Some(25),
+            ..Overrides::default()
+        }
+        .apply(&mut raw);
+        let plan = build_raw(&raw, "test.toml", "").unwrap().plan;
+        assert_eq!(plan.connection_cap(), Some(3));
+        // The open model: a cap on connections.
+        let open = "base_url = \"http://127.0.0.1:8080\"\n[load]\nrate = 50\nduration = \"5s\"\n[[request]]\nname = \"home\"\npath = \"/\"";
+        let plan = built(h2(4, None, None), open);
+        assert_eq!(plan.connection_cap(), Some(4));
+    }
+
+    #[test]
+    fn the_http_version_is_written_as_text_or_number() {
+        for (text, version) in [
+            ("\"2\"", HttpVersion::Http2),
+            ("2", HttpVersion::Http2),
+            ("1.1", HttpVersion::Http1),
+            ("\"1.1\"", HttpVersion::Http1),
+            ("\"auto\"", HttpVersion::Auto),
+        ] {
+            let raw = file(&format!("[http]\nversion = {text}"));
+            assert_eq!(
+                raw.http.unwrap().version.map(|v| v.0),
+                Some(version),
+                "{text}"
+            );
+        }
+        let error = format!(
+            "{:?}",
+            crate::parse_toml::<RawScenario>("[http]\nversion = \"3\"").unwrap_err()
+        );
+        assert!(error.contains("unknown HTTP version `3`"), "{error}");
+    }
+
     #[test]
     fn connections_cap_an_open_file_and_count_users_of_a_closed_one() {
         let mut open = file(

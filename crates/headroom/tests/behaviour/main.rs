@@ -13,6 +13,7 @@ mod counts;
 mod docs;
 mod errors;
 mod events;
+mod h2;
 mod hostile;
 mod import;
 mod kubernetes;

@@ -2,22 +2,7 @@
 //! test: verified by default (and refused without the CA), accepted with
 //! `ca_file`, an SNI override, or an explicit `insecure = true`.
 
-use crate::common::{run, scenario_dir, Nginx};
-
-struct Pki {
-    cert_pem: String,
-    key_pem: String,
-}
-
-fn self_signed() -> Pki {
-    let cert =
-        rcgen::generate_simple_self_signed(vec!["localhost".to_string(), "127.0.0.1".to_string()])
-            .unwrap();
-    Pki {
-        cert_pem: cert.cert.pem(),
-        key_pem: cert.signing_key.serialize_pem(),
-    }
-}
+use crate::common::{run, scenario_dir, self_signed, Nginx, Pki};
 
 fn scenario(base: &str, tls: &str) -> String {
     format!(

@@ -125,6 +125,23 @@ pub fn wait_for_port(port: u16) {
     }
 }
 
+/// A certificate and key (PEM) for `localhost` and 127.0.0.1, made in the
+/// test.
+pub struct Pki {
+    pub cert_pem: String,
+    pub key_pem: String,
+}
+
+pub fn self_signed() -> Pki {
+    let cert =
+        rcgen::generate_simple_self_signed(vec!["localhost".to_string(), "127.0.0.1".to_string()])
+            .unwrap();
+    Pki {
+        cert_pem: cert.cert.pem(),
+        key_pem: cert.signing_key.serialize_pem(),
+    }
+}
+
 /// Debian's nginx on a free loopback port, with its own config and an
 /// access log to count what it received.
 pub struct Nginx {
@@ -215,7 +232,10 @@ impl Nginx {
     }
 
     /// nginx with `http_body` (given the folder and port) inside `http {}`.
-    fn start_http(dir: tempfile::TempDir, http_body: impl FnOnce(&Path, u16) -> String) -> Nginx {
+    pub fn start_http(
+        dir: tempfile::TempDir,
+        http_body: impl FnOnce(&Path, u16) -> String,
+    ) -> Nginx {
         let nginx = ["/usr/sbin/nginx", "/usr/bin/nginx"]
             .into_iter()
             .find(|p| Path::new(p).exists())
