@@ -67,9 +67,15 @@ impl Log {
         self.0.iter().filter(|f| f[0] == protocol).count() as u64
     }
 
-    /// Distinct connections the requests came on.
+    /// Distinct connections HTTP/2 requests came on (haproxy also logs a
+    /// connection that sent none: the command line's check before load).
     fn connections(&self) -> usize {
-        self.0.iter().map(|f| &f[1]).collect::<BTreeSet<_>>().len()
+        self.0
+            .iter()
+            .filter(|f| f[0].starts_with("HTTP/2"))
+            .map(|f| &f[1])
+            .collect::<BTreeSet<_>>()
+            .len()
     }
 }
 
@@ -114,6 +120,7 @@ fn closed_and_open_models_count_exactly(
         };
         let run = |args: &[&str]| run(&[args, &ca_args[..]].concat());
         // 20 users, 5 streams each: 4 connections.
+        let seen = log().connections();
         let r = run(&[
             "--url",
             url,
@@ -135,6 +142,11 @@ fn closed_and_open_models_count_exactly(
         assert_eq!(r.results()["meta"]["http_version"], "2");
         expected += 400;
         assert_eq!(logged(&log, protocol, expected), expected, "{name} {url}");
+        assert_eq!(
+            log().connections() - seen,
+            4,
+            "{name} {url}: connections used"
+        );
 
         // h2load's -c 3 -m 4: 12 users on 3 connections.
         let r = run(&[
@@ -153,6 +165,11 @@ fn closed_and_open_models_count_exactly(
         assert_eq!(by_protocol(&r)["h2"], 3, "{name} {url}");
         expected += 300;
         assert_eq!(logged(&log, protocol, expected), expected, "{name} {url}");
+        assert_eq!(
+            log().connections() - seen - 4,
+            3,
+            "{name} {url}: connections used"
+        );
 
         // Open model: arrivals share at most 2 connections.
         let r = run(&[
