@@ -137,8 +137,8 @@ pub struct RunArgs {
 
     /// HTTP/2: most streams in flight on one connection [default: 10; never
     /// above the server's SETTINGS_MAX_CONCURRENT_STREAMS]. With the closed
-    /// model, --connections C and no --vus run C × streams users, as
-    /// h2load's -c and -m.
+    /// model, --connections C and no number of users run C × streams
+    /// users, as h2load's -c and -m.
     #[arg(long, value_name = "M")]
     pub streams: Option<u32>,
 

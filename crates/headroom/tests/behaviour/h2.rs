@@ -665,13 +665,28 @@ fn ping_and_settings_floods_do_not_disturb_the_counts() {
 
 #[test]
 fn a_megabyte_header_block_fails_its_stream_as_a_protocol_error() {
-    let (r, counts, errors) = against("bigheaders", &[]);
-    // Every 10th answer of a connection carries the block; its stream (and
-    // connection) fails, the rest are answered.
-    let failed = error(&errors, "h2_protocol_error");
+    // Python takes a while to encode a megabyte of headers: fewer users,
+    // and time enough that none times out.
+    let server = Hostile::start("bigheaders");
+    let url = server.url();
+    let r = run(&[
+        "--url",
+        &url,
+        "--http2",
+        "--vus",
+        "5",
+        "--requests",
+        "100",
+        "--timeout",
+        "20s",
+    ]);
+    let errors = &r.results()["errors"];
+    // Every 10th answer of a connection carries the block: the client
+    // refuses it (a connection error), failing the streams open on it.
+    let failed = error(errors, "h2_protocol_error");
     assert!(failed > 0, "{errors}");
-    assert_eq!(ok(&r) + failed, 400, "{errors}");
-    assert_eq!(counts["answered"], 400, "the server answered each once");
+    assert_eq!(ok(&r) + failed, 100, "{errors}");
+    assert!(r.elapsed < Duration::from_secs(60), "took {:?}", r.elapsed);
 }
 
 #[test]
