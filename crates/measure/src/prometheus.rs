@@ -11,6 +11,7 @@
 //! | `headroom_requests_total` | counter | `request`, `outcome` (ok, failed) |
 //! | `headroom_responses_total` | counter | `status` |
 //! | `headroom_errors_total` | counter | `class` |
+//! | `headroom_connections_opened_total` | counter | `protocol` (`http/1.1`, `h2`) |
 //! | `headroom_request_duration_seconds` | histogram | — (from the intended send time) |
 //! | `headroom_active_users`, `headroom_in_flight` | gauge | |
 //! | `headroom_target_rate` | gauge | (open model: requests or sessions per second) |
@@ -24,6 +25,7 @@ use hdrhistogram::Histogram;
 use headroom_engine::plan::{Load, Plan};
 use headroom_engine::Progress;
 use headroom_metrics::histogram;
+use headroom_records::results::Connections;
 use headroom_records::server::sample::Sample;
 use headroom_records::Results;
 use std::collections::BTreeMap;
@@ -44,6 +46,8 @@ struct Figures {
     requests: BTreeMap<(String, &'static str), u64>,
     responses: BTreeMap<u16, u64>,
     errors: BTreeMap<String, u64>,
+    /// Connections opened by protocol (`http/1.1`, `h2`).
+    connections: BTreeMap<String, u64>,
     /// Non-cumulative counts per bucket of [`BUCKETS_S`], then +Inf.
     buckets: Vec<u64>,
     sum_s: f64,
@@ -125,6 +129,7 @@ impl LiveMetrics {
                 .map(|(c, n)| (c.key().to_string(), n))
                 .collect();
             f.latency(&p.total.latency);
+            f.connections = Connections::by_protocol(&p.total);
             f.gauges
                 .insert("active_users", p.second.active_users as f64);
             f.gauges.insert("in_flight", p.second.in_flight as f64);
@@ -153,6 +158,7 @@ impl LiveMetrics {
                 .filter_map(|(k, v)| Some((k.parse().ok()?, *v)))
                 .collect();
             f.errors = r.summary.errors.clone();
+            f.connections = r.connections.by_protocol.clone();
             if let Ok(h) = histogram::from_base64(&r.histograms.latency) {
                 f.latency(&h);
             }
@@ -196,6 +202,13 @@ impl LiveMetrics {
                 push(
                     "headroom_errors_total",
                     vec![("class", class.clone())],
+                    *n as f64,
+                );
+            }
+            for (protocol, n) in &f.connections {
+                push(
+                    "headroom_connections_opened_total",
+                    vec![("protocol", protocol.clone())],
                     *n as f64,
                 );
             }
@@ -318,6 +331,10 @@ fn describe(family: &str) -> (&'static str, &'static str) {
         ),
         "responses_total" => ("counter", "Responses received, by HTTP status."),
         "errors_total" => ("counter", "Failed requests, by error class."),
+        "connections_opened_total" => (
+            "counter",
+            "Connections opened, by the protocol they agreed on (http/1.1, h2).",
+        ),
         "request_duration_seconds" => ("histogram", "Request latency from the intended send time."),
         "active_users" => (
             "gauge",

@@ -184,7 +184,8 @@ impl Connections {
         }
     }
 
-    fn by_protocol(stats: &Stats) -> BTreeMap<String, u64> {
+    /// Connections opened so far by protocol (`http/1.1`, `h2`).
+    pub fn by_protocol(stats: &Stats) -> BTreeMap<String, u64> {
         let opened = stats.connection_count(ConnectionEvent::Opened);
         let h2 = stats.connection_count(ConnectionEvent::OpenedHttp2);
         [("http/1.1", opened - h2), ("h2", h2)]

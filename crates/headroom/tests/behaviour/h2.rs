@@ -263,11 +263,28 @@ check = [ {{ status = 200 }} ]
         server.tls_port
     );
     std::fs::write(dir.path().join("s.toml"), scenario).unwrap();
-    let r = run(&[dir.path().join("s.toml").to_str().unwrap()]);
+    let html = dir.path().join("report.html");
+    let r = run(&[
+        dir.path().join("s.toml").to_str().unwrap(),
+        "--html",
+        html.to_str().unwrap(),
+    ]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert_eq!(ok(&r), 160, "{}", r.results()["errors"]);
     assert_eq!(server.log().requests("HTTP/2.0"), 160);
     assert_eq!(by_protocol(&r), BTreeMap::from([("h2".into(), 2)]));
+    // The summary and the report say what was spoken.
+    assert!(
+        r.stdout
+            .contains("connections by protocol: h2 2 (at most 4 streams each)"),
+        "{}",
+        r.stdout
+    );
+    let report = std::fs::read_to_string(&html).unwrap();
+    assert!(
+        report.contains("HTTP 2 asked: h2 × 2 connections (4 streams each)"),
+        "the HTML report names the protocol"
+    );
 }
 
 /// The server's SETTINGS_MAX_CONCURRENT_STREAMS = 1 caps the streams on a

@@ -411,6 +411,31 @@ fn findings_html(r: &Results) -> Markup {
 }
 
 /// Responses by HTTP status, with their share of all requests.
+/// `HTTP 2 asked: h2 × 4 connections (10 streams each)`, for the header.
+fn protocol_text(r: &Results) -> String {
+    let spoke: Vec<String> = r
+        .connections
+        .by_protocol
+        .iter()
+        .map(|(p, n)| format!("{p} × {n}"))
+        .collect();
+    let streams = r
+        .config
+        .max_streams
+        .filter(|_| r.connections.by_protocol.contains_key("h2"))
+        .map(|m| format!(" ({m} streams each)"))
+        .unwrap_or_default();
+    format!(
+        "HTTP {} asked: {} connections{streams}",
+        r.meta.http_version,
+        if spoke.is_empty() {
+            "no".to_string()
+        } else {
+            spoke.join(", ")
+        }
+    )
+}
+
 fn status_table(r: &Results) -> Table {
     let total = r.summary.requests.total.max(1) as f64;
     let mut t = Table::new(&["Status", "Responses", "% of requests"], &[0]);
@@ -485,7 +510,8 @@ pub fn run_report(r: &Results) -> String {
         h1 { (r.config.url) }
         p class="meta" {
             "headroom run — started " (r.meta.started_at) " — " (r.config.model) " model — "
-            (format!("{:.1}", r.duration_s)) " s — " (r.summary.requests.total) " requests"
+            (format!("{:.1}", r.duration_s)) " s — " (r.summary.requests.total) " requests — "
+            (protocol_text(r))
         }
         (thresholds_html(r))
         h2 { "Summary" }

@@ -1,11 +1,13 @@
 //! `headroom import har FILE.har`: a browser's recorded page loads (HAR
 //! 1.2, as Chromium's and Firefox's developer tools save them) → one
 //! session replaying the requests of the main origin in order, with the
-//! recorded pauses between them as think times and the recorded statuses
-//! expected.
+//! recorded pauses between them as think times, the recorded statuses
+//! expected, and the recorded protocol (`HTTP/2.0`, `h2`) as `[http]
+//! version`.
 
 use super::{managed_header, request, split_url, Imported};
-use crate::raw::{RawExpect, RawScenario, RawSession, RawStatus, RawStep};
+use crate::raw::{RawExpect, RawHttp, RawHttpVersion, RawScenario, RawSession, RawStatus, RawStep};
+use headroom_engine::plan::HttpVersion;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 
@@ -38,6 +40,9 @@ struct Request {
     headers: Vec<Header>,
     #[serde(default)]
     post_data: Option<PostData>,
+    /// `HTTP/1.1`, `HTTP/2.0` (Firefox), `h2` or `http/2.0` (Chromium).
+    #[serde(default)]
+    http_version: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -87,6 +92,7 @@ pub fn import(text: &str) -> Result<Imported, String> {
     let mut steps = Vec::new();
     let mut last_start: Option<i64> = None;
     let mut other = 0;
+    let mut protocols = BTreeMap::new();
     for e in &har.log.entries {
         let Ok((o, path)) = split_url(&e.request.url) else {
             left_out.push(format!("{}: not an http(s) URL", e.request.url));
@@ -106,6 +112,9 @@ pub fn import(text: &str) -> Result<Imported, String> {
             }
         }
         last_start = started.or(last_start);
+        if let Some(version) = e.request.http_version.as_deref().and_then(version_of) {
+            *protocols.entry(version.as_str()).or_insert(0) += 1;
+        }
         let method = e.request.method.to_ascii_uppercase();
         let mut r = request(&mut taken, &method, &path);
         let headers: BTreeMap<String, String> = e
@@ -146,8 +155,23 @@ pub fn import(text: &str) -> Result<Imported, String> {
             "{other} requests to other origins than {origin} (a scenario loads one origin)"
         ));
     }
+    // The protocol the browser spoke to the origin, when it spoke one.
+    let version = match protocols.keys().collect::<Vec<_>>()[..] {
+        [only] => HttpVersion::parse(only).filter(|v| *v != HttpVersion::Http1),
+        [] => None,
+        _ => {
+            left_out.push(format!(
+                "requests in both HTTP/1.1 and HTTP/2 to {origin}: version \"auto\" speaks what the server chooses"
+            ));
+            Some(HttpVersion::Auto)
+        }
+    };
     Ok(Imported {
         scenario: RawScenario {
+            http: version.map(|v| RawHttp {
+                version: Some(RawHttpVersion(v)),
+                ..RawHttp::default()
+            }),
             base_url: Some(origin),
             requests,
             sessions: vec![RawSession {
@@ -159,6 +183,15 @@ pub fn import(text: &str) -> Result<Imported, String> {
         },
         left_out,
     })
+}
+
+/// The version a HAR entry names, as headroom speaks it.
+fn version_of(recorded: &str) -> Option<HttpVersion> {
+    match recorded.to_ascii_lowercase().as_str() {
+        "http/1.1" | "http/1.0" => Some(HttpVersion::Http1),
+        "http/2.0" | "http/2" | "h2" => Some(HttpVersion::Http2),
+        _ => None,
+    }
 }
 
 /// Milliseconds since the epoch of an RFC 3339 time.
@@ -193,5 +226,31 @@ mod tests {
         assert_eq!(steps[1].think.as_deref(), Some("2100ms"));
         assert!(got.left_out[0].contains("1 requests to other origins"));
         crate::parse_toml::<RawScenario>(&got.to_toml("a.har")).unwrap();
+    }
+
+    #[test]
+    fn the_recorded_protocol_becomes_the_version() {
+        let entry = |version: &str| {
+            format!(
+                r#"{{"request":{{"method":"GET","url":"https://app.test/","httpVersion":"{version}","headers":[]}},"response":{{"status":200}}}}"#
+            )
+        };
+        let har = |versions: &[&str]| {
+            let entries: Vec<String> = versions.iter().map(|v| entry(v)).collect();
+            format!(r#"{{"log":{{"entries":[{}]}}}}"#, entries.join(","))
+        };
+        let version = |versions: &[&str]| {
+            import(&har(versions))
+                .unwrap()
+                .scenario
+                .http
+                .and_then(|h| h.version)
+                .map(|v| v.0)
+        };
+        assert_eq!(version(&["h2", "h2"]), Some(HttpVersion::Http2));
+        assert_eq!(version(&["HTTP/2.0"]), Some(HttpVersion::Http2));
+        assert_eq!(version(&["HTTP/1.1"]), None, "1.1 is the default");
+        assert_eq!(version(&["HTTP/1.1", "h2"]), Some(HttpVersion::Auto));
+        assert_eq!(version(&[""]), None);
     }
 }
