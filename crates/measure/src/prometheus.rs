@@ -129,7 +129,7 @@ impl LiveMetrics {
                 .map(|(c, n)| (c.key().to_string(), n))
                 .collect();
             f.latency(&p.total.latency);
-            f.connections = Connections::by_protocol(&p.total);
+            f.connections = Connections::by_protocol(p.total);
             f.gauges
                 .insert("active_users", p.second.active_users as f64);
             f.gauges.insert("in_flight", p.second.in_flight as f64);
