@@ -11,9 +11,8 @@ requests per generator CPU-second (median over rounds), the ratios
 headroom/h2load and headroom/oha, and headroom's peak RSS per open stream.
 
 Closed loops on all three: headroom `--connections C --streams M` runs
-C x M users, each with one stream in flight (h2load's `-c C -m M`, oha's
-`-c C -p M`... oha's -c is its number of concurrent requests, spread over
-connections with -p streams each: `-c C*M -p M`).
+C x M users, each with one stream in flight, as h2load's `-c C -m M` and
+oha's `-c C -p M` (C connections, M requests in parallel on each).
 
 Usage: bench/h2.py [--rounds 3] [--duration 5] [--points 1x1,10x10,...]
                    [--headroom target/release/headroom] [--oha PATH]
@@ -96,12 +95,13 @@ def measured(cmd, d):
 def command(tool, a, url, c, m, d):
     pin = ["taskset", "-c", "1"]
     if tool == "headroom":
+        tls = ["--insecure"] if url.startswith("https") else []
         return pin + [a.headroom, "run", "--url", url, "--http2", "--connections", str(c),
                       "--streams", str(m), "-d", f"{a.duration}s", "--threads", "1",
-                      "--insecure", "--quiet", "--out", f"{d}/r.json"]
+                      "--quiet", "--out", f"{d}/r.json"] + tls
     if tool == "h2load":
         return pin + ["h2load", "-t", "1", "-c", str(c), "-m", str(m), "-D", str(a.duration), url]
-    return pin + [a.oha, "--http2", "-c", str(c * m), "-p", str(m), "-z", f"{a.duration}s",
+    return pin + [a.oha, "--http2", "-c", str(c), "-p", str(m), "-z", f"{a.duration}s",
                   "--insecure", "--no-tui", "--output-format", "json", url]
 
 

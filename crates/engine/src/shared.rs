@@ -7,6 +7,8 @@ use crate::metrics::{ErrorClass, Outcome, Recorder};
 use crate::plan::shard::Stride;
 use crate::plan::{ClosedLoad, Flow, Plan};
 use crate::stop::{Phase, StopSignal};
+use headroom_http::h2::{H2Parts, H2Request};
+use headroom_http::Failure;
 use std::cell::RefCell;
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -36,9 +38,25 @@ pub(crate) struct Shared {
     connects: std::cell::Cell<usize>,
     /// Where requests go, and the connections open to each origin.
     pub origins: Origins,
+    /// HTTP/2: each request without templates as HTTP/2 sends it, made on
+    /// its first send (index = the plan's request).
+    h2_requests: RefCell<Vec<Option<H2Request>>>,
 }
 
 impl Shared {
+    /// Request `index` (one without templates: its encoded wire) as HTTP/2
+    /// sends it to an origin of scheme `https`.
+    pub fn h2_request(&self, index: usize, https: bool) -> Result<H2Parts, Failure> {
+        let mut cache = self.h2_requests.borrow_mut();
+        if let Some(request) = &cache[index] {
+            return Ok(request.to_parts());
+        }
+        let request = H2Request::from_wire(&self.plan.requests[index].encoded, https)?;
+        let parts = request.to_parts();
+        cache[index] = Some(request);
+        Ok(parts)
+    }
+
     pub fn new(
         id: usize,
         workers: usize,
@@ -73,6 +91,7 @@ impl Shared {
             next_arrival: std::cell::Cell::new(0),
             connects: std::cell::Cell::new(id),
             origins: Origins::new(&plan, per_host_cap(&plan, id, workers)),
+            h2_requests: RefCell::new(vec![None; plan.requests.len()]),
             plan,
         }
         .with_first_arrival()

@@ -19,6 +19,7 @@ use crate::{
 use bytes::Bytes;
 use h2::client::SendRequest;
 use h2::Reason;
+use std::cell::RefCell;
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -37,9 +38,8 @@ const CONNECTION_WINDOW: u32 = 4 * 1024 * 1024;
 /// own (h2's connection driver), so any number of streams can wait on it;
 /// dropping this ends the task and the connection.
 pub struct H2Connection {
-    send: SendRequest<Bytes>,
+    send: RefCell<SendRequest<Bytes>>,
     driver: tokio::task::JoinHandle<()>,
-    https: bool,
 }
 
 impl Drop for H2Connection {
@@ -65,7 +65,7 @@ impl H2Connection {
             }
         }
         let left = options.timeout.saturating_sub(started.elapsed());
-        Self::handshake(stream, options.tls.is_some(), options.max_streams, left).await
+        Self::handshake(stream, options.max_streams, left).await
     }
 
     /// The HTTP/2 handshake on an open stream (TLS that agreed on `h2`, or
@@ -76,7 +76,6 @@ impl H2Connection {
     /// `max_streams` caps our streams until then.
     async fn handshake(
         stream: Stream,
-        https: bool,
         max_streams: u32,
         timeout: Duration,
     ) -> Result<H2Connection, Failure> {
@@ -95,9 +94,8 @@ impl H2Connection {
                 let _ = connection.await;
             });
             let h2 = H2Connection {
-                send,
+                send: RefCell::new(send),
                 driver,
-                https,
             };
             if let Some(ping) = ping.as_mut() {
                 ping.ping(h2::Ping::opaque())
@@ -115,7 +113,12 @@ impl H2Connection {
     /// Streams the server allows in flight at once on this connection
     /// (its SETTINGS_MAX_CONCURRENT_STREAMS), at most `ours`.
     pub fn stream_limit(&self, ours: u32) -> u32 {
-        (self.send.current_max_send_streams().min(u32::MAX as usize) as u32).min(ours)
+        (self
+            .send
+            .borrow()
+            .current_max_send_streams()
+            .min(u32::MAX as usize) as u32)
+            .min(ours)
     }
 
     /// The connection is gone: its task ended (the server closed it, or
@@ -124,25 +127,26 @@ impl H2Connection {
         self.driver.is_finished()
     }
 
-    /// Sends `request` — an HTTP/1.1 request as [`crate::RequestWriter`]
-    /// writes it — on a new stream and reads the whole response, keeping
-    /// what `want` asks for in `captured`. `bytes` in the response counts
-    /// the DATA frames' payload and the header fields' names and values.
+    /// Sends `request` on a new stream and reads the whole response,
+    /// keeping what `want` asks for in `captured`. `bytes` in the response
+    /// counts the DATA frames' payload and the header fields' names and
+    /// values.
     pub async fn exchange(
         &self,
-        request: &[u8],
+        request: H2Parts,
         want: Capture,
         captured: &mut Captured,
     ) -> Result<Response, Failure> {
         captured.clear();
-        let (head, body) = request_from_wire(request, self.https)?;
-        let mut send = self
-            .send
-            .clone()
-            .ready()
+        let (head, body) = request;
+        // The handle is shared by the connection's streams: borrowed only
+        // within a poll, never across an await.
+        std::future::poll_fn(|cx| self.send.borrow_mut().poll_ready(cx))
             .await
             .map_err(|e| failure_of(&e, false))?;
-        let (response, mut outgoing) = send
+        let (response, mut outgoing) = self
+            .send
+            .borrow_mut()
             .send_request(head, body.is_empty())
             .map_err(|e| failure_of(&e, false))?;
         if !body.is_empty() {
@@ -227,43 +231,82 @@ fn is_connection_specific(name: &str) -> bool {
     .any(|n| name.eq_ignore_ascii_case(n))
 }
 
-/// An HTTP/1.1 request (head and body, as written for the wire) as an
-/// HTTP/2 request head and body. Fails as `malformed_request`: only a
-/// template rendering bytes no HTTP request may hold gets here.
-pub fn request_from_wire(wire: &[u8], https: bool) -> Result<(http::Request<()>, Bytes), Failure> {
-    let mut fields = [httparse::EMPTY_HEADER; 128];
-    let mut parsed = httparse::Request::new(&mut fields);
-    let head_len = match parsed.parse(wire) {
-        Ok(httparse::Status::Complete(n)) => n,
-        _ => return Err(Failure::MalformedRequest),
-    };
-    let (Some(method), Some(path)) = (parsed.method, parsed.path) else {
-        return Err(Failure::MalformedRequest);
-    };
-    let authority = parsed
-        .headers
-        .iter()
-        .find(|h| h.name.eq_ignore_ascii_case("host"))
-        .map(|h| h.value)
-        .unwrap_or_default();
-    let uri = http::Uri::builder()
-        .scheme(if https { "https" } else { "http" })
-        .authority(authority)
-        .path_and_query(path)
-        .build()
-        .map_err(|_| Failure::MalformedRequest)?;
-    let mut request = http::Request::builder()
-        .method(method)
-        .uri(uri)
-        .version(http::Version::HTTP_2);
-    for h in parsed.headers.iter() {
-        if is_connection_specific(h.name) {
-            continue;
+/// A request's head and body, as a stream sends them.
+pub type H2Parts = (http::Request<()>, Bytes);
+
+/// A request as HTTP/2 sends it, read back from its HTTP/1.1 rendering:
+/// made once for a request without templates (the same every time), and
+/// for each send of one with.
+#[derive(Clone, Debug)]
+pub struct H2Request {
+    method: http::Method,
+    uri: http::Uri,
+    headers: http::HeaderMap,
+    body: Bytes,
+}
+
+impl H2Request {
+    /// An HTTP/1.1 request (head and body, as written for the wire). Fails
+    /// as `malformed_request`: only a template rendering bytes no HTTP
+    /// request may hold gets here.
+    pub fn from_wire(wire: &[u8], https: bool) -> Result<H2Request, Failure> {
+        let mut fields = [httparse::EMPTY_HEADER; 128];
+        let mut parsed = httparse::Request::new(&mut fields);
+        let head_len = match parsed.parse(wire) {
+            Ok(httparse::Status::Complete(n)) => n,
+            _ => return Err(Failure::MalformedRequest),
+        };
+        let (Some(method), Some(path)) = (parsed.method, parsed.path) else {
+            return Err(Failure::MalformedRequest);
+        };
+        let authority = parsed
+            .headers
+            .iter()
+            .find(|h| h.name.eq_ignore_ascii_case("host"))
+            .map(|h| h.value)
+            .unwrap_or_default();
+        let malformed = |_| Failure::MalformedRequest;
+        let uri = http::Uri::builder()
+            .scheme(if https { "https" } else { "http" })
+            .authority(authority)
+            .path_and_query(path)
+            .build()
+            .map_err(malformed)?;
+        let mut headers = http::HeaderMap::with_capacity(parsed.headers.len());
+        for h in parsed
+            .headers
+            .iter()
+            .filter(|h| !is_connection_specific(h.name))
+        {
+            let name = http::HeaderName::from_bytes(h.name.as_bytes())
+                .map_err(|_| Failure::MalformedRequest)?;
+            let value =
+                http::HeaderValue::from_bytes(h.value).map_err(|_| Failure::MalformedRequest)?;
+            headers.append(name, value);
         }
-        request = request.header(h.name, h.value);
+        Ok(H2Request {
+            method: http::Method::from_bytes(method.as_bytes())
+                .map_err(|_| Failure::MalformedRequest)?,
+            uri,
+            headers,
+            body: Bytes::copy_from_slice(&wire[head_len..]),
+        })
     }
-    let request = request.body(()).map_err(|_| Failure::MalformedRequest)?;
-    Ok((request, Bytes::copy_from_slice(&wire[head_len..])))
+
+    /// Head and body to send, this request kept for the next send.
+    pub fn to_parts(&self) -> H2Parts {
+        self.clone().into_parts()
+    }
+
+    /// Head and body to send.
+    pub fn into_parts(self) -> H2Parts {
+        let mut head = http::Request::new(());
+        *head.method_mut() = self.method;
+        *head.uri_mut() = self.uri;
+        *head.version_mut() = http::Version::HTTP_2;
+        *head.headers_mut() = self.headers;
+        (head, self.body)
+    }
 }
 
 #[cfg(test)]
@@ -286,7 +329,7 @@ mod tests {
             b"u=ann",
             true,
         );
-        let (head, body) = request_from_wire(&wire, true).unwrap();
+        let (head, body) = H2Request::from_wire(&wire, true).unwrap().into_parts();
         assert_eq!(head.method(), "POST");
         assert_eq!(head.uri().to_string(), "https://app.test:8443/login?u=1");
         assert_eq!(head.version(), http::Version::HTTP_2);
@@ -298,7 +341,7 @@ mod tests {
         // `Connection: close` (keep-alive off) has no place in HTTP/2.
         let mut wire = Vec::new();
         crate::write_request(&mut wire, "GET", "/", "h", &[], b"", false);
-        let (head, body) = request_from_wire(&wire, false).unwrap();
+        let (head, body) = H2Request::from_wire(&wire, false).unwrap().to_parts();
         assert!(head.headers().get("connection").is_none());
         assert_eq!(head.uri().to_string(), "http://h/");
         assert!(body.is_empty());
@@ -312,7 +355,7 @@ mod tests {
             b"GET / HTTP/1.1\r\nHost: a b\r\n\r\n",
         ] {
             assert_eq!(
-                request_from_wire(wire, false).err(),
+                H2Request::from_wire(wire, false).err(),
                 Some(Failure::MalformedRequest),
                 "{:?}",
                 String::from_utf8_lossy(wire)

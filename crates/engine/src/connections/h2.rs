@@ -32,6 +32,12 @@ pub(crate) struct H2Pool {
 pub(crate) struct H2Conn {
     pub http: H2Connection,
     in_flight: Cell<u32>,
+    /// Streams it may carry at once: ours, or the server's if lower — read
+    /// from h2 (behind a lock) when a stream ends, not each time a request
+    /// looks for a free stream among every connection.
+    limit: Cell<u32>,
+    /// Our `max_streams`.
+    limit_ours: u32,
     /// No new stream goes on it (the server's GOAWAY, a connection error):
     /// it closes once its streams are done.
     retired: Cell<bool>,
@@ -57,7 +63,9 @@ pub(crate) struct StreamSlot {
 
 impl Drop for StreamSlot {
     fn drop(&mut self) {
-        self.conn.in_flight.set(self.conn.in_flight.get() - 1);
+        let conn = &self.conn;
+        conn.in_flight.set(conn.in_flight.get() - 1);
+        conn.limit.set(conn.http.stream_limit(conn.limit_ours));
         self.origin.h2.changed.notify_one();
     }
 }
@@ -96,7 +104,7 @@ impl Origins {
                 .iter()
                 .filter(|c| c.takes_streams())
                 .filter(|c| avoid.as_ref().is_none_or(|a| !Rc::ptr_eq(a, c)))
-                .filter(|c| c.in_flight.get() < c.http.stream_limit(max_streams))
+                .filter(|c| c.in_flight.get() < c.limit.get())
                 .min_by_key(|c| c.in_flight.get())
                 .cloned();
             if let Some(conn) = free {
@@ -145,6 +153,8 @@ impl Origins {
         match result {
             Ok(http) => {
                 pool.conns.borrow_mut().push(Rc::new(H2Conn {
+                    limit: Cell::new(http.stream_limit(self.max_streams)),
+                    limit_ours: self.max_streams,
                     http,
                     in_flight: Cell::new(0),
                     retired: Cell::new(false),

@@ -12,6 +12,7 @@ use crate::plan::template::Scope;
 use crate::plan::{Flow, Load, RequestSpec, Step, Wire};
 use crate::shared::{InFlight, Shared};
 use cookie_store::CookieStore;
+use headroom_http::h2::H2Request;
 use headroom_http::{routes, Capture, Captured, Failure, Idle};
 use smallvec::SmallVec;
 use std::collections::HashMap;
@@ -531,13 +532,23 @@ impl User {
                 recorder.connection_event(index, ConnectionEvent::OpenedHttp2);
             }
             let conn = stream.slot.conn.clone();
+            let request = match wire {
+                Wire::Encoded => shared.h2_request(index, origin.https),
+                Wire::Rendered => {
+                    H2Request::from_wire(&self.wire, origin.https).map(H2Request::into_parts)
+                }
+            };
+            let request = match request {
+                Ok(request) => request,
+                Err(failure) => {
+                    outcome.error = Some(failure.into());
+                    return outcome;
+                }
+            };
             let due = Instant::now() + plan.timeout_of(spec);
             let finished = {
-                let exchange = std::pin::pin!(conn.http.exchange(
-                    spec.wire(wire, &self.wire),
-                    want,
-                    &mut self.captured
-                ));
+                let exchange =
+                    std::pin::pin!(conn.http.exchange(request, want, &mut self.captured));
                 timed(&mut self.request_timer, due, exchange).await
             };
             drop(stream);

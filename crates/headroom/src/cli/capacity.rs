@@ -114,6 +114,7 @@ pub fn capacity(args: CapacityArgs) -> anyhow::Result<i32> {
         }
         Ok(())
     };
+    super::common::check_protocol(plan)?;
     let mut save_error = None;
     let exporter = super::metrics::Exporter::start(&args.run.metrics)?;
     let mut record = recording(&args.run.buckets, &args.run.secret_header);

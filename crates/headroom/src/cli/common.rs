@@ -1,6 +1,20 @@
 //! What every subcommand that measures shares.
 
+use headroom_engine::plan::{HttpVersion, Plan};
 use headroom_measure::Recording;
+
+/// Before any load: a plan that asks for HTTP/2 of a server that answers
+/// but does not speak it fails here, naming the server. One that cannot be
+/// reached is the run's to count (connect errors), as over HTTP/1.1.
+pub fn check_protocol(plan: &Plan) -> anyhow::Result<()> {
+    if plan.http_version != HttpVersion::Http2 {
+        return Ok(());
+    }
+    match headroom_engine::negotiate(plan) {
+        Err(refused) if refused.is_protocol() => Err(refused.into()),
+        _ => Ok(()),
+    }
+}
 
 /// How this command's runs are recorded: the distribution's buckets and
 /// the command line (kept in each results file's `meta.command`).

@@ -337,15 +337,7 @@ pub fn execute(
             headroom_measure::assemble::INSECURE_TLS
         );
     }
-    if plan.http_version == HttpVersion::Http2 {
-        // A server that does not speak HTTP/2 is said before any load; one
-        // that cannot be reached is the run's to count (connect errors).
-        if let Err(refused) = headroom_engine::negotiate(plan) {
-            if refused.is_protocol() {
-                anyhow::bail!(refused);
-            }
-        }
-    }
+    super::common::check_protocol(plan)?;
     let start_instant = match start {
         Some(at) => {
             let instant = instant_of(at);

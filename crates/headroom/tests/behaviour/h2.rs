@@ -5,7 +5,8 @@
 //! misbehaviour its own class, no hang.
 
 use crate::common::{
-    free_port, run, scenario_dir, self_signed, wait_for_port, Nginx, Pki, ProcessGuard, Run,
+    capacity, free_port, run, scenario_dir, self_signed, wait_for_port, Nginx, Pki, ProcessGuard,
+    Run,
 };
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
@@ -316,6 +317,69 @@ fn a_server_stream_limit_of_one_is_kept() {
         counts["most_concurrent"], 1,
         "never two streams open at once"
     );
+}
+
+/// `--processes` splits users and connections over processes, and a
+/// capacity search's steps each speak HTTP/2; every request is counted
+/// once, as nginx counts them.
+#[test]
+fn processes_and_a_capacity_search_speak_http2() {
+    let pki = self_signed();
+    let server = NginxH2::start(&pki, "");
+    let url = format!("http://127.0.0.1:{}/", server.clear_port);
+    let r = run(&[
+        "--url",
+        &url,
+        "--http2",
+        "--vus",
+        "20",
+        "--streams",
+        "5",
+        "--requests",
+        "400",
+        "--processes",
+        "2",
+    ]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(ok(&r), 400, "{}", r.results()["errors"]);
+    assert_eq!(by_protocol(&r), BTreeMap::from([("h2".into(), 4)]));
+    assert_eq!(server.log().requests("HTTP/2.0"), 400);
+
+    let r = capacity(&[
+        "--url",
+        &url,
+        "--http2",
+        "--slo",
+        "p99<500ms",
+        "--min",
+        "100",
+        "--max",
+        "400",
+        "--step-duration",
+        "1s",
+        "--warmup",
+        "0s",
+        "--pause",
+        "0s",
+    ]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let steps = r.results()["steps"].as_array().unwrap();
+    assert!(!steps.is_empty());
+    let mut sent = 0;
+    for step in steps {
+        let results = &step["results"];
+        assert_eq!(results["meta"]["http_version"], "2");
+        assert!(results["connections"]["by_protocol"]["h2"].as_u64() > Some(0));
+        sent += results["requests"]["total"].as_u64().unwrap();
+    }
+    assert_eq!(server.log().requests("HTTP/2.0"), 400 + sent);
+    assert_eq!(server.log().requests("HTTP/1.1"), 0);
+
+    // The check before load holds for a capacity search too.
+    let plain = Nginx::start();
+    let r = capacity(&["--url", &plain.url("/"), "--http2", "--slo", "p99<500ms"]);
+    assert_ne!(r.code, 0);
+    assert!(r.stderr.contains("prior knowledge"), "{}", r.stderr);
 }
 
 #[test]

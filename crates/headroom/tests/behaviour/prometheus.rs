@@ -78,8 +78,9 @@ fn a_real_prometheus_scrapes_and_receives_what_the_run_counted() {
     let endpoint = format!("http://127.0.0.1:{metrics_port}/metrics");
     // Every family the run publishes: counters from the first second on,
     // the gauges once the first monitor sample is in.
-    const FAMILIES: [&str; 6] = [
+    const FAMILIES: [&str; 7] = [
         "headroom_requests_total{",
+        "headroom_connections_opened_total{",
         "headroom_responses_total{",
         "headroom_request_duration_seconds_bucket{",
         "headroom_in_flight",
