@@ -6,7 +6,7 @@ nginx (one worker) is pinned to CPU 0, the generator to CPU 1. For each
 point — connections x streams per connection, over TLS and h2c — the three
 tools run one after the other, interleaved, several rounds. For each run:
 the requests it completed, its own CPU time (user + system) and peak RSS
-(from wait4), and nginx's count of what it served (stub_status). Printed:
+(CPU from wait4, RSS from /proc's VmHWM), and nginx's count of what it served (stub_status). Printed:
 requests per generator CPU-second (median over rounds), the ratios
 headroom/h2load and headroom/oha, and headroom's peak RSS per open stream.
 
@@ -84,12 +84,25 @@ def measured(cmd, d):
     t0 = time.monotonic()
     with open(out_path, "w") as out, open(f"{d}/err.txt", "w") as err:
         p = subprocess.Popen(cmd, stdout=out, stderr=err)
-        _, status, ru = os.wait4(p.pid, 0)
+        # Peak RSS from /proc (VmHWM of the program exec'd): wait4's
+        # ru_maxrss keeps the forked Python's before the exec.
+        peak = 0
+        while True:
+            pid, status, ru = os.wait4(p.pid, os.WNOHANG)
+            if pid:
+                break
+            try:
+                with open(f"/proc/{p.pid}/status") as f:
+                    hwm = [l for l in f if l.startswith("VmHWM:")]
+                peak = max(peak, int(hwm[0].split()[1])) if hwm else peak
+            except (OSError, ValueError):
+                pass
+            time.sleep(0.1)
     wall = time.monotonic() - t0
     p.returncode = os.waitstatus_to_exitcode(status)
     if p.returncode != 0:
         sys.exit(f"{' '.join(cmd)} failed ({p.returncode}): {open(f'{d}/err.txt').read()[-2000:]}")
-    return open(out_path).read(), ru.ru_utime + ru.ru_stime, ru.ru_maxrss, wall
+    return open(out_path).read(), ru.ru_utime + ru.ru_stime, peak, wall
 
 
 def command(tool, a, url, c, m, d):
@@ -163,18 +176,19 @@ def main():
     hr_v = subprocess.run([a.headroom, "--version"], capture_output=True, text=True).stdout.strip()
     lines = [f"{hr_v} vs {h2load_v}" + (" and oha" if "oha" in tools else "") +
              f"; {a.duration} s x {a.rounds} rounds per point; nginx (1 worker) on CPU 0, generator on CPU 1",
-             "requests per generator CPU-second (median); ratio = headroom / peer; RSS per stream = "
-             "headroom's peak RSS / (connections x streams)",
+             "requests per generator CPU-second (median); ratio = headroom / peer; peak RSS in MiB "
+             "(median) of headroom / h2load / oha",
              f"{'':4s} {'c x m':>8s} {'headroom':>10s} {'h2load':>10s} {'oha':>10s} {'vs h2load':>9s} "
-             f"{'vs oha':>7s} {'KiB/stream':>10s}"]
+             f"{'vs oha':>7s} {'RSS MiB':>20s}"]
     for scheme in ("tls", "h2c"):
         for c, m in points:
             h = median(scheme, c, m, "headroom")
             n = median(scheme, c, m, "h2load")
             o = median(scheme, c, m, "oha")
-            rss = median(scheme, c, m, "headroom", "rss_kib")
+            rss = "/".join(f"{median(scheme, c, m, t, 'rss_kib') / 1024:.1f}"
+                           for t in ("headroom", "h2load", "oha"))
             lines.append(f"{scheme:4s} {f'{c}x{m}':>8s} {h:10.0f} {n:10.0f} {o:10.0f} {h / n:9.2f} "
-                         f"{h / o:7.2f} {rss / (c * m):10.1f}")
+                         f"{h / o:7.2f} {rss:>20s}")
     exact = sum(r["requests"] == r["served"] for r in rows if r["tool"] == "headroom")
     lines.append(f"counts: headroom's totals equal nginx's in {exact}/{sum(r['tool'] == 'headroom' for r in rows)} runs")
     summary = "\n".join(lines)
