@@ -137,21 +137,11 @@ impl HttpVersion {
     }
 }
 
-/// The protocol a connection speaks, as results.json names it
-/// (`connections.by_protocol`).
+/// The protocol a server agreed to speak (what `auto` settles on).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Protocol {
     Http1,
     Http2,
-}
-
-impl Protocol {
-    pub fn key(self) -> &'static str {
-        match self {
-            Self::Http1 => "http/1.1",
-            Self::Http2 => "h2",
-        }
-    }
 }
 
 /// What an HTTP/2 connect asks for beyond the address.
