@@ -22,7 +22,8 @@ fn get(plan: &Plan, target: &str) -> RequestSpec {
     spec.name = target.into();
     spec.target = target.into();
     spec.encoded =
-        headroom_http::encode_request("GET", target, &plan.endpoint.host_header, &[], b"", true);
+        headroom_http::encode_request("GET", target, &plan.endpoint.host_header, &[], b"", true)
+            .unwrap();
     spec
 }
 

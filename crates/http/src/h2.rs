@@ -328,7 +328,8 @@ mod tests {
             &headers,
             b"u=ann",
             true,
-        );
+        )
+        .unwrap();
         let (head, body) = H2Request::from_wire(&wire, true).unwrap().into_parts();
         assert_eq!(head.method(), "POST");
         assert_eq!(head.uri().to_string(), "https://app.test:8443/login?u=1");
@@ -340,7 +341,7 @@ mod tests {
         assert_eq!(&body[..], b"u=ann");
         // `Connection: close` (keep-alive off) has no place in HTTP/2.
         let mut wire = Vec::new();
-        crate::write_request(&mut wire, "GET", "/", "h", &[], b"", false);
+        crate::write_request(&mut wire, "GET", "/", "h", &[], b"", false).unwrap();
         let (head, body) = H2Request::from_wire(&wire, false).unwrap().to_parts();
         assert!(head.headers().get("connection").is_none());
         assert_eq!(head.uri().to_string(), "http://h/");

@@ -303,10 +303,10 @@ pub fn encode_request(
     headers: &[(String, String)],
     body: &[u8],
     keep_alive: bool,
-) -> Vec<u8> {
+) -> Result<Vec<u8>, InvalidHeaderValue> {
     let mut out = Vec::with_capacity(128 + body.len());
-    write_request(&mut out, method, target, host, headers, body, keep_alive);
-    out
+    write_request(&mut out, method, target, host, headers, body, keep_alive)?;
+    Ok(out)
 }
 
 /// Appends an HTTP/1.1 request to `out`. `Host`, `User-Agent` and `Accept`
@@ -320,13 +320,13 @@ pub fn write_request(
     headers: &[(String, String)],
     body: &[u8],
     keep_alive: bool,
-) {
+) -> Result<(), InvalidHeaderValue> {
     let sets_host = headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("host"));
     let mut head = RequestWriter::start(out, method, target, (!sets_host).then_some(host));
     for (k, v) in headers {
         head.header(k, |out| out.extend_from_slice(v.as_bytes()));
     }
-    head.finish(keep_alive, |out| out.extend_from_slice(body));
+    head.finish(keep_alive, |out| out.extend_from_slice(body))
 }
 
 /// Writes a request into a buffer as it is made — the request line and
@@ -335,22 +335,66 @@ pub fn write_request(
 /// and the body — so a request built per send makes no string of its own.
 pub struct RequestWriter<'a> {
     out: &'a mut Vec<u8>,
+    /// Where this request begins in `out`.
+    begin: usize,
     method_has_body: bool,
     has_user_agent: bool,
     has_accept: bool,
+    /// The first header whose value would break the head.
+    invalid_header: Option<String>,
 }
+
+/// A header value with a line break, a NUL or another control character
+/// (RFC 9110 §5.5 allows only tab): the request is not sent.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+#[error("header `{0}`: its value holds a line break, a NUL or another control character")]
+pub struct InvalidHeaderValue(pub String);
+
+/// A byte no header value may hold: a control character other than tab.
+pub fn is_control(b: u8) -> bool {
+    (b < 0x20 && b != b'\t') || b == 0x7f
+}
+
+/// Bytes percent-encoded in a request target (RFC 3986 allows none of
+/// them there): controls, space, `"`, `#`, `<`, `>`, `\`, `^`, `` ` ``,
+/// `{`, `|`, `}` — and every non-ASCII byte. `%` stays: a target may be
+/// percent-encoded already.
+pub const NOT_IN_TARGET: &percent_encoding::AsciiSet = &percent_encoding::CONTROLS
+    .add(b' ')
+    .add(b'"')
+    .add(b'#')
+    .add(b'<')
+    .add(b'>')
+    .add(b'\\')
+    .add(b'^')
+    .add(b'`')
+    .add(b'{')
+    .add(b'|')
+    .add(b'}');
 
 impl<'a> RequestWriter<'a> {
     /// `host`: the `Host` header's value, unless the caller sets its own.
+    /// `target` is the origin form (`/path?query`). Bytes no request target may hold (controls, spaces, quotes,
+    /// non-ASCII, `#`, …) are percent-encoded as they are written: the
+    /// request line is always one valid line.
     pub fn start(
         out: &'a mut Vec<u8>,
         method: &str,
         target: &str,
         host: Option<&str>,
     ) -> RequestWriter<'a> {
-        for part in [method.as_bytes(), b" ", target.as_bytes(), b" HTTP/1.1\r\n"] {
-            out.extend_from_slice(part);
+        let begin = out.len();
+        out.extend_from_slice(method.as_bytes());
+        out.push(b' ');
+        // Origin form begins with `/` (RFC 9112 §3.2.1: an empty path is
+        // sent as `/`), whatever a value rendered into it.
+        if !target.starts_with('/') {
+            out.push(b'/');
         }
+        for piece in percent_encoding::utf8_percent_encode(target, NOT_IN_TARGET) {
+            out.extend_from_slice(piece.as_bytes());
+        }
+        out.extend_from_slice(b" HTTP/1.1\r\n");
         if let Some(host) = host {
             for part in [b"Host: ", host.as_bytes(), b"\r\n"] {
                 out.extend_from_slice(part);
@@ -358,26 +402,44 @@ impl<'a> RequestWriter<'a> {
         }
         RequestWriter {
             out,
+            begin,
             method_has_body: matches!(method, "POST" | "PUT" | "PATCH"),
             has_user_agent: false,
             has_accept: false,
+            invalid_header: None,
         }
     }
 
-    /// A header; `value` appends the value's bytes.
+    /// A header; `value` appends the value's bytes. A value holding a line
+    /// break or a NUL would end the header (or the head) early, and other
+    /// controls make it invalid: the request is refused by
+    /// [`RequestWriter::finish`].
     pub fn header(&mut self, name: &str, value: impl FnOnce(&mut Vec<u8>)) {
         self.has_user_agent |= name.eq_ignore_ascii_case("user-agent");
         self.has_accept |= name.eq_ignore_ascii_case("accept");
         self.out.extend_from_slice(name.as_bytes());
         self.out.extend_from_slice(b": ");
+        let start = self.out.len();
         value(self.out);
+        if self.invalid_header.is_none() && self.out[start..].iter().any(|&b| is_control(b)) {
+            self.invalid_header = Some(name.to_string());
+        }
         self.out.extend_from_slice(b"\r\n");
     }
 
     /// The default headers the caller did not set, `Content-Length`, the
     /// blank line and the body (`body` appends it; its length is measured,
-    /// then the length header is put before it).
-    pub fn finish(self, keep_alive: bool, body: impl FnOnce(&mut Vec<u8>)) {
+    /// then the length header is put before it). Fails, the buffer then
+    /// holding no request to send, when a header value was invalid.
+    pub fn finish(
+        self,
+        keep_alive: bool,
+        body: impl FnOnce(&mut Vec<u8>),
+    ) -> Result<(), InvalidHeaderValue> {
+        if let Some(name) = self.invalid_header {
+            self.out.truncate(self.begin);
+            return Err(InvalidHeaderValue(name));
+        }
         let out = self.out;
         if !self.has_user_agent {
             out.extend_from_slice(
@@ -412,6 +474,7 @@ impl<'a> RequestWriter<'a> {
         // The body is short next to a syscall: moving it is cheaper than
         // rendering it into a buffer of its own.
         out.splice(head_end..head_end, tail[..n].iter().copied());
+        Ok(())
     }
 }
 
@@ -833,6 +896,33 @@ mod tests {
     }
 
     #[test]
+    fn a_target_is_one_valid_token_and_a_header_value_never_a_line() {
+        let mut out = b"kept".to_vec();
+        let mut head = RequestWriter::start(&mut out, "GET", "a b\r\n\"#{é}%41", None);
+        head.header("X-A", |o| o.extend_from_slice(b"tab\tok"));
+        head.finish(true, |_| {}).unwrap();
+        assert!(out.starts_with(
+            b"keptGET /a%20b%0D%0A%22%23%7B%C3%A9%7D%41 HTTP/1.1\r\nX-A: tab\tok\r\n"
+        ));
+        for bad in [
+            &b"1\r\nX-Injected: 2"[..],
+            b"a\nb",
+            b"nul\0",
+            b"bell\x07",
+            b"del\x7f",
+        ] {
+            let mut out = b"kept".to_vec();
+            let mut head = RequestWriter::start(&mut out, "GET", "/", None);
+            head.header("X-A", |o| o.extend_from_slice(bad));
+            assert_eq!(
+                head.finish(true, |_| {}),
+                Err(InvalidHeaderValue("X-A".into()))
+            );
+            assert_eq!(out, b"kept", "nothing of the refused request is left");
+        }
+    }
+
+    #[test]
     fn encoded_request_is_valid_http() {
         let bytes = encode_request(
             "POST",
@@ -841,7 +931,8 @@ mod tests {
             &[("X-Test".into(), "1".into())],
             b"body",
             false,
-        );
+        )
+        .unwrap();
         let mut headers = [httparse::EMPTY_HEADER; 16];
         let mut req = httparse::Request::new(&mut headers);
         let len = req.parse(&bytes).unwrap().unwrap();
@@ -858,7 +949,8 @@ mod tests {
         out.clear();
         let mut head = RequestWriter::start(&mut out, "POST", "/login?u=1", Some("h:8"));
         head.header("X-Id", |o| o.extend_from_slice(b"42"));
-        head.finish(true, |o| o.extend_from_slice(b"user=ann&password=secret"));
+        head.finish(true, |o| o.extend_from_slice(b"user=ann&password=secret"))
+            .unwrap();
         assert_eq!(
             String::from_utf8(out).unwrap(),
             format!(
@@ -876,14 +968,14 @@ mod tests {
             ("Accept".to_string(), "text/html".to_string()),
             ("user-agent".to_string(), "me".to_string()),
         ];
-        write_request(&mut out, "GET", "/", "h:8", &own, b"", false);
+        write_request(&mut out, "GET", "/", "h:8", &own, b"", false).unwrap();
         assert_eq!(
             String::from_utf8(out).unwrap(),
             "GET / HTTP/1.1\r\nhost: app1.test\r\nAccept: text/html\r\nuser-agent: me\r\n\
              Connection: close\r\n\r\n"
         );
         let mut out = Vec::new();
-        write_request(&mut out, "POST", "/", "h", &[], b"", true);
+        write_request(&mut out, "POST", "/", "h", &[], b"", true).unwrap();
         assert!(out.ends_with(b"Content-Length: 0\r\n\r\n"));
     }
 

@@ -56,6 +56,11 @@ pub enum ErrorClass {
     /// feeder value put bytes in a name or value that no field may hold);
     /// HTTP/2 refuses to send it.
     MalformedRequest,
+    /// A header value rendered from a template, a feeder or an extraction
+    /// held a line break, a NUL or another control character: the request
+    /// was not sent (it would have injected a header, ended the head early
+    /// or been invalid).
+    InvalidHeaderValue,
     /// HTTP/2: the server reset the stream with REFUSED_STREAM (it never
     /// reached the application), and it was not sent again.
     H2Refused,
@@ -90,7 +95,7 @@ pub enum ErrorClass {
 }
 
 impl ErrorClass {
-    pub const COUNT: usize = 24;
+    pub const COUNT: usize = 25;
     pub const ALL: [ErrorClass; Self::COUNT] = [
         Self::ConnectRefused,
         Self::ConnectTimeout,
@@ -105,6 +110,7 @@ impl ErrorClass {
         Self::ClosedMidResponse,
         Self::MalformedResponse,
         Self::MalformedRequest,
+        Self::InvalidHeaderValue,
         Self::H2Refused,
         Self::H2GoawayUnprocessed,
         Self::H2StreamReset,
@@ -138,6 +144,7 @@ impl ErrorClass {
             Self::ClosedMidResponse => "closed_mid_response",
             Self::MalformedResponse => "malformed_response",
             Self::MalformedRequest => "malformed_request",
+            Self::InvalidHeaderValue => "invalid_header_value",
             Self::H2Refused => "h2_refused",
             Self::H2GoawayUnprocessed => "h2_goaway_unprocessed",
             Self::H2StreamReset => "h2_stream_reset",
@@ -176,6 +183,9 @@ impl ErrorClass {
             Self::MalformedRequest => {
                 "a rendered request is not valid HTTP (bytes no field may hold)"
             }
+            Self::InvalidHeaderValue => {
+                "a rendered header value held a line break or control character: not sent"
+            }
             Self::H2Refused => "HTTP/2 stream refused by the server (REFUSED_STREAM), not retried",
             Self::H2GoawayUnprocessed => {
                 "HTTP/2 stream left unprocessed by the server's GOAWAY, not retried"
@@ -207,6 +217,7 @@ impl ErrorClass {
                 | Self::ResolveFailed
                 | Self::InvalidUrl
                 | Self::MalformedRequest
+                | Self::InvalidHeaderValue
                 | Self::H2Refused
                 | Self::H2GoawayUnprocessed
                 | Self::H2NotNegotiated

@@ -189,7 +189,7 @@ impl Comparison {
                 .unwrap_or("run")
                 .to_string();
             if value.get("configs").is_some() {
-                let study: StudyReport = serde_json::from_value(value)
+                let study: StudyReport = headroom_records::from_json(&value)
                     .map_err(|e| format!("{}: not a study.json: {e}", p.display()))?;
                 for c in &study.configs {
                     if let (Some(f), Some(r)) = (config_figures(c), &c.results) {
@@ -199,7 +199,7 @@ impl Comparison {
                     }
                 }
             } else {
-                let r: Results = serde_json::from_value(value).map_err(|e| {
+                let r: Results = headroom_records::results_from_json(&value).map_err(|e| {
                     format!(
                         "{}: not a results file of `headroom run` or a study.json: {e}",
                         p.display()

@@ -184,7 +184,8 @@ impl Plan {
             None
         };
         let encoded =
-            headroom_http::encode_request("GET", &target, &endpoint.host_header, &[], b"", true);
+            headroom_http::encode_request("GET", &target, &endpoint.host_header, &[], b"", true)
+                .expect("a request without headers has no header to refuse");
         let request = RequestSpec {
             name: target.clone(),
             method: "GET".into(),
@@ -572,15 +573,20 @@ impl RequestSpec {
     /// The target rendered for this send, when it is a template (a path,
     /// or a full URL).
     pub fn render_target(&self, scope: &mut Scope) -> Option<String> {
-        self.template
-            .as_ref()
-            .map(|t| t.target.render_string(scope))
+        self.template.as_ref().map(|t| {
+            let mut out = Vec::new();
+            t.target.render_target(scope, &mut out);
+            String::from_utf8(out)
+                .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
+        })
     }
 
     /// The request for this send: the pre-encoded bytes as they are, or
     /// written into `out` — the template rendered for this user (with
     /// `target`, from [`RequestSpec::render_target`], and `host`), or the
-    /// pre-encoded bytes with its cookies.
+    /// pre-encoded bytes with its cookies. A header value rendered with a
+    /// line break or a NUL fails it as `invalid_header_value`: nothing is
+    /// sent.
     pub fn render(
         &self,
         scope: &mut Scope,
@@ -589,16 +595,16 @@ impl RequestSpec {
         keep_alive: bool,
         cookie: Option<&str>,
         out: &mut Vec<u8>,
-    ) -> Wire {
+    ) -> Result<Wire, ErrorClass> {
         let Some(t) = &self.template else {
             match cookie {
                 // Sent from the plan: not copied into the user's buffer,
                 // whose memory is a cache miss per request at 1,000
                 // connections.
-                None => return Wire::Encoded,
+                None => return Ok(Wire::Encoded),
                 Some(cookie) => self.encoded_with_cookie(cookie, out),
             }
-            return Wire::Rendered;
+            return Ok(Wire::Rendered);
         };
         out.clear();
         let sets_host = t
@@ -613,8 +619,9 @@ impl RequestSpec {
         if let Some(cookie) = cookie {
             head.header("Cookie", |out| out.extend_from_slice(cookie.as_bytes()));
         }
-        head.finish(keep_alive, |out| t.body.render(scope, out));
-        Wire::Rendered
+        head.finish(keep_alive, |out| t.body.render(scope, out))
+            .map_err(|_| ErrorClass::InvalidHeaderValue)?;
+        Ok(Wire::Rendered)
     }
 
     /// The pre-encoded request with a `Cookie` header, written into `out`.
@@ -699,10 +706,14 @@ mod tests {
         };
         let mut out = b"left over".to_vec();
         let host = "127.0.0.1:8080";
-        let wire = spec.render(&mut scope, "/a", host, true, None, &mut out);
+        let wire = spec
+            .render(&mut scope, "/a", host, true, None, &mut out)
+            .unwrap();
         assert_eq!(wire, Wire::Encoded);
         assert_eq!(spec.wire(wire, &out), &spec.encoded[..]);
-        let wire = spec.render(&mut scope, "/a", host, true, Some("id=7"), &mut out);
+        let wire = spec
+            .render(&mut scope, "/a", host, true, Some("id=7"), &mut out)
+            .unwrap();
         assert_eq!(wire, Wire::Rendered);
         let sent = String::from_utf8(spec.wire(wire, &out).to_vec()).unwrap();
         assert!(sent.starts_with("GET /a HTTP/1.1\r\n"), "{sent}");

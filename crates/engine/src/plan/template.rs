@@ -4,13 +4,36 @@
 //! Variables come from feeders and extractions; built-ins are `user_id`,
 //! `iteration`, `uuid()`, `timestamp()` (Unix milliseconds), `timestamp_s()`
 //! and `random_int(LOW, HIGH)` (inclusive).
+//!
+//! In a request's target a variable's value is data: it is percent-encoded
+//! (as JavaScript's `encodeURIComponent`), so no value can add a path
+//! segment, a query parameter or a line to the request. `{{raw(name)}}`
+//! writes a value that is itself a path or URL as it is — and a variable
+//! that begins the target (`path = "{{path}}"`, `url = "{{url}}"`) is one.
+//! Either way the request writer encodes what no request line may hold
+//! ([`headroom_http::RequestWriter`]).
 
 use std::collections::HashMap;
+
+/// What `encodeURIComponent` leaves alone: letters, digits and
+/// `-_.!~*'()`; everything else in a value is percent-encoded.
+const COMPONENT: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'_')
+    .remove(b'.')
+    .remove(b'!')
+    .remove(b'~')
+    .remove(b'*')
+    .remove(b'\'')
+    .remove(b'(')
+    .remove(b')');
 
 #[derive(Clone, Debug, PartialEq)]
 pub enum Part {
     Literal(String),
     Var(String),
+    /// `{{raw(name)}}`: a value written into a target unencoded.
+    RawVar(String),
     UserId,
     Iteration,
     Uuid,
@@ -38,7 +61,7 @@ pub enum TemplateError {
     Unclosed,
     #[error("empty `{{{{}}}}`")]
     Empty,
-    #[error("`{0}` is not a variable name or a built-in (user_id, iteration, uuid(), timestamp(), timestamp_s(), random_int(LOW, HIGH))")]
+    #[error("`{0}` is not a variable name or a built-in (user_id, iteration, uuid(), timestamp(), timestamp_s(), random_int(LOW, HIGH), raw(NAME))")]
     BadExpression(String),
     #[error("random_int({0}): expected two integers LOW ≤ HIGH, e.g. random_int(1, 100)")]
     BadRandom(String),
@@ -81,7 +104,14 @@ impl Template {
             "timestamp()" | "timestamp" => Part::TimestampMs,
             "timestamp_s()" => Part::TimestampS,
             _ => {
-                if let Some(args) = expr
+                if let Some(name) = expr
+                    .strip_prefix("raw(")
+                    .and_then(|a| a.strip_suffix(')'))
+                    .map(str::trim)
+                    .filter(|name| is_name(name))
+                {
+                    Part::RawVar(name.to_string())
+                } else if let Some(args) = expr
                     .strip_prefix("random_int(")
                     .and_then(|a| a.strip_suffix(')'))
                 {
@@ -108,19 +138,59 @@ impl Template {
     /// Names of the variables (not built-ins) it reads.
     pub fn vars(&self) -> impl Iterator<Item = &str> {
         self.parts.iter().filter_map(|p| match p {
-            Part::Var(v) => Some(v.as_str()),
+            Part::Var(v) | Part::RawVar(v) => Some(v.as_str()),
             _ => None,
         })
+    }
+
+    /// The template of a request target written as `text`: a variable
+    /// that begins it supplies a whole path or URL, so it is raw.
+    pub fn parse_target(text: &str) -> Result<Template, TemplateError> {
+        let mut t = Template::parse(text)?;
+        if let Some(Part::Var(name)) = t.parts.first_mut() {
+            let name = std::mem::take(name);
+            t.parts[0] = Part::RawVar(name);
+        }
+        Ok(t)
+    }
+
+    /// The template with `prefix` (a base URL's path) before it.
+    pub fn prefixed(mut self, prefix: &str) -> Template {
+        if !prefix.is_empty() {
+            self.parts.insert(0, Part::Literal(prefix.to_string()));
+        }
+        self
     }
 
     /// Appends the rendered text to `out`. A variable not set yet renders
     /// as empty (validation makes sure something can set it).
     pub fn render(&self, scope: &mut Scope, out: &mut Vec<u8>) {
+        self.render_into(scope, out, false);
+    }
+
+    /// Appends the rendered request target to `out`: variables
+    /// percent-encoded, raw ones as they are (see the module's comment).
+    pub fn render_target(&self, scope: &mut Scope, out: &mut Vec<u8>) {
+        self.render_into(scope, out, true);
+    }
+
+    fn render_into(&self, scope: &mut Scope, out: &mut Vec<u8>, encode_vars: bool) {
         use std::io::Write;
         for p in &self.parts {
             match p {
                 Part::Literal(l) => out.extend_from_slice(l.as_bytes()),
                 Part::Var(v) => {
+                    if let Some(value) = scope.vars.get(v) {
+                        if encode_vars {
+                            for piece in percent_encoding::utf8_percent_encode(value, COMPONENT) {
+                                out.extend_from_slice(piece.as_bytes());
+                            }
+                        } else {
+                            out.extend_from_slice(value.as_bytes());
+                        }
+                    }
+                }
+                Part::RawVar(v) => {
                     if let Some(value) = scope.vars.get(v) {
                         out.extend_from_slice(value.as_bytes());
                     }
@@ -203,6 +273,47 @@ mod tests {
         assert!((5..=9).contains(&r));
         assert_eq!(render("{{uuid()}}", &[]).len(), 36);
         assert!(render("{{timestamp()}}", &[]).parse::<u64>().unwrap() > 1_600_000_000_000);
+    }
+
+    fn render_target(t: &str, vars: &[(&str, &str)]) -> String {
+        let vars: HashMap<String, String> = vars
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let mut rng = fastrand::Rng::with_seed(7);
+        let mut scope = Scope {
+            vars: &vars,
+            user_id: 42,
+            iteration: 3,
+            rng: &mut rng,
+        };
+        let mut out = Vec::new();
+        Template::parse_target(t)
+            .unwrap()
+            .prefixed("/base")
+            .render_target(&mut scope, &mut out);
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn a_value_in_a_target_is_encoded_unless_it_is_the_whole_path_or_raw() {
+        let value = [("v", "a b/c?d=1&e#\r\nX: y")];
+        assert_eq!(
+            render_target("/x/{{v}}?q={{v}}", &value),
+            "/base/x/a%20b%2Fc%3Fd%3D1%26e%23%0D%0AX%3A%20y?q=a%20b%2Fc%3Fd%3D1%26e%23%0D%0AX%3A%20y"
+        );
+        // The request writer encodes what no target may hold in these.
+        assert_eq!(render_target("{{v}}", &value), "/basea b/c?d=1&e#\r\nX: y");
+        assert_eq!(
+            render_target("/x/{{raw(v)}}", &value),
+            "/base/x/a b/c?d=1&e#\r\nX: y"
+        );
+        // Outside a target (headers, bodies) a value is written as it is.
+        assert_eq!(render("{{v}}", &value), "a b/c?d=1&e#\r\nX: y");
+        assert_eq!(
+            render_target("/u/{{user_id}}/{{ok}}", &[("ok", "A-z_0.9~")]),
+            "/base/u/42/A-z_0.9~"
+        );
     }
 
     #[test]

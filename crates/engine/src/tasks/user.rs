@@ -294,6 +294,17 @@ impl User {
                 &mut self.wire,
             )
         };
+        let wire = match wire {
+            Ok(wire) => wire,
+            Err(class) => {
+                let outcome = Outcome {
+                    error: Some(class),
+                    ..Default::default()
+                };
+                in_flight.finish_at(Instant::now(), outcome);
+                return Control::Continue;
+            }
+        };
         let sent = if scheduled { Instant::now() } else { intended };
         in_flight.sent_at(sent);
         let mut outcome = self

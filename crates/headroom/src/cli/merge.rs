@@ -22,13 +22,16 @@ pub fn merge(args: MergeArgs) -> anyhow::Result<i32> {
     for path in &args.files {
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("cannot read {}", path.display()))?;
-        let results: Results = serde_json::from_str(&text).map_err(|e| {
+        let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
             anyhow::anyhow!(
-                "{} is not a headroom results file (line {}, column {}: {e})",
+                "{} is not JSON (line {}, column {}: {e})",
                 path.display(),
                 e.line(),
                 e.column()
             )
+        })?;
+        let results: Results = headroom_records::results_from_json(&value).map_err(|e| {
+            anyhow::anyhow!("{} is not a headroom results file: {e}", path.display())
         })?;
         files.push(ShardFile {
             file: path.display().to_string(),

@@ -7,6 +7,7 @@ use anyhow::{bail, Context};
 use headroom_records::capacity::CapacityReport;
 use headroom_records::results::Results;
 use headroom_records::study::StudyReport;
+use headroom_records::{from_json, results_from_json};
 use headroom_report::compare::Comparison;
 use headroom_report::{html, terminal};
 use std::path::Path;
@@ -75,19 +76,19 @@ fn load(path: &Path) -> anyhow::Result<Kind> {
         std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
     let value: serde_json::Value =
         serde_json::from_str(&text).with_context(|| format!("{} is not JSON", path.display()))?;
+    let not_a = |what: &str, e: String| anyhow::anyhow!("{}: not {what}: {e}", path.display());
     let kind = if value.get("steps").is_some() {
-        Kind::Capacity(Box::new(serde_json::from_value(value).with_context(
-            || format!("{}: not a capacity report", path.display()),
-        )?))
+        Kind::Capacity(Box::new(
+            from_json(&value).map_err(|e| not_a("a capacity report", e))?,
+        ))
     } else if value.get("configs").is_some() {
         Kind::Study(Box::new(
-            serde_json::from_value(value)
-                .with_context(|| format!("{}: not a study.json", path.display()))?,
+            from_json(&value).map_err(|e| not_a("a study.json", e))?,
         ))
     } else if value.get("meta").is_some() {
-        Kind::Run(Box::new(serde_json::from_value(value).with_context(
-            || format!("{}: not a results file of `headroom run`", path.display()),
-        )?))
+        Kind::Run(Box::new(
+            results_from_json(&value).map_err(|e| not_a("a results file of `headroom run`", e))?,
+        ))
     } else {
         bail!(
             "{}: not a file headroom wrote (results, study.json or capacity report)",

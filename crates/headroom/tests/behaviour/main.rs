@@ -16,6 +16,7 @@ mod events;
 mod h2;
 mod hostile;
 mod import;
+mod injection;
 mod kubernetes;
 mod layout;
 mod prometheus;

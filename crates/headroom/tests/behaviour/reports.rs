@@ -300,3 +300,33 @@ fn base64_decode(s: &str) -> Vec<u8> {
     use base64::Engine as _;
     base64::engine::general_purpose::STANDARD.decode(s).unwrap()
 }
+
+#[test]
+fn a_results_file_with_a_wrong_type_is_refused_naming_the_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut results: serde_json::Value =
+        serde_json::from_str(include_str!("../../../records/tests/data/results-min.json")).unwrap();
+    results["requests"]["total"] = "many".into();
+    let bad = dir.path().join("bad.json");
+    std::fs::write(&bad, results.to_string()).unwrap();
+    let bad = bad.to_str().unwrap();
+    let html = dir.path().join("r.html");
+    for args in [
+        vec!["report", bad, "--html", html.to_str().unwrap()],
+        vec!["compare", bad, bad],
+        vec![
+            "merge",
+            bad,
+            "--out",
+            dir.path().join("m.json").to_str().unwrap(),
+        ],
+    ] {
+        let out = Command::new(headroom_bin()).args(&args).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains("requests.total") && stderr.contains("\"many\""),
+            "{args:?}: {stderr}"
+        );
+    }
+}

@@ -5,7 +5,7 @@
 use crate::errors::Problems;
 use crate::raw::RawStatus;
 use headroom_engine::plan::check::StatusSet;
-use headroom_engine::plan::template::Template;
+use headroom_engine::plan::template::{Template, TemplateError};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -97,7 +97,22 @@ impl<'a> Builder<'a> {
         field: &str,
         text: &str,
     ) -> Option<Template> {
-        match Template::parse(text) {
+        self.parsed(anchor, field, text, Template::parse(text))
+    }
+
+    /// A request target's template (see [`Template::parse_target`]).
+    pub(super) fn target_template(&mut self, anchor: Option<&str>, text: &str) -> Option<Template> {
+        self.parsed(anchor, "path", text, Template::parse_target(text))
+    }
+
+    fn parsed(
+        &mut self,
+        anchor: Option<&str>,
+        field: &str,
+        text: &str,
+        parsed: Result<Template, TemplateError>,
+    ) -> Option<Template> {
+        match parsed {
             Ok(t) => Some(t),
             Err(e) => {
                 self.problem(anchor, field, text, format!("{field}: {e}"));

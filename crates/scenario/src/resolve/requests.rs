@@ -30,6 +30,9 @@ struct Target {
     /// Its `Host` header.
     host_header: Option<String>,
     path: String,
+    /// Where in `path` the request's own text begins (after the base
+    /// URL's path): a variable there supplies a whole path.
+    own_from: usize,
 }
 
 /// What of the response the checks and extractions need kept.
@@ -207,6 +210,7 @@ impl Builder<'_> {
             origin: other_origin,
             host_header,
             path: target,
+            own_from,
         } = self.request_target(r, origin)?;
         let method = self.request_method(r);
         let mut headers = self.request_headers(r, http);
@@ -225,7 +229,9 @@ impl Builder<'_> {
         let checks = self.checks(r, check_names);
         let extracts = self.extracts(r, check_names);
 
-        let target_t = self.template(a, "path", &target);
+        let target_t = self
+            .target_template(a, &target[own_from..])
+            .map(|t| t.prefixed(&target[..own_from]));
         let header_ts: Vec<(String, Option<Template>)> = headers
             .iter()
             .map(|(k, v)| (k.clone(), self.template(a, k, v)))
@@ -253,6 +259,8 @@ impl Builder<'_> {
                 body.as_bytes(),
                 keep_alive,
             )
+            // Refused above (request_headers), with the header named.
+            .ok()?
         } else {
             Vec::new()
         };
@@ -282,10 +290,11 @@ impl Builder<'_> {
     /// to that URL's origin when sent).
     fn request_target(&mut self, r: &RawRequest, at: &RequestOrigin) -> Option<Target> {
         let a = Some(r.name.as_str());
-        let on_base = |path: String| Target {
+        let on_base = |path: String, own_from: usize| Target {
             origin: None,
             host_header: None,
             path,
+            own_from,
         };
         match (&r.url, &r.path) {
             (Some(_), Some(_)) => {
@@ -314,7 +323,10 @@ impl Builder<'_> {
                     self.problem(a, "path", path, format!("request `{}`: path `{path}` must start with / (or be a template such as {{{{path}}}})", r.name));
                     return None;
                 }
-                Some(on_base(format!("{}{path}", at.base_path)))
+                Some(on_base(
+                    format!("{}{path}", at.base_path),
+                    at.base_path.len(),
+                ))
             }
             (Some(url), None) if url.contains("{{") => {
                 let literal = url.split("{{").next().unwrap_or("");
@@ -333,7 +345,7 @@ impl Builder<'_> {
                     );
                     return None;
                 }
-                Some(on_base(url.clone()))
+                Some(on_base(url.clone(), 0))
             }
             (Some(url), None) => {
                 let Some((key, path)) = split_absolute(url) else {
@@ -351,13 +363,14 @@ impl Builder<'_> {
                     path.to_string()
                 };
                 if same {
-                    return Some(on_base(path));
+                    return Some(on_base(path, 0));
                 }
                 match Endpoint::from_url_via(key, at.routes) {
                     Ok((e, _)) => Some(Target {
                         origin: Some(key.to_string()),
                         host_header: Some(e.host_header),
                         path,
+                        own_from: 0,
                     }),
                     Err(e) => {
                         self.problem(a, "url", url, format!("request `{}`: {e}", r.name));
@@ -404,12 +417,15 @@ impl Builder<'_> {
                     format!("request `{}`: `{k}` is not a valid header name", r.name),
                 );
             }
-            if v.contains(['\r', '\n']) {
+            if v.bytes().any(headroom_http::is_control) {
                 self.problem(
                     a,
                     k,
                     k,
-                    format!("request `{}`: header {k} contains a line break", r.name),
+                    format!(
+                        "request `{}`: header {k} contains a line break or another control character",
+                        r.name
+                    ),
                 );
             }
         }
