@@ -116,6 +116,9 @@ struct Slot {
     replaced: Option<ConnectionEvent>,
     /// A stale connection's request may still be sent once more.
     may_retry: bool,
+    /// Writing the request failed; what was there to read is read first
+    /// (an early answer), and this is the failure if there was none.
+    write_failure: Option<Failure>,
     /// Counted in `active_users`.
     active: bool,
     iterations: u64,
@@ -141,6 +144,7 @@ impl Slot {
             reused: false,
             replaced: None,
             may_retry: true,
+            write_failure: None,
             active: false,
             iterations: 0,
             backoff: ConnectBackoff::default(),
@@ -436,7 +440,7 @@ impl<'a> EventLoop<'a> {
                     return;
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return self.failed(i, exchange_error_class(&e)),
+                Err(e) => return self.write_failed(i, exchange_error_class(&e)),
             }
         }
         slot.step = Step::Reading;
@@ -444,6 +448,24 @@ impl<'a> EventLoop<'a> {
         // out (an early error); that edge came while writing.
         if resumed {
             self.read(i, false);
+        }
+    }
+
+    /// The request could not be written: the server may have answered
+    /// before reading all of it and closed (an early `413`), so what it
+    /// sent is read — and counted, as curl and browsers count it — before
+    /// the write's failure is.
+    fn write_failed(&mut self, i: usize, failure: Failure) {
+        let slot = &mut self.slots[i];
+        slot.step = Step::Reading;
+        slot.write_failure = Some(failure);
+        self.read(i, true);
+        // Neither an answer nor a failure to read: the write's failure.
+        let slot = &mut self.slots[i];
+        if let Some(failure) = slot.write_failure.take() {
+            if slot.stream.is_some() {
+                self.failed(i, failure);
+            }
         }
     }
 
@@ -533,6 +555,7 @@ impl<'a> EventLoop<'a> {
     /// unless either side closes it.
     fn completed(&mut self, i: usize, closed: bool) {
         let now = Instant::now();
+        self.slots[i].write_failure = None;
         let slot = &self.slots[i];
         let status = slot
             .reader
@@ -592,6 +615,7 @@ impl<'a> EventLoop<'a> {
     fn failed(&mut self, i: usize, failure: Failure) {
         let plan = &self.shared.plan;
         let slot = &mut self.slots[i];
+        let failure = slot.write_failure.take().unwrap_or(failure);
         slot.stream = None;
         let stale = slot.reused
             && slot.received == 0

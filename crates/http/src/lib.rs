@@ -531,25 +531,36 @@ impl Captured {
 
     /// Keeps what `want` asks for of the response head `head`.
     pub fn keep_head(&mut self, head: &[u8], want: Capture) {
-        let mut headers = [const { std::mem::MaybeUninit::uninit() }; 100];
-        let mut response = httparse::Response::new(&mut []);
-        let parsed = httparse::ParserConfig::default().parse_response_with_uninit_headers(
-            &mut response,
-            head,
-            &mut headers,
-        );
-        if parsed.is_err() {
-            return;
-        }
-        let text = |value: &[u8]| String::from_utf8_lossy(value).into_owned();
-        for h in response.headers.iter() {
-            if want.set_cookies && h.name.eq_ignore_ascii_case("set-cookie") {
-                self.set_cookies.push(text(h.value));
+        // An obsolete fold (a line break and the next line's leading
+        // blanks) reads as one space (RFC 9112 §5.2).
+        let text = |value: &[u8]| {
+            let value = String::from_utf8_lossy(value);
+            if !value.contains('\n') {
+                return value.into_owned();
             }
-            if want.headers {
-                self.headers.push((h.name.to_string(), text(h.value)));
+            let lines = value.split('\n').map(|l| l.trim_end_matches('\r'));
+            let lines: Vec<&str> = lines
+                .enumerate()
+                .map(|(i, l)| {
+                    if i == 0 {
+                        l
+                    } else {
+                        l.trim_start_matches([' ', '\t'])
+                    }
+                })
+                .collect();
+            lines.join(" ")
+        };
+        let _ = response::with_head(head, |response, _| {
+            for h in response.headers.iter() {
+                if want.set_cookies && h.name.eq_ignore_ascii_case("set-cookie") {
+                    self.set_cookies.push(text(h.value));
+                }
+                if want.headers {
+                    self.headers.push((h.name.to_string(), text(h.value)));
+                }
             }
-        }
+        });
     }
 }
 
@@ -693,6 +704,38 @@ impl Connection {
         Poll::Ready(Ok(n))
     }
 
+    /// The answer a server sent before it had read the whole request, then
+    /// closed (an early `413 Content Too Large`, a `401` to an upload): the
+    /// write failed, but what arrived is still there to read, as curl and
+    /// browsers read it. Its head is enough: the status is what happened.
+    fn early_answer(
+        &mut self,
+        head_request: bool,
+        want: Capture,
+        captured: &mut Captured,
+    ) -> Option<Response> {
+        let mut spare = [0u8; 16 * 1024];
+        while self.buf.len() <= response::MAX_HEAD {
+            match self.stream.read_idle(&mut spare) {
+                Some(Ok(n)) if n > 0 => self.buf.extend_from_slice(&spare[..n]),
+                _ => break,
+            }
+        }
+        let head = self.heads.parse(&self.buf, head_request).ok()??;
+        if (100..200).contains(&head.status) {
+            return None;
+        }
+        if want.headers || (want.set_cookies && head.sets_cookie) {
+            captured.keep_head(&self.buf[..head.len], want);
+        }
+        self.answered = true;
+        Some(Response {
+            status: head.status,
+            bytes: self.buf.len() as u64,
+            keep_alive: false,
+        })
+    }
+
     /// Sends `request` and reads one complete response, keeping what
     /// `want` asks for in `captured`. On error the connection must not be
     /// reused.
@@ -710,15 +753,17 @@ impl Connection {
     ) -> Result<Response, Failure> {
         self.answered = !self.buf.is_empty();
         captured.clear();
-        self.stream
-            .write_all(request)
-            .await
-            .map_err(|e| exchange_error_class(&e))?;
-        // TLS buffers writes; a no-op for plain TCP.
-        self.stream
-            .flush()
-            .await
-            .map_err(|e| exchange_error_class(&e))?;
+        // TLS buffers writes; the flush is a no-op for plain TCP.
+        let written = match self.stream.write_all(request).await {
+            Ok(()) => self.stream.flush().await,
+            Err(e) => Err(e),
+        };
+        if let Err(e) = written {
+            if let Some(response) = self.early_answer(head_request, want, captured) {
+                return Ok(response);
+            }
+            return Err(exchange_error_class(&e));
+        }
         let mut received = 0u64;
         let head = loop {
             match self.heads.parse(&self.buf, head_request) {

@@ -44,33 +44,59 @@ pub enum Malformed {
 }
 
 pub const MAX_HEAD: usize = 64 * 1024;
+/// Headers parsed without an allocation; a head with more (within
+/// [`MAX_HEAD`]) is parsed again with room for all.
 const MAX_HEADERS: usize = 100;
 
-/// Parses a response head from the start of `buf`. `Ok(None)`: incomplete.
-pub fn parse_head(buf: &[u8], request_was_head: bool) -> Result<Option<Head>, Malformed> {
+/// Parses the response head at the start of `buf` and hands it to `read`:
+/// `Ok(None)` when incomplete. Obsolete line folding (RFC 9112 §5.2) is
+/// accepted — the folded value keeps its line break, which readers of a
+/// value replace with a space — and any number of headers within
+/// [`MAX_HEAD`].
+pub fn with_head<R>(
+    buf: &[u8],
+    read: impl FnOnce(&httparse::Response, usize) -> R,
+) -> Result<Option<R>, Malformed> {
+    let mut config = httparse::ParserConfig::default();
+    config.allow_obsolete_multiline_headers_in_responses(true);
     // Left uninitialised: filling 100 empty headers (3 KiB) for every
     // response was the largest user-space cost of a plain GET.
     let mut headers = [const { std::mem::MaybeUninit::uninit() }; MAX_HEADERS];
     let mut response = httparse::Response::new(&mut []);
-    let parsed = httparse::ParserConfig::default().parse_response_with_uninit_headers(
-        &mut response,
-        buf,
-        &mut headers,
-    );
-    let len = match parsed {
-        Ok(httparse::Status::Complete(len)) => len,
-        Ok(httparse::Status::Partial) if buf.len() > MAX_HEAD => {
-            return Err(Malformed::HeadTooLarge)
-        }
-        Ok(httparse::Status::Partial) => return Ok(None),
-        Err(e) => return Err(Malformed::Syntax(e)),
-    };
-    let status = response.code.expect("complete response has a code");
-    let mut fields = Fields::new(response.version == Some(1));
-    for h in response.headers.iter() {
-        fields.header(h.name.as_bytes(), h.value)?;
+    let parsed = config.parse_response_with_uninit_headers(&mut response, buf, &mut headers);
+    if parsed != Err(httparse::Error::TooManyHeaders) {
+        return match parsed {
+            Ok(httparse::Status::Complete(len)) => Ok(Some(read(&response, len))),
+            Ok(httparse::Status::Partial) if buf.len() > MAX_HEAD => Err(Malformed::HeadTooLarge),
+            Ok(httparse::Status::Partial) => Ok(None),
+            Err(e) => Err(Malformed::Syntax(e)),
+        };
     }
-    Ok(Some(fields.finish(status, len, request_was_head)))
+    // Every header is a line of its own: room for as many as there are
+    // lines, within the head's limit.
+    let within = &buf[..buf.len().min(MAX_HEAD + 1)];
+    let lines = within.iter().filter(|&&b| b == b'\n').count() + 1;
+    let mut headers = vec![std::mem::MaybeUninit::uninit(); lines];
+    let mut response = httparse::Response::new(&mut []);
+    match config.parse_response_with_uninit_headers(&mut response, within, &mut headers) {
+        Ok(httparse::Status::Complete(len)) => Ok(Some(read(&response, len))),
+        Ok(httparse::Status::Partial) if buf.len() > MAX_HEAD => Err(Malformed::HeadTooLarge),
+        Ok(httparse::Status::Partial) => Ok(None),
+        Err(e) => Err(Malformed::Syntax(e)),
+    }
+}
+
+/// Parses a response head from the start of `buf`. `Ok(None)`: incomplete.
+pub fn parse_head(buf: &[u8], request_was_head: bool) -> Result<Option<Head>, Malformed> {
+    with_head(buf, |response, len| {
+        let status = response.code.expect("complete response has a code");
+        let mut fields = Fields::new(response.version == Some(1));
+        for h in response.headers.iter() {
+            fields.header(h.name.as_bytes(), h.value)?;
+        }
+        Ok(fields.finish(status, len, request_was_head))
+    })?
+    .transpose()
 }
 
 /// The last head parsed, and its bytes. A server answers a repeated

@@ -613,3 +613,107 @@ fn a_rate_beyond_the_generator_still_connects_and_counts_every_due_arrival() {
     counted_exactly(&r, &server);
     assert_eq!(r.results()["generator_bound"], true);
 }
+
+/// Answers `413` as soon as a request's head has come, without reading
+/// its body, and closes: the client's write of a large body then fails.
+fn early_413() -> RawServer {
+    RawServer::start(|mut s, count| {
+        let mut buf = Vec::new();
+        let mut byte = [0u8; 1];
+        while !buf.ends_with(b"\r\n\r\n") {
+            match std::io::Read::read(&mut s, &mut byte) {
+                Ok(0) | Err(_) => return,
+                Ok(_) => buf.push(byte[0]),
+            }
+        }
+        count.fetch_add(1, Ordering::SeqCst);
+        let _ = s.write_all(
+            b"HTTP/1.1 413 Content Too Large\r\nContent-Length: 9\r\nConnection: close\r\n\r\ntoo large",
+        );
+        // Closed with the body unread: the kernel resets the connection.
+    })
+}
+
+#[test]
+fn an_early_413_before_the_body_was_read_is_counted_as_the_413_it_is() {
+    let server = early_413();
+    let dir = crate::common::scenario_dir(&[]);
+    std::fs::write(dir.path().join("big.bin"), vec![b'x'; 5 << 20]).unwrap();
+    let scenario = format!(
+        "base_url = \"{}\"\n[[request]]\nname = \"upload\"\nmethod = \"POST\"\npath = \"/upload\"\nbody_file = \"big.bin\"\n",
+        server.url("")
+    );
+    std::fs::write(dir.path().join("s.toml"), scenario).unwrap();
+    let file = dir.path().join("s.toml");
+    // The event loop (a plain request) and tasks both read the answer.
+    for engine in ["auto", "tasks"] {
+        let before = server.requests();
+        let r = run(&[
+            file.to_str().unwrap(),
+            "--requests",
+            "6",
+            "--vus",
+            "2",
+            "--engine",
+            engine,
+        ]);
+        assert!(r.code == 0 || r.code == 1, "{engine}: {}", r.stderr);
+        assert_eq!(
+            r.results()["status_codes"]["413"].as_u64(),
+            Some(6),
+            "{engine}: {}",
+            r.results()["errors"]
+        );
+        assert_eq!(r.error("http_4xx"), 6, "{engine}");
+        assert_eq!(r.error("connection_reset"), 0, "{engine}");
+        assert_eq!(server.requests() - before, 6, "{engine}");
+    }
+}
+
+#[test]
+fn folded_headers_and_150_headers_are_read_not_refused() {
+    let mut many = String::from("HTTP/1.1 200 OK\r\n");
+    for i in 0..150 {
+        many.push_str(&format!("X-H{i}: {i}\r\n"));
+    }
+    many.push_str("Content-Length: 2\r\n\r\nok");
+    let many: &'static [u8] = Box::leak(many.into_bytes().into_boxed_slice());
+    let folded: &'static [u8] =
+        b"HTTP/1.1 200 OK\r\nX-Folded: first\r\n  second\r\nContent-Length: 2\r\n\r\nok";
+    for (what, response) in [("150 headers", many), ("obs-fold", folded)] {
+        let server = answering(response, false);
+        for engine in ["auto", "tasks"] {
+            let r = run(&[
+                "--url",
+                &server.url("/"),
+                "--requests",
+                "5",
+                "--engine",
+                engine,
+            ]);
+            assert_eq!(r.code, 0, "{what} {engine}: {}", r.stderr);
+            assert_eq!(
+                (r.total(), r.results()["requests"]["ok"].as_u64()),
+                (5, Some(5)),
+                "{what} {engine}: {}",
+                r.results()["errors"]
+            );
+        }
+    }
+    // A check reads the folded value with a space for the fold.
+    let server = answering(folded, false);
+    let dir = crate::common::scenario_dir(&[(
+        "s.toml",
+        &format!(
+            "base_url = \"{}\"\n[[request]]\nname = \"a\"\npath = \"/\"\ncheck = [ {{ header = \"X-Folded\", equals = \"first second\" }} ]\n",
+            server.url("")
+        ),
+    )]);
+    let r = run(&[
+        dir.path().join("s.toml").to_str().unwrap(),
+        "--requests",
+        "3",
+    ]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stderr, r.stdout);
+    assert_eq!(r.results()["requests"]["ok"].as_u64(), Some(3));
+}
