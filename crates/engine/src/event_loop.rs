@@ -116,6 +116,8 @@ struct Slot {
     replaced: Option<ConnectionEvent>,
     /// A stale connection's request may still be sent once more.
     may_retry: bool,
+    /// Times this request's head went out (a stale retry sends it again).
+    attempts: u32,
     /// Writing the request failed; what was there to read is read first
     /// (an early answer), and this is the failure if there was none.
     write_failure: Option<Failure>,
@@ -144,6 +146,7 @@ impl Slot {
             reused: false,
             replaced: None,
             may_retry: true,
+            attempts: 0,
             write_failure: None,
             active: false,
             iterations: 0,
@@ -325,6 +328,7 @@ impl<'a> EventLoop<'a> {
         slot.received = 0;
         slot.kept.clear();
         slot.may_retry = true;
+        slot.attempts = 0;
         shared.recorder.borrow_mut().request_started();
         if let Some(event) = slot.replaced.take() {
             shared
@@ -443,6 +447,7 @@ impl<'a> EventLoop<'a> {
                 Err(e) => return self.write_failed(i, exchange_error_class(&e)),
             }
         }
+        slot.attempts += 1;
         slot.step = Step::Reading;
         // The server may have answered while the request was still going
         // out (an early error); that edge came while writing.
@@ -646,6 +651,7 @@ impl<'a> EventLoop<'a> {
             error,
             bytes: if status.is_some() { slot.received } else { 0 },
             failed_check: None,
+            attempts: slot.attempts,
         };
         self.shared.recorder.borrow_mut().record(
             slot.request,
@@ -702,7 +708,12 @@ impl<'a> EventLoop<'a> {
         let now = Instant::now();
         for i in 0..self.slots.len() {
             if self.slots[i].in_flight() {
-                self.record(i, now, None, Some(ErrorClass::Aborted));
+                // Cut off before it left (still connecting): never sent.
+                let class = match self.slots[i].attempts {
+                    0 => ErrorClass::NotSent,
+                    _ => ErrorClass::Aborted,
+                };
+                self.record(i, now, None, Some(class));
             }
             self.finish(i);
         }

@@ -204,6 +204,9 @@ pub(crate) struct InFlight<'a> {
     request: usize,
     intended: Instant,
     sent: Option<Instant>,
+    /// Times its head was written (counted by the exchange as it writes,
+    /// so a request cut off by the stop still says whether it left).
+    pub attempts: std::cell::Cell<u32>,
     finished: bool,
 }
 
@@ -216,6 +219,7 @@ impl<'a> InFlight<'a> {
             request,
             intended,
             sent: None,
+            attempts: std::cell::Cell::new(0),
             finished: false,
         }
     }
@@ -234,12 +238,16 @@ impl<'a> InFlight<'a> {
 
     fn record(&mut self, done: Instant, outcome: &Outcome) {
         self.finished = true;
+        let outcome = Outcome {
+            attempts: self.attempts.get(),
+            ..*outcome
+        };
         self.shared.recorder.borrow_mut().record(
             self.request,
             self.intended,
             self.sent,
             done,
-            outcome,
+            &outcome,
         );
     }
 }
@@ -247,7 +255,9 @@ impl<'a> InFlight<'a> {
 impl Drop for InFlight<'_> {
     fn drop(&mut self) {
         if !self.finished {
-            let class = if self.sent.is_some() {
+            // Cut off by the stop: in flight if its head had left, else
+            // (never sent, or still connecting) it never reached the server.
+            let class = if self.sent.is_some() && self.attempts.get() > 0 {
                 ErrorClass::Aborted
             } else {
                 ErrorClass::NotSent

@@ -130,12 +130,13 @@ impl H2Connection {
     /// Sends `request` on a new stream and reads the whole response,
     /// keeping what `want` asks for in `captured`. `bytes` in the response
     /// counts the DATA frames' payload and the header fields' names and
-    /// values.
+    /// values. `attempts` counts the stream once it is opened.
     pub async fn exchange(
         &self,
         request: H2Parts,
         want: Capture,
         captured: &mut Captured,
+        attempts: &std::cell::Cell<u32>,
     ) -> Result<Response, Failure> {
         captured.clear();
         let (head, body) = request;
@@ -149,6 +150,8 @@ impl H2Connection {
             .borrow_mut()
             .send_request(head, body.is_empty())
             .map_err(|e| failure_of(&e, false))?;
+        // Queued for the connection's next write.
+        attempts.set(attempts.get() + 1);
         if !body.is_empty() {
             // Buffered by h2 and sent as the server's window allows; a
             // window held at 0 ends as the request's timeout.

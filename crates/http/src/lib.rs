@@ -18,6 +18,7 @@ pub use response::HeadCache;
 
 use headroom_metrics::ErrorClass;
 use response::{append_limited, ChunkedDecoder, Framing};
+use std::cell::Cell;
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
@@ -737,7 +738,8 @@ impl Connection {
     }
 
     /// Sends `request` and reads one complete response, keeping what
-    /// `want` asks for in `captured`. On error the connection must not be
+    /// `want` asks for in `captured`; `attempts` counts the request's head
+    /// once it is written. On error the connection must not be
     /// reused.
     ///
     /// Bytes after the end of the response are a protocol error
@@ -750,6 +752,7 @@ impl Connection {
         head_request: bool,
         want: Capture,
         captured: &mut Captured,
+        attempts: &Cell<u32>,
     ) -> Result<Response, Failure> {
         self.answered = !self.buf.is_empty();
         captured.clear();
@@ -760,10 +763,13 @@ impl Connection {
         };
         if let Err(e) = written {
             if let Some(response) = self.early_answer(head_request, want, captured) {
+                // It was answered: its head got there.
+                attempts.set(attempts.get() + 1);
                 return Ok(response);
             }
             return Err(exchange_error_class(&e));
         }
+        attempts.set(attempts.get() + 1);
         let mut received = 0u64;
         let head = loop {
             match self.heads.parse(&self.buf, head_request) {

@@ -89,8 +89,10 @@ pub enum ErrorClass {
     /// In flight when the run's hard stop came (end of the graceful stop, or
     /// an interrupt): sent, but cut off before its response.
     Aborted,
-    /// Due in an open-model run but never sent: every allowed connection was
-    /// busy until the run's hard stop. Counted so a stall is never hidden.
+    /// Never sent before the run's hard stop: due in an open-model run while
+    /// every allowed connection was busy, or still connecting (a TLS
+    /// handshake that never finished) when the stop came. Counted so a
+    /// stall is never hidden.
     NotSent,
 }
 
@@ -200,7 +202,7 @@ impl ErrorClass {
             Self::UnexpectedStatus => "status not in the expected set",
             Self::CheckFailed => "a check or extraction failed",
             Self::Aborted => "cut off in flight when the run stopped",
-            Self::NotSent => "due but never sent: all connections busy until the stop",
+            Self::NotSent => "never sent before the stop: connections busy, or still connecting",
         }
     }
 
@@ -234,6 +236,9 @@ pub const MAX_STATUS: usize = 999;
 #[derive(Clone, Debug)]
 pub struct Stats {
     pub requests: u64,
+    /// Request heads written on the wire, first sends and retries: what a
+    /// server counts.
+    pub attempts: u64,
     pub ok: u64,
     pub failed: u64,
     /// Response bytes read from the socket (head + body), like wrk's transfer.
@@ -315,6 +320,7 @@ impl Stats {
     pub fn new() -> Self {
         Stats {
             requests: 0,
+            attempts: 0,
             ok: 0,
             failed: 0,
             bytes: 0,
@@ -368,6 +374,7 @@ impl Stats {
 impl AddAssign<&Stats> for Stats {
     fn add_assign(&mut self, other: &Stats) {
         self.requests += other.requests;
+        self.attempts += other.attempts;
         self.ok += other.ok;
         self.failed += other.failed;
         self.bytes += other.bytes;

@@ -17,6 +17,9 @@ pub struct Outcome {
     pub bytes: u64,
     /// Which scenario check failed (with `error: Some(CheckFailed)`).
     pub failed_check: Option<u32>,
+    /// Times its head went out on the wire: 0 for a request that never
+    /// left, 2 for one sent again (a stale connection, a refused stream).
+    pub attempts: u32,
 }
 
 /// Plans with more requests than this get no per-request timeline (a
@@ -376,6 +379,7 @@ fn record_into(stats: &mut Stats, exceptions: &mut Exceptions, times: Times, out
         lag,
     } = times;
     stats.requests += 1;
+    stats.attempts += u64::from(outcome.attempts);
     stats.bytes += outcome.bytes;
     if let Some(code) = outcome.status {
         stats.status[(code as usize).min(MAX_STATUS)] += 1;

@@ -371,6 +371,8 @@ fn merge_summary<'a>(
         failed: 0,
         not_delivered: 0,
         error_rate: 0.0,
+        attempts: 0,
+        retried: Default::default(),
     };
     let (mut bytes, mut status_codes, mut errors) = (0, BTreeMap::new(), BTreeMap::new());
     let mut distribution = parts
@@ -382,6 +384,8 @@ fn merge_summary<'a>(
         requests.ok += p.requests.ok;
         requests.failed += p.requests.failed;
         requests.not_delivered += p.requests.not_delivered;
+        requests.attempts += p.requests.attempts;
+        requests.retried += p.requests.retried;
         bytes += p.bytes_received;
         add_maps(&mut status_codes, &p.status_codes);
         add_maps(&mut errors, &p.errors);

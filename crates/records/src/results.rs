@@ -334,10 +334,40 @@ pub struct Requests {
     pub total: u64,
     pub ok: u64,
     pub failed: u64,
-    /// Of the failed: never reached the server (connect failures, not sent).
-    /// `total - not_delivered` is what the server received.
+    /// Of the failed: never reached the server (connect failures, refused
+    /// header values, not sent, cut off by the stop before they left).
+    /// `total - not_delivered` requests reached the server.
     pub not_delivered: u64,
     pub error_rate: f64,
+    /// Request heads written on the wire, first sends and retries alike:
+    /// what the server counts. `attempts = total - not_delivered +
+    /// retried`, less a retried request whose first send never left.
+    #[serde(default)]
+    pub attempts: u64,
+    /// Requests sent once more, by why (see `connections`).
+    #[serde(default)]
+    pub retried: Retried,
+}
+
+/// `requests.retried` in results.json.
+#[derive(
+    Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, Eq, schemars::JsonSchema,
+)]
+pub struct Retried {
+    /// A reused connection closed as the request went out.
+    pub stale: u64,
+    /// An HTTP/2 stream the server refused (REFUSED_STREAM).
+    pub h2_refused: u64,
+    /// An HTTP/2 stream a GOAWAY left unprocessed.
+    pub h2_goaway_unprocessed: u64,
+}
+
+impl std::ops::AddAssign for Retried {
+    fn add_assign(&mut self, other: Retried) {
+        self.stale += other.stale;
+        self.h2_refused += other.h2_refused;
+        self.h2_goaway_unprocessed += other.h2_goaway_unprocessed;
+    }
 }
 
 #[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
@@ -504,6 +534,12 @@ impl Summary {
                 failed: stats.failed,
                 not_delivered,
                 error_rate: percent(stats.failed, stats.requests) / 100.0,
+                attempts: stats.attempts,
+                retried: Retried {
+                    stale: stats.connection_count(ConnectionEvent::RetriedStale),
+                    h2_refused: stats.connection_count(ConnectionEvent::RetriedH2Refused),
+                    h2_goaway_unprocessed: stats.connection_count(ConnectionEvent::RetriedH2Goaway),
+                },
             },
             throughput_rps: per_s(stats.requests as f64),
             bytes_received: stats.bytes,

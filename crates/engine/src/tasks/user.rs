@@ -15,6 +15,7 @@ use cookie_store::CookieStore;
 use headroom_http::h2::H2Request;
 use headroom_http::{routes, Capture, Captured, Failure, Idle};
 use smallvec::SmallVec;
+use std::cell::Cell;
 use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
@@ -308,7 +309,13 @@ impl User {
         let sent = if scheduled { Instant::now() } else { intended };
         in_flight.sent_at(sent);
         let mut outcome = self
-            .exchange(shared, (spec, wire), index, &origin, sent)
+            .exchange(
+                shared,
+                (spec, wire),
+                index,
+                &origin,
+                (sent, &in_flight.attempts),
+            )
             .await;
         let done = Instant::now();
         if let Some(status) = outcome.status {
@@ -429,11 +436,13 @@ impl User {
         (spec, wire): (&RequestSpec, Wire),
         index: usize,
         origin: &Rc<Origin>,
-        sent: Instant,
+        (sent, attempts): (Instant, &Cell<u32>),
     ) -> Outcome {
         let plan = &shared.plan;
         if plan.speaks_h2() {
-            return self.exchange_h2(shared, spec, wire, index, origin).await;
+            return self
+                .exchange_h2(shared, spec, wire, index, origin, attempts)
+                .await;
         }
         let mut outcome = Outcome::default();
         let mut conn = self.idle_connection(shared, origin, index).await;
@@ -469,7 +478,8 @@ impl User {
                     spec.wire(wire, &self.wire),
                     spec.is_head(),
                     want,
-                    &mut self.captured
+                    &mut self.captured,
+                    attempts
                 ));
                 timed(&mut self.request_timer, due, exchange).await
             };
@@ -517,6 +527,7 @@ impl User {
         wire: Wire,
         index: usize,
         origin: &Rc<Origin>,
+        attempts: &Cell<u32>,
     ) -> Outcome {
         let plan = &shared.plan;
         let mut outcome = Outcome::default();
@@ -559,7 +570,9 @@ impl User {
             let due = Instant::now() + plan.timeout_of(spec);
             let finished = {
                 let exchange =
-                    std::pin::pin!(conn.http.exchange(request, want, &mut self.captured));
+                    std::pin::pin!(conn
+                        .http
+                        .exchange(request, want, &mut self.captured, attempts));
                 timed(&mut self.request_timer, due, exchange).await
             };
             drop(stream);

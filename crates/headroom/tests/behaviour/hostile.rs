@@ -717,3 +717,55 @@ fn folded_headers_and_150_headers_are_read_not_refused() {
     assert_eq!(r.code, 0, "{}\n{}", r.stderr, r.stdout);
     assert_eq!(r.results()["requests"]["ok"].as_u64(), Some(3));
 }
+
+/// Answers one request per connection, then half-closes (shuts its write
+/// side) and reads on, counting every request head that still arrives:
+/// a reused connection's next request reaches it, but no answer comes.
+fn half_closing() -> RawServer {
+    RawServer::start(|mut s, count| {
+        if read_request(&mut s) {
+            count.fetch_add(1, Ordering::SeqCst);
+            if s.write_all(OK).is_err() {
+                return;
+            }
+            let _ = s.shutdown(std::net::Shutdown::Write);
+            while read_request(&mut s) {
+                count.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+    })
+}
+
+#[test]
+fn attempts_are_what_a_half_closing_server_counts() {
+    for engine in ["auto", "tasks"] {
+        let server = half_closing();
+        let r = run(&[
+            "--url",
+            &server.url("/"),
+            "--vus",
+            "4",
+            "--requests",
+            "300",
+            "--engine",
+            engine,
+        ]);
+        assert_eq!(r.code, 0, "{engine}: {}", r.stderr);
+        let requests = &r.results()["requests"];
+        // Every request was answered on its retry; the first send of a
+        // retried one reached the server too.
+        assert_eq!(requests["ok"].as_u64(), Some(300), "{engine}: {requests}");
+        let retried = requests["retried"]["stale"].as_u64().unwrap();
+        assert!(retried > 0, "{engine}: {requests}");
+        assert_eq!(
+            requests["attempts"].as_u64(),
+            Some(server.requests()),
+            "{engine}: {requests}"
+        );
+        assert_eq!(
+            requests["attempts"].as_u64(),
+            Some(300 + retried),
+            "{engine}"
+        );
+    }
+}
