@@ -490,7 +490,15 @@ impl<'a> EventLoop<'a> {
                 Ok(n) => n,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return self.failed(i, exchange_error_class(&e)),
+                Err(e) => {
+                    if e.kind() == io::ErrorKind::ConnectionReset && slot.received == 0 {
+                        // Reset before a byte of answer: the server's kernel
+                        // resets a connection closed with data unread (RFC
+                        // 2525 §2.17), so the head never reached the server.
+                        slot.attempts = slot.attempts.saturating_sub(1);
+                    }
+                    return self.failed(i, exchange_error_class(&e));
+                }
             };
             slot.received += n as u64;
             let head_request = plan.requests[slot.request].is_head();
@@ -560,7 +568,10 @@ impl<'a> EventLoop<'a> {
     /// unless either side closes it.
     fn completed(&mut self, i: usize, closed: bool) {
         let now = Instant::now();
-        self.slots[i].write_failure = None;
+        if self.slots[i].write_failure.take().is_some() {
+            // Answered though the write failed: its head got there.
+            self.slots[i].attempts += 1;
+        }
         let slot = &self.slots[i];
         let status = slot
             .reader

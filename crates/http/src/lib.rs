@@ -597,6 +597,8 @@ pub struct Connection {
     completed: u64,
     /// The current (or last) exchange read at least one byte.
     answered: bool,
+    /// The last read was reset before any byte of the answer came.
+    reset_unanswered: bool,
     /// Shared with the other connections to the same server.
     heads: Rc<HeadCache>,
 }
@@ -635,6 +637,7 @@ impl Connection {
             buf: Vec::with_capacity(READ_BUFFER),
             completed: 0,
             answered: false,
+            reset_unanswered: false,
             heads,
         }
     }
@@ -700,7 +703,11 @@ impl Connection {
             cx,
             &mut self.buf
         ))
-        .map_err(|e| exchange_error_class(&e))?;
+        .map_err(|e| {
+            self.reset_unanswered =
+                e.kind() == io::ErrorKind::ConnectionReset && !self.answered && self.buf.is_empty();
+            exchange_error_class(&e)
+        })?;
         self.answered |= n > 0;
         Poll::Ready(Ok(n))
     }
@@ -782,7 +789,18 @@ impl Connection {
                 Ok(Some(h)) => break h,
                 Ok(None) => {}
             }
-            let n = self.read_more().await?;
+            let n = match self.read_more().await {
+                Ok(n) => n,
+                Err(failure) => {
+                    if self.reset_unanswered {
+                        // Reset before a byte of answer: the server's kernel
+                        // resets a connection closed with data unread (RFC
+                        // 2525 §2.17), so the head never reached the server.
+                        attempts.set(attempts.get().saturating_sub(1));
+                    }
+                    return Err(failure);
+                }
+            };
             if n == 0 {
                 return Err(if received == 0 && self.buf.is_empty() {
                     Failure::ClosedBeforeResponse

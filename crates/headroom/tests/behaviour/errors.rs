@@ -108,6 +108,36 @@ fn graceful_stop_cuts_off_slow_requests_as_aborted() {
     assert_eq!(r.total(), 3);
     // Counted `aborted`, not answered: the 5 s requests were cut off.
     assert_eq!(target.requests(), 3);
+    assert_eq!(r.results()["requests"]["attempts"].as_u64(), Some(3));
+    assert_eq!(r.results()["requests"]["not_delivered"].as_u64(), Some(0));
+}
+
+#[test]
+fn a_tls_handshake_cut_off_by_the_stop_never_reached_the_server() {
+    // Accepts and reads the ClientHello, never answers it.
+    let silent = RawServer::start(|mut s, _| {
+        let mut buf = [0u8; 4096];
+        while matches!(std::io::Read::read(&mut s, &mut buf), Ok(n) if n > 0) {}
+    });
+    let r = run(&[
+        "--url",
+        &format!("https://{}/", silent.addr),
+        "--insecure",
+        "--vus",
+        "4",
+        "--duration",
+        "1s",
+        "--graceful-stop",
+        "1s",
+        "--connect-timeout",
+        "30s",
+    ]);
+    assert_eq!(r.total(), 4, "{}", r.results()["errors"]);
+    assert_eq!(r.error("aborted"), 0, "{}", r.results()["errors"]);
+    assert_eq!(r.error("not_sent"), 4, "{}", r.results()["errors"]);
+    let requests = &r.results()["requests"];
+    assert_eq!(requests["not_delivered"].as_u64(), Some(4), "{requests}");
+    assert_eq!(requests["attempts"].as_u64(), Some(0), "{requests}");
 }
 
 fn classified(server: &RawServer, class: &str) {

@@ -667,6 +667,11 @@ fn an_early_413_before_the_body_was_read_is_counted_as_the_413_it_is() {
         assert_eq!(r.error("http_4xx"), 6, "{engine}");
         assert_eq!(r.error("connection_reset"), 0, "{engine}");
         assert_eq!(server.requests() - before, 6, "{engine}");
+        assert_eq!(
+            r.results()["requests"]["attempts"].as_u64(),
+            Some(6),
+            "{engine}"
+        );
     }
 }
 
@@ -767,5 +772,77 @@ fn attempts_are_what_a_half_closing_server_counts() {
             Some(300 + retried),
             "{engine}"
         );
+    }
+}
+
+/// The pids of `parent`'s children (the target's workers).
+fn children(parent: i32) -> Vec<i32> {
+    let parent_of = |pid: i32| {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        // pid (comm) state ppid …: the comm may hold spaces, not ')'.
+        let after = &stat[stat.rfind(')')? + 2..];
+        after.split_whitespace().nth(1)?.parse::<i32>().ok()
+    };
+    let mut pids: Vec<i32> = std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+        .filter(|&pid| parent_of(pid) == Some(parent))
+        .collect();
+    pids.sort();
+    pids
+}
+
+#[test]
+fn attempts_are_what_the_server_counts_when_one_of_its_workers_is_killed() {
+    let _alone = crate::common::serial();
+    for engine in ["auto", "tasks"] {
+        // A worker killed between a request's write and its read takes
+        // the request with it unread; the kernel's reset says so. Three
+        // tries for the kill to land mid-run.
+        crate::common::in_three_tries("attempts after a killed worker", || {
+            let target = crate::common::Target::start(2, 8);
+            // The master forks its workers after it says where it listens.
+            let mut workers = children(target.guard.pid());
+            for _ in 0..100 {
+                if workers.len() == 2 {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+                workers = children(target.guard.pid());
+            }
+            if workers.len() != 2 {
+                return Err(format!("workers: {workers:?}"));
+            }
+            let killer = std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(700));
+                unsafe { libc::kill(workers[0], libc::SIGKILL) };
+            });
+            let r = run(&[
+                "--url",
+                &target.url("/sleep?ms=20"),
+                "--vus",
+                "6",
+                "--duration",
+                "2s",
+                "--engine",
+                engine,
+            ]);
+            killer.join().unwrap();
+            let requests = &r.results()["requests"];
+            let served = target.requests();
+            let felt = requests["retried"]["stale"].as_u64().unwrap()
+                + requests["failed"].as_u64().unwrap();
+            if felt == 0 {
+                return Err(format!("{engine}: the kill was not felt: {requests}"));
+            }
+            assert_eq!(
+                requests["attempts"].as_u64(),
+                Some(served),
+                "{engine}: the server counted {served}; {requests}; {}",
+                r.results()["errors"]
+            );
+            eprintln!("{engine}: {requests} {}", r.results()["errors"]);
+            Ok(())
+        });
     }
 }
