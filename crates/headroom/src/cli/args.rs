@@ -193,6 +193,12 @@ pub struct RunArgs {
     #[arg(short = 'o', long, value_name = "FILE")]
     pub out: Option<std::path::PathBuf>,
 
+    /// Where the results go when --out cannot be written at the end (a
+    /// full disk) [default: a file in the system's temporary folder]; the
+    /// exit code is then 3 and the path is printed.
+    #[arg(long, value_name = "FILE")]
+    pub out_fallback: Option<std::path::PathBuf>,
+
     /// Print nothing but errors (no progress, no summary, no list of the
     /// files written).
     #[arg(short = 'q', long)]

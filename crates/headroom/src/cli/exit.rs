@@ -1,13 +1,18 @@
 //! Exit codes, and the interrupt they report: 0 ok; 1 a threshold was
 //! breached (`run --threshold`, `[thresholds]`) or `compare
-//! --fail-on-regression` found a regression; 2 usage or run error; 130
-//! interrupted by Ctrl-C, 143 by SIGTERM (results are still written).
+//! --fail-on-regression` found a regression; 2 usage or run error; 3 the
+//! run was measured but its results could not be written where asked (a
+//! full disk: the summary was printed, the JSON went to the fallback
+//! path); 130 interrupted by Ctrl-C, 143 by SIGTERM (results are still
+//! written).
 
 use headroom_engine::StopSignal;
 
 pub const EXIT_OK: i32 = 0;
 pub const EXIT_THRESHOLDS: i32 = 1;
 pub const EXIT_ERROR: i32 = 2;
+/// Measured, but an output could not be written where asked.
+pub const EXIT_NOT_WRITTEN: i32 = 3;
 /// Interrupted by SIGINT (Ctrl-C): 128 + 2, as shells report it. SIGTERM
 /// gives 143 (128 + 15): see [`exit_interrupted`].
 pub const EXIT_INTERRUPTED: i32 = 130;

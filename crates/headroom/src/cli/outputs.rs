@@ -4,7 +4,7 @@
 //! `k8s collect`, so a merged run is written exactly as a single one.
 
 use super::args::RunArgs;
-use super::exit::{exit_interrupted, EXIT_ERROR, EXIT_OK, EXIT_THRESHOLDS};
+use super::exit::{exit_interrupted, EXIT_ERROR, EXIT_NOT_WRITTEN, EXIT_OK, EXIT_THRESHOLDS};
 use super::report::write_silently;
 use anyhow::Context;
 use headroom_objectives::slo::Slo;
@@ -19,6 +19,9 @@ use std::time::{Duration, SystemTime};
 #[derive(Default)]
 pub struct Outputs<'args> {
     pub out: Option<&'args Path>,
+    /// Where the results go when `out` cannot be written (else the
+    /// system's temporary folder).
+    pub out_fallback: Option<&'args Path>,
     pub html: Option<&'args Path>,
     pub csv: Option<&'args Path>,
     pub hdr_log: Option<&'args Path>,
@@ -53,6 +56,7 @@ impl<'args> Outputs<'args> {
     pub fn from_args(args: &'args RunArgs) -> Outputs<'args> {
         Outputs {
             out: args.out.as_deref(),
+            out_fallback: args.out_fallback.as_deref(),
             html: args.reports.html.as_deref(),
             csv: args.csv.as_deref(),
             hdr_log: args.hdr_log.as_deref(),
@@ -70,6 +74,38 @@ impl<'args> Outputs<'args> {
                     .collect(),
             },
         }
+    }
+}
+
+/// Writes the results JSON to `path`; when that fails (a full disk, a
+/// folder gone), to `fallback` or else a file in the system's temporary
+/// folder, so what was measured is never lost. An error either way: the
+/// results are not where they were asked for.
+fn write_results(path: &Path, fallback: Option<&Path>, json: &str) -> anyhow::Result<String> {
+    let Err(e) = headroom_records::write_replacing(path, json.as_bytes()) else {
+        return Ok(format!("results written to {}", path.display()));
+    };
+    let fallback = fallback.map(Path::to_path_buf).unwrap_or_else(|| {
+        let stamp = SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_secs();
+        std::env::temp_dir().join(format!(
+            "headroom-results-{stamp}-{}.json",
+            std::process::id()
+        ))
+    });
+    match headroom_records::write_replacing(&fallback, json.as_bytes()) {
+        Ok(()) => anyhow::bail!(
+            "cannot write results to {} ({e}); they were written to {} instead",
+            path.display(),
+            fallback.display()
+        ),
+        Err(again) => anyhow::bail!(
+            "cannot write results to {} ({e}), nor to {} ({again}): only the summary above is left",
+            path.display(),
+            fallback.display()
+        ),
     }
 }
 
@@ -100,52 +136,9 @@ pub fn finish(
     } else {
         Box::new(std::io::stdout().lock())
     };
-    // The files first, silently; the summary; then the lines naming the
-    // files, so the figures are not scrolled away by them.
-    let mut written = Vec::new();
-    if let Some(path) = outputs.out {
-        let json = serde_json::to_string_pretty(&results)? + "\n";
-        if json_to_stdout {
-            use std::io::Write;
-            let mut stdout = std::io::stdout().lock();
-            stdout.write_all(json.as_bytes())?;
-            stdout.flush()?;
-        } else {
-            headroom_records::write_replacing(path, json.as_bytes())
-                .with_context(|| format!("cannot write results to {}", path.display()))?;
-            written.push(format!("results written to {}", path.display()));
-        }
-    }
-    if let Some(path) = outputs.html {
-        written.push(write_silently(
-            path,
-            "HTML report",
-            html::run_report(&results).as_bytes(),
-        )?);
-    }
-    if let Some(dir) = outputs.csv {
-        headroom_report::csv::write_run(dir, &results)
-            .with_context(|| format!("cannot write CSV files into {}", dir.display()))?;
-        written.push(format!("CSV files written to {}", dir.display()));
-    }
-    if let Some(path) = outputs.hdr_log {
-        let started_at = results
-            .meta
-            .started_at_unix_ms
-            .map_or_else(SystemTime::now, |ms| {
-                std::time::UNIX_EPOCH + Duration::from_millis(ms)
-            });
-        let log = headroom_report::hdrlog::interval_log(latency_intervals, started_at)?;
-        written.push(write_silently(path, "HdrHistogram interval log", &log)?);
-    }
-    if let Some(path) = outputs.junit {
-        let xml = headroom_report::thresholds::junit_xml(
-            &results.config.url,
-            &results.thresholds,
-            results.duration_s,
-        );
-        written.push(write_silently(path, "JUnit XML", xml.as_bytes())?);
-    }
+    // The summary first: whatever happens to the files (a full disk), the
+    // figures are on the terminal. Then the files, then the lines naming
+    // them (or saying what could not be written, and where it went).
     if outputs.markdown {
         write!(people, "{}", super::report::run_markdown(&results))?;
     } else if !outputs.quiet {
@@ -162,15 +155,73 @@ pub fn finish(
                 )?;
             }
         }
+    }
+    people.flush()?;
+    let mut written = Vec::new();
+    let mut not_written = Vec::new();
+    let mut keep = |outcome: anyhow::Result<String>| match outcome {
+        Ok(line) => written.push(line),
+        Err(e) => not_written.push(format!("{e:#}")),
+    };
+    if let Some(path) = outputs.out {
+        let json = serde_json::to_string_pretty(&results)? + "\n";
+        if json_to_stdout {
+            use std::io::Write;
+            let mut stdout = std::io::stdout().lock();
+            stdout.write_all(json.as_bytes())?;
+            stdout.flush()?;
+        } else {
+            keep(write_results(path, outputs.out_fallback, &json));
+        }
+    }
+    if let Some(path) = outputs.html {
+        keep(write_silently(
+            path,
+            "HTML report",
+            html::run_report(&results).as_bytes(),
+        ));
+    }
+    if let Some(dir) = outputs.csv {
+        keep(
+            headroom_report::csv::write_run(dir, &results)
+                .with_context(|| format!("cannot write CSV files into {}", dir.display()))
+                .map(|_| format!("CSV files written to {}", dir.display())),
+        );
+    }
+    if let Some(path) = outputs.hdr_log {
+        let started_at = results
+            .meta
+            .started_at_unix_ms
+            .map_or_else(SystemTime::now, |ms| {
+                std::time::UNIX_EPOCH + Duration::from_millis(ms)
+            });
+        let log = headroom_report::hdrlog::interval_log(latency_intervals, started_at)?;
+        keep(write_silently(path, "HdrHistogram interval log", &log));
+    }
+    if let Some(path) = outputs.junit {
+        let xml = headroom_report::thresholds::junit_xml(
+            &results.config.url,
+            &results.thresholds,
+            results.duration_s,
+        );
+        keep(write_silently(path, "JUnit XML", xml.as_bytes()));
+    }
+    if !outputs.quiet && !outputs.markdown {
         if !written.is_empty() {
-            writeln!(stdout)?;
+            writeln!(people)?;
         }
         for line in &written {
-            writeln!(stdout, "{line}")?;
+            writeln!(people, "{line}")?;
         }
     }
     people.flush()?;
     drop(people);
+    for e in &not_written {
+        eprintln!("headroom: error: {e}");
+    }
+    if !not_written.is_empty() {
+        return Ok(EXIT_NOT_WRITTEN);
+    }
     let t = &results.summary.requests;
     let not_sent = results
         .summary

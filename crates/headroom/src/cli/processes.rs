@@ -35,6 +35,7 @@ const PARENT_ONLY: &[(&str, Option<char>, bool)] = &[
     ("--shard", None, true),
     ("--start-at", None, true),
     ("--out", Some('o'), true),
+    ("--out-fallback", None, true),
     ("--html", None, true),
     ("--csv", None, true),
     ("--hdr-log", None, true),

@@ -846,3 +846,89 @@ fn attempts_are_what_the_server_counts_when_one_of_its_workers_is_killed() {
         });
     }
 }
+
+/// A tmpfs of `kib` KiB mounted on a fresh folder, unmounted on drop.
+struct SmallDisk {
+    dir: tempfile::TempDir,
+}
+
+impl SmallDisk {
+    fn mount(kib: u32) -> Result<SmallDisk, String> {
+        let dir = tempfile::tempdir().unwrap();
+        let out = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={kib}k"), "tmpfs"])
+            .arg(dir.path())
+            .output()
+            .map_err(|e| e.to_string())?;
+        if !out.status.success() {
+            return Err(String::from_utf8_lossy(&out.stderr).into_owned());
+        }
+        Ok(SmallDisk { dir })
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(self.dir.path()).status();
+    }
+}
+
+#[test]
+fn a_full_disk_loses_nothing_measured() {
+    let disk = match SmallDisk::mount(48) {
+        Ok(disk) => disk,
+        Err(why) => {
+            eprintln!("SKIPPED: cannot mount a small tmpfs here ({why})");
+            return;
+        }
+    };
+    // Full but for one page: the outputs' checks (empty files) pass
+    // before the load, the outputs themselves cannot be written after it.
+    let mut filler = std::fs::File::create(disk.dir.path().join("filler")).unwrap();
+    let page = [0u8; 4096];
+    while filler.write_all(&page).is_ok() {}
+    drop(filler);
+    std::fs::write(disk.dir.path().join("filler"), vec![0u8; 44 * 1024]).unwrap();
+    let server = answering(OK, false);
+    let elsewhere = tempfile::tempdir().unwrap();
+    let fallback = elsewhere.path().join("kept.json");
+    let out = disk.dir.path().join("r.json");
+    let html = disk.dir.path().join("r.html");
+    let o = Command::new(headroom_bin())
+        .args([
+            "run",
+            "--url",
+            &server.url("/"),
+            "--requests",
+            "500",
+            "--vus",
+            "2",
+        ])
+        .arg("--out")
+        .arg(&out)
+        .arg("--html")
+        .arg(&html)
+        .arg("--out-fallback")
+        .arg(&fallback)
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr),
+    );
+    assert_eq!(o.status.code(), Some(3), "{stdout}\n{stderr}");
+    assert!(stdout.contains("500 requests"), "the summary: {stdout}");
+    assert!(
+        stderr.contains(&fallback.display().to_string()),
+        "the fallback named: {stderr}"
+    );
+    let kept: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&fallback).unwrap()).unwrap();
+    assert_eq!(kept["requests"]["total"].as_u64(), Some(500));
+    let left: Vec<String> = std::fs::read_dir(disk.dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".tmp"))
+        .collect();
+    assert!(left.is_empty(), "temporary files left: {left:?}");
+}
