@@ -125,9 +125,17 @@ pub fn parse(text: &str, format: Format) -> Result<RawScenario, Vec<Problem>> {
 impl ScenarioFile {
     /// Validates and resolves into a plan and its objectives.
     pub fn build(&self) -> Result<Scenario, ScenarioError> {
+        self.build_bounded(headroom_engine::plan::feeder::DEFAULT_MAX_FEEDER_BYTES)
+    }
+
+    /// [`ScenarioFile::build`], reading feeder files of at most
+    /// `max_feeder_bytes` (`--max-feeder-size`).
+    pub fn build_bounded(&self, max_feeder_bytes: u64) -> Result<Scenario, ScenarioError> {
         let dir = self.path.parent().unwrap_or(Path::new("."));
         let label = self.raw.base_url.clone().unwrap_or_default();
-        resolve::Builder::new(dir, &self.text)
+        let mut builder = resolve::Builder::new(dir, &self.text);
+        builder.max_feeder_bytes = max_feeder_bytes;
+        builder
             .build(&self.raw, &label)
             .map_err(|problems| error(&self.path, problems))
     }

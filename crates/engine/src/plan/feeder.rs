@@ -49,6 +49,48 @@ pub struct Feeder {
     draws: Stride,
 }
 
+/// Largest feeder file read, by default (`--max-feeder-size`): its rows
+/// are held in memory for the whole run.
+pub const DEFAULT_MAX_FEEDER_BYTES: u64 = 1 << 30;
+
+/// Largest `body_file`: every request carries it, and it is held in memory.
+pub const MAX_BODY_FILE_BYTES: u64 = 256 << 20;
+
+/// Reads a file the plan holds in memory (a feeder, a body): a regular
+/// file — not a device (`/dev/zero`, `/dev/urandom`), a pipe or a folder,
+/// which may never end — of at most `limit` bytes, checked before reading
+/// and while reading (a file that grows meanwhile). The error says which
+/// rule the file broke.
+pub fn read_bounded(path: &Path, limit: u64) -> Result<String, String> {
+    use std::io::Read;
+    let meta = std::fs::metadata(path).map_err(|e| e.to_string())?;
+    if !meta.is_file() {
+        return Err("not a regular file (a device, a pipe or a folder may never end)".into());
+    }
+    let too_large = |size: u64| {
+        format!(
+            "{} is larger than the limit of {} MiB",
+            if size > limit {
+                format!("{} MiB", size >> 20)
+            } else {
+                "it".into()
+            },
+            limit >> 20
+        )
+    };
+    if meta.len() > limit {
+        return Err(too_large(meta.len()));
+    }
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    std::fs::File::open(path)
+        .and_then(|f| f.take(limit + 1).read_to_end(&mut bytes))
+        .map_err(|e| e.to_string())?;
+    if bytes.len() as u64 > limit {
+        return Err(too_large(bytes.len() as u64));
+    }
+    String::from_utf8(bytes).map_err(|e| format!("not UTF-8 text ({e})"))
+}
+
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum FeederError {
     #[error("cannot read feeder file {path}: {reason}")]
@@ -116,17 +158,17 @@ impl Feeder {
     }
 
     /// Reads a `.csv` (header row = column names) or `.json` (array of
-    /// objects) file.
+    /// objects) file of at most `limit` bytes (see [`read_bounded`]).
     pub fn load(
         name: &str,
         path: &Path,
-        order: FeederOrder,
-        scope: FeederScope,
+        (order, scope): (FeederOrder, FeederScope),
+        limit: u64,
     ) -> Result<Feeder, FeederError> {
         let shown = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|e| FeederError::Read {
+        let text = read_bounded(path, limit).map_err(|reason| FeederError::Read {
             path: shown.clone(),
-            reason: e.to_string(),
+            reason,
         })?;
         let is_json = path
             .extension()

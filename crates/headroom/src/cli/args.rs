@@ -193,6 +193,12 @@ pub struct RunArgs {
     #[arg(short = 'o', long, value_name = "FILE")]
     pub out: Option<std::path::PathBuf>,
 
+    /// Largest feeder file read, in MiB: its rows are held in memory for
+    /// the run. A larger file (or one that is not a regular file) is
+    /// refused before any load, naming the file and the limit.
+    #[arg(long, value_name = "MIB", default_value_t = 1024)]
+    pub max_feeder_size: u64,
+
     /// Where the results go when --out cannot be written at the end (a
     /// full disk) [default: a file in the system's temporary folder]; the
     /// exit code is then 3 and the path is printed.

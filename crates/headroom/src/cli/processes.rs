@@ -283,6 +283,7 @@ mod tests {
             "--http2",
             "--http-version",
             "--streams",
+            "--max-feeder-size",
             "--local-address",
             "--threads",
             "--engine",

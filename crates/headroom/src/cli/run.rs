@@ -209,7 +209,7 @@ fn file_or_one_liner(args: &RunArgs) -> anyhow::Result<Scenario> {
         (Some(path), _) => {
             let mut file = headroom_scenario::read(path)?;
             overrides(args).apply(&mut file.raw);
-            Ok(file.build()?)
+            Ok(file.build_bounded(args.max_feeder_size << 20)?)
         }
         (None, Some(url)) => {
             let mut raw = one_liner(args, url)?;

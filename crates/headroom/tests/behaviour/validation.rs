@@ -275,3 +275,81 @@ fn the_scenario_schema_refuses_what_headroom_refuses() {
         .collect();
     assert!(errors.is_empty(), "{errors:#?}");
 }
+
+/// Runs `headroom run FILE EXTRA…` on a scenario whose request reads
+/// `feeder` (a `[[feeder]]` file) or `body_file`; returns exit and stderr.
+fn refused_input(feeder: Option<&str>, body_file: Option<&str>, extra: &[&str]) -> (i32, String) {
+    let server = RawServer::start(|_, count| {
+        count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    });
+    let mut scenario = format!("base_url = \"{}\"\n", server.url(""));
+    if let Some(f) = feeder {
+        scenario += &format!("[[feeder]]\nname = \"rows\"\nfile = \"{f}\"\n");
+    }
+    scenario += "[[request]]\nname = \"a\"\npath = \"/\"\nmethod = \"POST\"\n";
+    if let Some(b) = body_file {
+        scenario += &format!("body_file = \"{b}\"\n");
+    }
+    let dir = scenario_dir(&[("s.toml", &scenario)]);
+    std::fs::write(
+        dir.path().join("small.csv"),
+        "a\n".to_string() + &"x\n".repeat(600_000),
+    )
+    .unwrap();
+    // 2 GiB, sparse: takes no disk, and no memory unless read.
+    let sparse = std::fs::File::create(dir.path().join("sparse.csv")).unwrap();
+    sparse.set_len(2 << 30).unwrap();
+    let started = std::time::Instant::now();
+    let out = Command::new(headroom_bin())
+        .args(["run"])
+        .arg(dir.path().join("s.toml"))
+        .args(["--requests", "1"])
+        .args(extra)
+        .output()
+        .unwrap();
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(30),
+        "refused at once"
+    );
+    assert_eq!(server.requests(), 0, "nothing sent");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn inputs_that_never_end_or_outgrow_memory_are_refused_naming_the_file() {
+    for (feeder, body, extra, says) in [
+        (
+            None,
+            Some("/dev/zero"),
+            &[][..],
+            "/dev/zero: not a regular file",
+        ),
+        (
+            Some("/dev/urandom"),
+            None,
+            &[][..],
+            "/dev/urandom: not a regular file",
+        ),
+        (
+            Some("sparse.csv"),
+            None,
+            &[][..],
+            "2048 MiB is larger than the limit of 1024 MiB",
+        ),
+        (
+            Some("small.csv"),
+            None,
+            &["--max-feeder-size", "1"][..],
+            "larger than the limit of 1 MiB",
+        ),
+    ] {
+        let (code, stderr) = refused_input(feeder, body, extra);
+        assert_eq!(code, 2, "{feeder:?} {body:?}: {stderr}");
+        assert!(stderr.contains(says), "{feeder:?} {body:?}: {stderr}");
+        let file = feeder.or(body).unwrap();
+        assert!(stderr.contains(file), "names the file: {stderr}");
+    }
+}

@@ -16,6 +16,8 @@ pub struct Builder<'a> {
     /// Folder that relative file paths resolve against.
     pub dir: &'a Path,
     pub(super) problems: Problems<'a>,
+    /// Largest feeder file read (`--max-feeder-size`).
+    pub max_feeder_bytes: u64,
 }
 
 impl<'a> Builder<'a> {
@@ -23,6 +25,7 @@ impl<'a> Builder<'a> {
         Builder {
             dir,
             problems: Problems::new(text),
+            max_feeder_bytes: headroom_engine::plan::feeder::DEFAULT_MAX_FEEDER_BYTES,
         }
     }
 

@@ -5,7 +5,7 @@
 use super::builder::{Builder, BUILTINS};
 use crate::raw::*;
 use headroom_engine::plan::check::{Check, Extract};
-use headroom_engine::plan::feeder::Feeder;
+use headroom_engine::plan::feeder::{read_bounded, Feeder, MAX_BODY_FILE_BYTES};
 use headroom_engine::plan::template::Template;
 use headroom_engine::plan::{Expect, RequestSpec, RequestTemplate};
 use headroom_http::routes::{split_absolute, ConnectTo, Resolve, Routes};
@@ -67,8 +67,8 @@ impl Builder<'_> {
             match Feeder::load(
                 &f.name,
                 &path,
-                f.order.unwrap_or_default(),
-                f.scope.unwrap_or_default(),
+                (f.order.unwrap_or_default(), f.scope.unwrap_or_default()),
+                self.max_feeder_bytes,
             ) {
                 Ok(feeder) => out.push(Arc::new(feeder)),
                 Err(e) => self.problem(
@@ -451,7 +451,7 @@ impl Builder<'_> {
         if let Some(b) = &r.body {
             b.clone()
         } else if let Some(file) = &r.body_file {
-            match std::fs::read_to_string(self.path(file)) {
+            match read_bounded(&self.path(file), MAX_BODY_FILE_BYTES) {
                 Ok(b) => b,
                 Err(e) => {
                     self.problem(
