@@ -14,6 +14,13 @@ pub struct ServerProcess {
     grace: Duration,
     stop_signal: i32,
     stderr_path: tempfile::TempPath,
+    /// When it was started, in clock ticks since boot (a process's start
+    /// time in /proc): a process started before it is not its own.
+    started: u64,
+    /// The port it was started to listen on: whatever still holds it after
+    /// the stop and was started after it (a daemon that double-forked and
+    /// left both the group and the tree) is a stray of its own.
+    port: Option<u16>,
 }
 
 /// How to start a server and how to stop it.
@@ -121,13 +128,34 @@ impl ServerProcess {
                 command: command.into(),
                 source,
             })?;
+        let started = procfs::process::Process::new(child.id() as i32)
+            .and_then(|p| p.stat())
+            .map_or(0, |s| s.starttime);
         Ok(ServerProcess {
             child,
             command: command.into(),
             grace: spec.grace,
             stop_signal: spec.stop_signal,
             stderr_path,
+            started,
+            port: None,
         })
+    }
+
+    /// The port the server is to listen on (see [`ServerProcess::stop`]).
+    pub fn listens_on(&mut self, port: u16) {
+        self.port = Some(port);
+    }
+
+    /// Processes listening on its port that it started — born after it
+    /// (the port was checked free before it was): not an impostor.
+    pub fn own_port_holders(&self) -> Vec<(i32, u64)> {
+        self.port
+            .map(crate::port_holders)
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|&(_, start)| start >= self.started)
+            .collect()
     }
 
     pub fn pid(&self) -> i32 {
@@ -226,13 +254,17 @@ impl ServerProcess {
 
     /// The stop signal to the group, SIGKILL after the grace period; then
     /// any process of the server's tree that left the group (a daemon that
-    /// called setsid, like Passenger's agents) is killed too. Returns how
-    /// many processes had to be killed that way.
+    /// called setsid, like Passenger's agents) is killed too, and any that
+    /// still holds its port and was started after it (a daemon that
+    /// double-forked out of the tree). Returns how many processes had to be
+    /// killed that way.
     pub fn stop(&mut self) -> usize {
-        let tree = descendants(self.pid());
+        let mut left: std::collections::BTreeSet<(i32, u64)> =
+            descendants(self.pid()).into_iter().collect();
+        left.extend(self.own_port_holders());
         self.stop_group();
         let mut stray = 0;
-        for (pid, start) in tree {
+        for (pid, start) in left {
             if alive(pid, start) {
                 // SAFETY: a process of the tree we started (pid and start
                 // time both match, so not a reused pid).

@@ -20,7 +20,7 @@ pub mod remote;
 
 use headroom_records::server::{findings, sample, Restart, ServerReport, Summary};
 
-pub use proc::{unix_ms, Follow, Sampler};
+pub use proc::{describe_process, port_holders, unix_ms, Follow, Sampler};
 use sample::Sample;
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::{Arc, Mutex};

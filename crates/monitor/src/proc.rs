@@ -93,6 +93,56 @@ fn uptime_ticks(ticks_per_s: f64) -> u64 {
         .unwrap_or(0)
 }
 
+/// The processes (other than this one) with a TCP socket listening on
+/// `port`, IPv4 or IPv6, as (pid, start time in clock ticks since boot).
+pub fn port_holders(port: u16) -> Vec<(i32, u64)> {
+    let listening = |entries: procfs::ProcResult<Vec<procfs::net::TcpNetEntry>>| {
+        entries.into_iter().flatten().filter(move |e| {
+            e.state == procfs::net::TcpState::Listen && e.local_address.port() == port
+        })
+    };
+    let inodes: std::collections::HashSet<u64> = listening(procfs::net::tcp())
+        .chain(listening(procfs::net::tcp6()))
+        .map(|e| e.inode)
+        .collect();
+    if inodes.is_empty() {
+        return Vec::new();
+    }
+    let me = std::process::id() as i32;
+    let mut holders = Vec::new();
+    for p in procfs::process::all_processes()
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        if p.pid == me {
+            continue;
+        }
+        let holds = p.fd().into_iter().flatten().flatten().any(
+            |fd| matches!(fd.target, procfs::process::FDTarget::Socket(i) if inodes.contains(&i)),
+        );
+        if holds {
+            if let Ok(stat) = p.stat() {
+                holders.push((p.pid, stat.starttime));
+            }
+        }
+    }
+    holders
+}
+
+/// `pid (command)` for a person to read.
+pub fn describe_process(pid: i32) -> String {
+    let command = procfs::process::Process::new(pid)
+        .and_then(|p| p.cmdline())
+        .map(|c| c.join(" "))
+        .unwrap_or_default();
+    if command.is_empty() {
+        format!("pid {pid}")
+    } else {
+        format!("pid {pid} ({command})")
+    }
+}
+
 pub fn unix_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -368,39 +418,10 @@ impl Sampler {
 
     /// The processes whose sockets listen on the followed port.
     fn listen_owners(&self) -> Vec<i32> {
-        let Some(port) = self.follow.listen_port else {
-            return Vec::new();
-        };
-        let listening = |entries: procfs::ProcResult<Vec<procfs::net::TcpNetEntry>>| {
-            entries.into_iter().flatten().filter(move |e| {
-                e.state == procfs::net::TcpState::Listen && e.local_address.port() == port
-            })
-        };
-        let inodes: std::collections::HashSet<u64> = listening(procfs::net::tcp())
-            .chain(listening(procfs::net::tcp6()))
-            .map(|e| e.inode)
-            .collect();
-        if inodes.is_empty() {
-            return Vec::new();
+        match self.follow.listen_port {
+            Some(port) => port_holders(port).into_iter().map(|(pid, _)| pid).collect(),
+            None => Vec::new(),
         }
-        let me = std::process::id() as i32;
-        let mut owners = Vec::new();
-        for p in procfs::process::all_processes()
-            .into_iter()
-            .flatten()
-            .flatten()
-        {
-            if p.pid == me {
-                continue;
-            }
-            let owns = p.fd().into_iter().flatten().flatten().any(|fd| {
-                matches!(fd.target, procfs::process::FDTarget::Socket(i) if inodes.contains(&i))
-            });
-            if owns {
-                owners.push(p.pid);
-            }
-        }
-        owners
     }
 
     fn machine(&mut self) -> MachineSample {

@@ -24,7 +24,7 @@ use headroom_engine::plan::{Load, Plan};
 use headroom_engine::StopSignal;
 use headroom_measure::{measure_from, During, Recording};
 use headroom_monitor::launch::{LaunchError, LaunchSpec, ServerProcess};
-use headroom_monitor::{Follow, MonitorConfig};
+use headroom_monitor::{describe_process, port_holders, Follow, MonitorConfig};
 use headroom_records::study::rank;
 use headroom_records::study::{label, ConfigReport, Objective, RunRecord, StudyReport};
 use headroom_records::write_replacing;
@@ -278,6 +278,18 @@ fn run_config(
         stop_signal: server.stop_signal,
         grace: server.stop_grace,
     };
+    let plan = &scenario.plan;
+    let addr = plan.endpoint.addr;
+    // Another process on the port would answer in the server's place.
+    let holders = port_holders(addr.port());
+    if !holders.is_empty() {
+        let who: Vec<String> = holders
+            .iter()
+            .map(|&(pid, _)| describe_process(pid))
+            .collect();
+        record.status = format!("error: port {} in use by {}", addr.port(), who.join(", "));
+        return record;
+    }
     let mut process = match ServerProcess::launch(&spec) {
         Ok(p) => p,
         Err(e) => {
@@ -285,9 +297,8 @@ fn run_config(
             return record;
         }
     };
+    process.listens_on(addr.port());
     record.pgid = process.pid();
-    let plan = &scenario.plan;
-    let addr = plan.endpoint.addr;
     let ready = match &server.ready {
         Ready::Tcp => process.wait_ready(addr, server.ready_timeout),
         Ready::Http(path) => {
@@ -304,6 +315,23 @@ fn run_config(
             }
             other => format!("not ready: {other}"),
         };
+        record.stderr_tail = Some(process.stderr_tail(20));
+        finish(&mut process, &mut record);
+        return record;
+    }
+    // Ready — but by whom? Whatever listens on the port must have been
+    // started by the server's command (it was free before).
+    let impostors: Vec<String> = port_holders(addr.port())
+        .into_iter()
+        .filter(|h| !process.own_port_holders().contains(h))
+        .map(|(pid, _)| describe_process(pid))
+        .collect();
+    if !impostors.is_empty() {
+        record.status = format!(
+            "error: port {} is held by {}, not by the server's command",
+            addr.port(),
+            impostors.join(", ")
+        );
         record.stderr_tail = Some(process.stderr_tail(20));
         finish(&mut process, &mut record);
         return record;
@@ -429,7 +457,11 @@ fn capacity_search(
 /// tree that left the group) and counts what had to be killed or survived.
 fn finish(process: &mut ServerProcess, record: &mut RunRecord) {
     let stray = process.stop();
-    record.survivors = group_members(process.pid()).len() as u32;
+    // Still in the group, or still holding the port it was started on.
+    let mut survivors: std::collections::BTreeSet<i32> =
+        group_members(process.pid()).into_iter().collect();
+    survivors.extend(process.own_port_holders().into_iter().map(|(pid, _)| pid));
+    record.survivors = survivors.len() as u32;
     record.stray_killed = stray as u32;
 }
 

@@ -4,7 +4,7 @@
 use super::args::StudyArgs;
 use super::common::recording;
 use super::exit::install_interrupt;
-use super::exit::{exit_interrupted, EXIT_OK};
+use super::exit::{exit_interrupted, EXIT_ERROR, EXIT_OK};
 use anyhow::Context;
 use headroom_engine::StopSignal;
 use headroom_report::study_table;
@@ -123,8 +123,19 @@ pub fn run_study(
         "\nresults written to {}/study.json and study.csv",
         out_dir.display()
     )?;
+    let measured = report.configs.iter().any(|c| {
+        c.results
+            .as_ref()
+            .is_some_and(|r| r.summary.requests.total > 0)
+    });
     Ok(if report.interrupted {
         exit_interrupted()
+    } else if !measured {
+        eprintln!("headroom: error: no configuration could be measured:");
+        for c in &report.configs {
+            eprintln!("  {}: {}", c.label, c.status);
+        }
+        EXIT_ERROR
     } else {
         EXIT_OK
     })

@@ -330,3 +330,113 @@ fn router_example_ranks_nginx_and_haproxy_by_the_users_they_held() {
     );
     assert_no_survivors(&report);
 }
+
+/// Whether any process still listens on `port` (IPv4 loopback).
+fn listening(port: u16) -> bool {
+    std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+}
+
+#[test]
+fn a_server_whose_port_is_taken_is_never_measured_and_nothing_measured_exits_2() {
+    // The impostor: the sample server on the port the configuration's
+    // server was to use (whose own start then fails: address in use).
+    let impostor = crate::common::Target::start_with(&["--workers", "0"]);
+    let port = impostor
+        .base
+        .rsplit(':')
+        .next()
+        .unwrap()
+        .trim_end_matches('/')
+        .to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(
+        dir.path(),
+        "s.toml",
+        &format!(
+            r#"
+[scenario.load]
+vus = 2
+duration = "2s"
+[[scenario.request]]
+name = "hello"
+path = "/hello"
+
+[[server]]
+name = "late"
+base_url = "http://127.0.0.1:{port}"
+command = "headroom target --listen 127.0.0.1:{port} --workers 0"
+
+[measure]
+pause = "0s"
+"#
+        ),
+    );
+    let out = dir.path().join("out");
+    let before = impostor.requests();
+    let o = study(&file, &out, &[]);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "nothing measured: {stderr}");
+    let report = read_json(&out.join("study.json"));
+    let status = report["configs"][0]["status"].as_str().unwrap();
+    assert!(
+        status.starts_with(&format!(
+            "error: port {port} in use by pid {}",
+            impostor.guard.pid()
+        )),
+        "{status}"
+    );
+    assert!(stderr.contains(status), "the reason on stderr: {stderr}");
+    assert!(report["ranking"].as_array().unwrap().is_empty());
+    assert_eq!(impostor.requests(), before, "the impostor got no load");
+}
+
+#[test]
+fn a_daemon_that_double_forks_out_of_the_tree_is_found_by_its_port_and_stopped() {
+    let dir = tempfile::tempdir().unwrap();
+    // `setsid` + `&` inside a subshell: the daemon leaves the process
+    // group, the session and the tree; the command's shell waits on
+    // nothing it started.
+    let file = write(
+        dir.path(),
+        "s.toml",
+        r#"
+[scenario.load]
+vus = 1
+duration = "1s"
+[[scenario.request]]
+name = "hello"
+path = "/hello"
+
+[[server]]
+name = "daemon"
+command = "(setsid headroom target --listen 127.0.0.1:{port} --workers 0 >/dev/null 2>&1 &); sleep 600"
+ready = "/health"
+
+[measure]
+pause = "0s"
+"#,
+    );
+    let out = dir.path().join("out");
+    let o = study(&file, &out, &[]);
+    stdout_of_success(&o);
+    let report = read_json(&out.join("study.json"));
+    let config = &report["configs"][0];
+    assert_eq!(config["status"], "ok", "{config}");
+    let url = config["results"]["config"]["url"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let port: u16 = url
+        .rsplit(':')
+        .next()
+        .unwrap()
+        .trim_end_matches('/')
+        .parse()
+        .unwrap();
+    assert!(!listening(port), "the daemon was stopped: {url}");
+    assert!(
+        config["runs"][0]["stray_killed"].as_u64().unwrap() >= 1,
+        "{config}"
+    );
+    assert_eq!(config["runs"][0]["survivors"], 0, "{config}");
+}
