@@ -223,7 +223,8 @@ pub fn run_at(
         .collect();
     drop(tx);
 
-    let mut aggregate = Aggregate::new(threads, plan.requests.len());
+    let mut aggregate = Aggregate::new(threads, plan.requests.len())
+        .keeping_second_histograms(plan.keep_second_histograms || !plan.shard.is_whole());
     let mut hard_stop = plan.load_duration().map(|d| start + d + plan.graceful_stop);
     let mut stopped_after = None;
     let mut aborted = false;

@@ -119,8 +119,10 @@ pub struct Aggregate {
     watermarks: Vec<u32>,
     timeline: Vec<TimelinePoint>,
     /// Each second's latency histogram (V2 + DEFLATE, base64), for the
-    /// HdrHistogram interval log; compressed so a long run stays small.
+    /// HdrHistogram interval log and shards' merge — only when asked
+    /// ([`Aggregate::keeping_second_histograms`]): ~1 KiB a second.
     latency_intervals: Vec<String>,
+    keep_latency_intervals: bool,
     /// The last finished seconds' stats (newest last), for rolling windows.
     recent: std::collections::VecDeque<Stats>,
     /// OK and failed so far per request, as intervals arrive.
@@ -139,9 +141,16 @@ impl Aggregate {
             watermarks: vec![0; workers],
             timeline: Vec::new(),
             latency_intervals: Vec::new(),
+            keep_latency_intervals: false,
             recent: std::collections::VecDeque::new(),
             by_request: vec![RequestCounts::default(); request_count],
         }
+    }
+
+    /// Keeps each second's latency histogram for [`Finished`].
+    pub fn keeping_second_histograms(mut self, keep: bool) -> Self {
+        self.keep_latency_intervals = keep;
+        self
     }
 
     pub fn add_intervals(&mut self, intervals: Vec<Interval>) {
@@ -195,8 +204,10 @@ impl Aggregate {
             let index = self.timeline.len() as u32;
             let m = self.pending.remove(&index).unwrap_or_default();
             self.timeline.push(TimelinePoint::from_merged(index, &m));
-            self.latency_intervals
-                .push(histogram::to_base64(&m.stats.latency));
+            if self.keep_latency_intervals {
+                self.latency_intervals
+                    .push(histogram::to_base64(&m.stats.latency));
+            }
             if self.recent.len() == RECENT_SECONDS {
                 self.recent.pop_front();
             }
@@ -264,7 +275,7 @@ mod tests {
             status: Some(200),
             ..Default::default()
         };
-        let mut agg = Aggregate::new(2, 1);
+        let mut agg = Aggregate::new(2, 1).keeping_second_histograms(true);
         for worker in 0..2 {
             let mut r = Recorder::new(start, 1);
             for ms in [100u64, 1100, 1200, 3500] {

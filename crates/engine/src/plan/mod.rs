@@ -94,6 +94,11 @@ pub struct Plan {
     /// HTTP/2: most streams in flight on one connection (never above the
     /// server's SETTINGS_MAX_CONCURRENT_STREAMS).
     pub max_streams: u32,
+    /// Keep every second's latency histogram for the run's end (the
+    /// HdrHistogram interval log, `--hdr-log`). A shard keeps them always
+    /// (its merge needs them); otherwise they are not kept, so a long run's
+    /// memory stays flat.
+    pub keep_second_histograms: bool,
 }
 
 /// HTTP/2 streams in flight per connection unless a plan says otherwise
@@ -228,6 +233,7 @@ impl Plan {
             engine: Engine::Auto,
             http_version: HttpVersion::Http1,
             max_streams: DEFAULT_MAX_STREAMS,
+            keep_second_histograms: false,
         })
     }
 

@@ -120,6 +120,8 @@ pub fn scenario_from_args(args: &RunArgs) -> anyhow::Result<Scenario> {
         bail!("--buckets must be increasing, e.g. 800,1200");
     }
     let mut scenario = file_or_one_liner(args)?;
+    // Every second's latency histogram, for the interval log only.
+    scenario.plan.keep_second_histograms = args.hdr_log.is_some();
     if let Some(local) = &args.local_address {
         scenario.plan.local_addresses = local.0.clone();
     }

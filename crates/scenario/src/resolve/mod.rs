@@ -162,6 +162,7 @@ impl Builder<'_> {
             max_streams: http
                 .max_streams
                 .unwrap_or(headroom_engine::plan::DEFAULT_MAX_STREAMS),
+            keep_second_histograms: false,
         };
         Ok(Scenario {
             plan,
