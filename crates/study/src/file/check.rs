@@ -63,7 +63,11 @@ pub fn from_text(text: &str, path: &Path) -> Result<Study, ScenarioError> {
     let mut check = Checker {
         problems: Problems::new(text),
     };
-    let measure = check.measure(raw.measure.clone().unwrap_or_default());
+    let open = scenario
+        .load
+        .as_ref()
+        .is_some_and(|l| l.model() == headroom_scenario::raw::Model::Open);
+    let measure = check.measure(raw.measure.clone().unwrap_or_default(), open);
     let capacity = check.capacity(&raw, &scenario, measure.objective, text);
     let services = check.services(&raw.services, &dir);
     let (servers, configs) = check.servers(&raw.servers, &dir);
@@ -110,7 +114,10 @@ struct Measure {
 }
 
 impl Checker<'_> {
-    fn measure(&mut self, m: RawMeasure) -> Measure {
+    /// `open`: the scenario's load is an open model, whose throughput only
+    /// follows the offered rate — so latency (p90) is what tells its
+    /// configurations apart, and the default objective.
+    fn measure(&mut self, m: RawMeasure, open: bool) -> Measure {
         let warmup = self.duration_or(None, "warmup", &m.warmup, Duration::ZERO);
         let duration = m
             .duration
@@ -118,6 +125,7 @@ impl Checker<'_> {
             .and_then(|t| self.duration(None, "duration", t));
         let pause = self.duration_or(None, "pause", &m.pause, Duration::from_secs(1));
         let objective = match m.objective.as_deref() {
+            None if open => Objective::P90,
             None => Objective::Throughput,
             Some(o) => Objective::parse(o).unwrap_or_else(|| {
                 self.problem(

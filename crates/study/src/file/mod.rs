@@ -278,6 +278,29 @@ slo = "p90<<5"
     /// Studies are held to the same duration limits and messages as
     /// scenario files (one problem collector for both).
     #[test]
+    fn an_open_load_is_compared_by_latency_unless_told_otherwise() {
+        let dir = tempfile::tempdir().unwrap();
+        let study = |load_table: &str, measure: &str| {
+            let text = format!(
+                "[scenario]\nbase_url = \"http://127.0.0.1:1\"\n[scenario.load]\n{load_table}\n\
+                 [[scenario.request]]\nname = \"home\"\npath = \"/\"\n\
+                 [[server]]\nname = \"app\"\ncommand = \"app --port {{port}}\"\n\
+                 [measure]\n{measure}\n"
+            );
+            let path = dir.path().join("study.toml");
+            std::fs::write(&path, text).unwrap();
+            load(&path).unwrap().objective
+        };
+        assert_eq!(study("rate = 50", ""), Objective::P90);
+        assert_eq!(study("users_per_second = 5", ""), Objective::P90);
+        assert_eq!(study("vus = 5", ""), Objective::Throughput);
+        assert_eq!(
+            study("rate = 50", "objective = \"throughput\""),
+            Objective::Throughput
+        );
+    }
+
+    #[test]
     fn durations_have_the_scenarios_limits() {
         let dir = tempfile::tempdir().unwrap();
         let text = r#"
