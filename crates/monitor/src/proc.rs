@@ -337,6 +337,7 @@ impl Sampler {
             tree.per_process.push(ProcessSample {
                 pid,
                 ppid: stat.ppid,
+                command: stat.comm.clone(),
                 cpu_pct: self.pct(du + ds, dt),
                 rss_bytes: rss,
                 threads,
@@ -502,6 +503,7 @@ impl Sampler {
         ProcessSample {
             pid: stat.pid,
             ppid: stat.ppid,
+            command: stat.comm.clone(),
             cpu_pct: cpu,
             rss_bytes: rss,
             threads,

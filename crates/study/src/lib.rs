@@ -30,9 +30,7 @@ use headroom_records::study::{label, ConfigReport, Objective, RunRecord, StudyRe
 use headroom_records::write_replacing;
 use headroom_scenario::raw::{RawEvent, RawRoutes};
 use headroom_scenario::Scenario;
-use serde_json::Value;
 use services::Running;
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -63,6 +61,23 @@ pub enum Event<'a> {
     /// `study.json` was rewritten with the report so far (after every run,
     /// and at the end), for files kept beside it such as `study.csv`.
     Saved(&'a StudyReport),
+}
+
+/// Every template of a server (command, base URL, folder, env, events'
+/// commands and pid files, connect_to): where `{port}`s may be.
+fn server_templates(server: &file::Server) -> impl Iterator<Item = &str> {
+    [server.command.as_str(), server.base_url.as_str()]
+        .into_iter()
+        .chain(server.env.iter().map(|(_, v)| v.as_str()))
+        .chain(server.connect_to.iter().map(String::as_str))
+        .chain(server.dir.iter().filter_map(|d| d.to_str()))
+        .chain(server.pidfile.iter().map(String::as_str))
+        .chain(
+            server
+                .events
+                .iter()
+                .flat_map(|e| e.command.iter().chain(e.pidfile.iter()).map(String::as_str)),
+        )
 }
 
 /// A free loopback port for a server under test, outside the kernel's
@@ -206,13 +221,24 @@ fn run_config(
         survivors: 0,
         stray_killed: 0,
     };
-    let port = match free_port() {
-        Ok(p) => p,
-        Err(e) => {
-            record.status = format!("error: no free port: {e}");
-            return record;
+    // `{port}`, and `{port.2}`… for a server of several processes (a
+    // balancer and its backends), each a free port of its own.
+    let wanted = server_templates(server)
+        .map(file::ports_used)
+        .max()
+        .unwrap_or(0)
+        .max(1);
+    let mut ports: Vec<u16> = Vec::new();
+    while ports.len() < wanted {
+        match free_port() {
+            Ok(p) if ports.contains(&p) => continue,
+            Ok(p) => ports.push(p),
+            Err(e) => {
+                record.status = format!("error: no free port: {e}");
+                return record;
+            }
         }
-    };
+    }
     // This configuration's own services, before its server.
     let own: Vec<&file::Service> = study
         .services
@@ -227,19 +253,13 @@ fn run_config(
         }
     };
     // `{param}`, `{port}`, then `{service.NAME.port}`.
-    let fill = |t: &str, params: &BTreeMap<String, Value>, port: u16| {
-        running.fill(&study_wide.fill(&file::fill(t, params, port)))
-    };
-    let base_url = fill(&server.base_url, &config.params, port);
-    let connect_to: Vec<String> = server
-        .connect_to
-        .iter()
-        .map(|c| fill(c, &config.params, port))
-        .collect();
+    let fill = |t: &str| running.fill(&study_wide.fill(&file::fill(t, &config.params, &ports)));
+    let base_url = fill(&server.base_url);
+    let connect_to: Vec<String> = server.connect_to.iter().map(|c| fill(c)).collect();
     let dir = server
         .dir
         .as_ref()
-        .map(|d| PathBuf::from(fill(&d.display().to_string(), &config.params, port)));
+        .map(|d| PathBuf::from(fill(&d.display().to_string())));
     let in_dir = |p: String| match &dir {
         Some(d) => d.join(p).display().to_string(),
         None => p,
@@ -248,18 +268,15 @@ fn run_config(
         .events
         .iter()
         .map(|e| RawEvent {
-            command: e.command.as_ref().map(|c| fill(c, &config.params, port)),
-            pidfile: e
-                .pidfile
-                .as_ref()
-                .map(|p| in_dir(fill(p, &config.params, port))),
+            command: e.command.as_ref().map(|c| fill(c)),
+            pidfile: e.pidfile.as_ref().map(|p| in_dir(fill(p))),
             ..e.clone()
         })
         .collect();
     let pidfile = server
         .pidfile
         .as_ref()
-        .map(|p| PathBuf::from(in_dir(fill(p, &config.params, port))));
+        .map(|p| PathBuf::from(in_dir(fill(p))));
     let scenario = match scenario_for(study, &base_url, &events, &connect_to) {
         Ok(s) => s,
         Err(e) => {
@@ -268,12 +285,12 @@ fn run_config(
         }
     };
     let spec = LaunchSpec {
-        command: fill(&server.command, &config.params, port),
+        command: fill(&server.command),
         dir: dir.clone(),
         env: server
             .env
             .iter()
-            .map(|(k, v)| (k.clone(), fill(v, &config.params, port)))
+            .map(|(k, v)| (k.clone(), fill(v)))
             .collect(),
         stop_signal: server.stop_signal,
         grace: server.stop_grace,

@@ -440,3 +440,46 @@ pause = "0s"
     );
     assert_eq!(config["runs"][0]["survivors"], 0, "{config}");
 }
+
+#[test]
+fn a_server_of_several_processes_gets_a_free_port_for_each() {
+    let dir = tempfile::tempdir().unwrap();
+    // A second process on {port.2} (as a balancer's backend would be),
+    // the loaded one on {port}; both named in the per-process samples.
+    let file = write(
+        dir.path(),
+        "s.toml",
+        r#"
+[scenario.load]
+vus = 1
+duration = "2s"
+[[scenario.request]]
+name = "hello"
+path = "/hello"
+
+[[server]]
+name = "pair"
+command = "headroom target --listen 127.0.0.1:{port.2} --workers 0 & exec headroom target --listen 127.0.0.1:{port} --workers 0"
+ready = "/health"
+env = { BACKEND = "{port.2}" }
+
+[measure]
+pause = "0s"
+"#,
+    );
+    let out = dir.path().join("out");
+    let o = study(&file, &out, &[]);
+    stdout_of_success(&o);
+    let report = read_json(&out.join("study.json"));
+    let config = &report["configs"][0];
+    assert_eq!(config["status"], "ok", "{config}");
+    let samples = config["results"]["server"]["samples"].as_array().unwrap();
+    let last = samples.last().unwrap();
+    // The shell exec'd the front one; the backend is its child.
+    assert_eq!(
+        last["server"]["processes"].as_u64(),
+        Some(2),
+        "two targets: {last}"
+    );
+    assert_no_survivors(&report);
+}

@@ -196,6 +196,10 @@ fn workers_forked_during_the_run_are_included() {
         pids(last)
     );
     assert_eq!(last["server"]["processes"].as_u64(), Some(3));
+    // Each process is named, as the kernel names it.
+    for p in last["server"]["per_process"].as_array().unwrap() {
+        assert_eq!(p["command"], "headroom", "{p}");
+    }
     // The newcomer's CPU is counted.
     let busy = samples.iter().any(|s| {
         s["server"]["per_process"]

@@ -57,6 +57,10 @@ pub struct FdUse {
 pub struct ProcessSample {
     pub pid: i32,
     pub ppid: i32,
+    /// The process's name as the kernel knows it (`comm`: `pound`,
+    /// `thin`, `nginx`), so a balancer and its backends are told apart.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub command: String,
     pub cpu_pct: f64,
     pub rss_bytes: u64,
     pub threads: u64,

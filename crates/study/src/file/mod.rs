@@ -169,6 +169,18 @@ pub fn placeholders(template: &str) -> Vec<String> {
     names
 }
 
+/// How many ports a template asks for: 1 for `{port}`, K for `{port.K}`
+/// (0 when it names none).
+pub fn ports_used(template: &str) -> usize {
+    let numbered = template
+        .split("{port.")
+        .skip(1)
+        .filter_map(|rest| rest.split_once('}')?.0.parse::<usize>().ok())
+        .max()
+        .unwrap_or(0);
+    numbered.max(usize::from(template.contains("{port}")))
+}
+
 /// The NAMEs of `{service.NAME.port}` in a template.
 pub fn service_placeholders(template: &str) -> Vec<String> {
     template
@@ -179,8 +191,17 @@ pub fn service_placeholders(template: &str) -> Vec<String> {
 }
 
 /// Fills `{param}` and `{port}` in.
-pub fn fill(template: &str, params: &BTreeMap<String, Value>, port: u16) -> String {
-    let mut out = template.replace("{port}", &port.to_string());
+/// `ports[0]` fills `{port}` (and `{port.1}`), `ports[K-1]` fills
+/// `{port.K}`: a server with a balancer in front of backends, each on a
+/// port of its own.
+pub fn fill(template: &str, params: &BTreeMap<String, Value>, ports: &[u16]) -> String {
+    let mut out = template.to_string();
+    for (k, port) in ports.iter().enumerate().rev() {
+        out = out.replace(&format!("{{port.{}}}", k + 1), &port.to_string());
+    }
+    if let Some(first) = ports.first() {
+        out = out.replace("{port}", &first.to_string());
+    }
     for (k, v) in params {
         out = out.replace(&format!("{{{k}}}"), &param_text(v));
     }
@@ -336,6 +357,19 @@ pause = "0s"
     }
 
     #[test]
+    fn a_command_may_use_several_ports() {
+        let t = "pound -f {port} --backends {port.2},{port.3},{port.4},{port.5}";
+        assert_eq!(ports_used(t), 5);
+        assert_eq!(ports_used("thin -p {port}"), 1);
+        assert_eq!(ports_used("sleep 1"), 0);
+        assert_eq!(
+            fill(t, &BTreeMap::new(), &[8000, 8001, 8002, 8003, 8004]),
+            "pound -f 8000 --backends 8001,8002,8003,8004"
+        );
+        assert_eq!(fill("{port.1}={port}", &BTreeMap::new(), &[7]), "7=7");
+    }
+
+    #[test]
     fn placeholders_and_filling() {
         let t = "puma -w {workers} -t {threads}:{threads} -b tcp://127.0.0.1:{port} ${HOME} awk '{print $1}'";
         // `${HOME}` is a shell variable and `{print $1}` not a name: both left alone.
@@ -346,7 +380,7 @@ pause = "0s"
             ("mode", json!("fast")),
         ]);
         assert_eq!(
-            fill("-w {workers} -t {threads} {mode} :{port}", &p, 8123),
+            fill("-w {workers} -t {threads} {mode} :{port}", &p, &[8123]),
             "-w 4 -t 8 fast :8123"
         );
         assert_eq!(label("puma", &p), "puma mode=fast threads=8 workers=4");
