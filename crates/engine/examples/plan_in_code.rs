@@ -22,6 +22,7 @@ fn main() -> Result<(), Box<dyn Error>> {
         public: false,
         backlog: 1024,
         queue: None,
+        request_log: None,
     })?;
     let url = format!("http://{}/sleep?ms=10", server.local);
     std::thread::spawn(move || server.serve());

@@ -12,6 +12,9 @@ pub struct Counters {
     slots: &'static [AtomicU64; SLOTS],
     /// Worker processes (0: the master serves alone).
     workers: usize,
+    /// `--request-log`: a line appended per request as it reaches the app,
+    /// a count that outlives the process (a test kills and restarts it).
+    log: Option<std::fs::File>,
 }
 
 const REQUESTS: usize = 0;
@@ -44,6 +47,7 @@ impl Counters {
         Ok(Counters {
             slots: unsafe { &*(ptr as *const [AtomicU64; SLOTS]) },
             workers,
+            log: None,
         })
     }
 
@@ -62,8 +66,24 @@ impl Counters {
         ConnectionGuard(self, worker)
     }
 
+    /// Appends a line to `path` for every request (see `log`); opened for
+    /// appending before the fork, so every worker's line is whole.
+    pub fn logging_to(mut self, path: &std::path::Path) -> std::io::Result<Counters> {
+        self.log = Some(
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)?,
+        );
+        Ok(self)
+    }
+
     /// A request reached the app; the guard marks it finished.
     pub fn begin(&self) -> InFlightGuard<'_> {
+        if let Some(mut log) = self.log.as_ref() {
+            use std::io::Write;
+            let _ = log.write_all(b"request\n");
+        }
         self.slots[REQUESTS].fetch_add(1, Ordering::Relaxed);
         let now = self.slots[IN_FLIGHT].fetch_add(1, Ordering::Relaxed) + 1;
         self.slots[IN_FLIGHT_MAX].fetch_max(now, Ordering::Relaxed);

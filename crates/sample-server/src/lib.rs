@@ -35,6 +35,9 @@ pub struct TargetConfig {
     /// Requests that may wait for an app thread in a worker; more get 503
     /// at once (Passenger's "request queue full"). `None`: unbounded.
     pub queue: Option<u32>,
+    /// A line appended to this file per request as it reaches the app: a
+    /// count that survives the server being killed and started again.
+    pub request_log: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -118,8 +121,11 @@ pub fn bind(config: &TargetConfig) -> Result<Bound, TargetError> {
             }
         }
     }
-    let counters: &'static Counters =
-        Box::leak(Box::new(Counters::new_shared(config.workers as usize)?));
+    let mut counters = Counters::new_shared(config.workers as usize)?;
+    if let Some(path) = &config.request_log {
+        counters = counters.logging_to(path)?;
+    }
+    let counters: &'static Counters = Box::leak(Box::new(counters));
     Ok(Bound {
         local,
         warnings,

@@ -12,6 +12,7 @@ pub fn sample_server(threads: u32) -> String {
         public: false,
         backlog: 128,
         queue: None,
+        request_log: None,
     })
     .expect("the sample server binds a free loopback port");
     let base = format!("http://{}", server.local);

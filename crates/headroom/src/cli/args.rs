@@ -605,6 +605,11 @@ pub struct TargetArgs {
     /// [default: unbounded].
     #[arg(long, value_name = "N")]
     pub queue: Option<u32>,
+
+    /// Append a line to FILE for every request as it reaches the app: the
+    /// server's own count, kept across a kill and a restart.
+    #[arg(long, value_name = "FILE")]
+    pub request_log: Option<std::path::PathBuf>,
 }
 
 #[derive(Args, Debug, Clone)]

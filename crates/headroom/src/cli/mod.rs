@@ -194,6 +194,7 @@ fn target(args: TargetArgs) -> anyhow::Result<i32> {
         public: args.public,
         backlog: args.backlog,
         queue: args.queue,
+        request_log: args.request_log,
     };
     let bound = headroom_sample_server::bind(&config)?;
     for warning in &bound.warnings {

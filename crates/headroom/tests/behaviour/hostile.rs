@@ -932,3 +932,72 @@ fn a_full_disk_loses_nothing_measured() {
         .collect();
     assert!(left.is_empty(), "temporary files left: {left:?}");
 }
+
+/// The sample server on `port`, one process, appending a line to `log`
+/// for every request as it reaches the app.
+fn logging_target(port: u16, log: &std::path::Path) -> crate::common::ProcessGuard {
+    let child = Command::new(headroom_bin())
+        .args([
+            "target",
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+            "--workers",
+            "0",
+        ])
+        .args(["--threads", "8", "--request-log"])
+        .arg(log)
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    crate::common::wait_for_port(port);
+    crate::common::ProcessGuard { child }
+}
+
+#[test]
+fn attempts_are_what_the_server_counted_when_it_was_killed_and_restarted() {
+    let _alone = crate::common::serial();
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("requests.log");
+    let port = crate::common::free_port();
+    let mut server = logging_target(port, &log);
+    for engine in ["auto", "tasks"] {
+        let url = format!("http://127.0.0.1:{port}/sleep?ms=20");
+        let before = std::fs::read_to_string(&log).unwrap().lines().count() as u64;
+        let load = std::thread::spawn(move || {
+            run(&[
+                "--url",
+                &url,
+                "--vus",
+                "6",
+                "--duration",
+                "3s",
+                "--engine",
+                engine,
+            ])
+        });
+        std::thread::sleep(Duration::from_millis(1000));
+        // kill -9, and the same server again on the same port 1 s later.
+        unsafe { libc::kill(server.pid(), libc::SIGKILL) };
+        let _ = server.child.wait();
+        std::thread::sleep(Duration::from_millis(1000));
+        server = logging_target(port, &log);
+        let r = load.join().unwrap();
+        let counted = std::fs::read_to_string(&log).unwrap().lines().count() as u64 - before;
+        let requests = &r.results()["requests"];
+        eprintln!(
+            "{engine}: counted {counted}; {requests}; {}",
+            r.results()["errors"]
+        );
+        assert!(
+            r.error("connect_refused") > 0,
+            "{engine}: the outage was felt: {}",
+            r.results()["errors"]
+        );
+        assert_eq!(
+            requests["attempts"].as_u64(),
+            Some(counted),
+            "{engine}: the server counted {counted}; {requests}; {}",
+            r.results()["errors"]
+        );
+    }
+}
