@@ -23,7 +23,13 @@ const IN_FLIGHT_MAX: usize = 2;
 /// Open connections of worker i are in slot `OPEN + i`.
 const OPEN: usize = 8;
 /// Workers whose connections are counted separately; more share slots.
-const COUNTED_WORKERS: usize = SLOTS - OPEN;
+const COUNTED_WORKERS: usize = (SLOTS - OPEN) / 2;
+/// Requests in flight in worker i are in slot `IN_FLIGHT_OF + i`: a killed
+/// worker's are taken off the total when its successor starts.
+const IN_FLIGHT_OF: usize = OPEN + COUNTED_WORKERS;
+
+/// This process's worker index (0 for the master serving alone).
+static WORKER: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
 impl Counters {
     /// Maps the counters; call before forking so every worker shares them.
@@ -55,9 +61,17 @@ impl Counters {
         &self.slots[OPEN + worker % COUNTED_WORKERS]
     }
 
-    /// A worker (re)starts: the connections of the one it replaces are gone.
+    fn in_flight_of(&self, worker: usize) -> &AtomicU64 {
+        &self.slots[IN_FLIGHT_OF + worker % COUNTED_WORKERS]
+    }
+
+    /// A worker (re)starts: the connections and requests in flight of the
+    /// one it replaces (killed, or dead) are gone.
     pub fn worker_started(&self, worker: usize) {
+        WORKER.store(worker, Ordering::Relaxed);
         self.open(worker).store(0, Ordering::Relaxed);
+        let lost = self.in_flight_of(worker).swap(0, Ordering::Relaxed);
+        self.slots[IN_FLIGHT].fetch_sub(lost, Ordering::Relaxed);
     }
 
     /// Worker `worker` accepted a connection; the guard marks it closed.
@@ -85,9 +99,11 @@ impl Counters {
             let _ = log.write_all(b"request\n");
         }
         self.slots[REQUESTS].fetch_add(1, Ordering::Relaxed);
+        let worker = WORKER.load(Ordering::Relaxed);
+        self.in_flight_of(worker).fetch_add(1, Ordering::Relaxed);
         let now = self.slots[IN_FLIGHT].fetch_add(1, Ordering::Relaxed) + 1;
         self.slots[IN_FLIGHT_MAX].fetch_max(now, Ordering::Relaxed);
-        InFlightGuard(self)
+        InFlightGuard(self, worker)
     }
 
     pub fn json(&self) -> String {
@@ -112,10 +128,11 @@ impl Drop for ConnectionGuard<'_> {
     }
 }
 
-pub struct InFlightGuard<'a>(&'a Counters);
+pub struct InFlightGuard<'a>(&'a Counters, usize);
 
 impl Drop for InFlightGuard<'_> {
     fn drop(&mut self) {
+        self.0.in_flight_of(self.1).fetch_sub(1, Ordering::Relaxed);
         self.0.slots[IN_FLIGHT].fetch_sub(1, Ordering::Relaxed);
     }
 }

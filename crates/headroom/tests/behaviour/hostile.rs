@@ -842,6 +842,8 @@ fn attempts_are_what_the_server_counts_when_one_of_its_workers_is_killed() {
                 r.results()["errors"]
             );
             eprintln!("{engine}: {requests} {}", r.results()["errors"]);
+            // The killed worker's requests in flight died with it.
+            assert_eq!(target.stats()["in_flight"], 0, "{}", target.stats());
             Ok(())
         });
     }
