@@ -289,6 +289,12 @@ impl ServerProcess {
         }
         if self.group_alive() {
             unsafe { libc::kill(group, libc::SIGKILL) };
+            // SIGKILL is not instant: wait (a little) until the group is
+            // gone, so what is counted a survivor afterwards really is one.
+            let deadline = Instant::now() + Duration::from_secs(2);
+            while self.group_alive() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(10));
+            }
         }
         let _ = self.child.wait();
     }

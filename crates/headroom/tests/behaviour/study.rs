@@ -483,3 +483,37 @@ pause = "0s"
     );
     assert_no_survivors(&report);
 }
+
+#[test]
+fn a_server_that_ignores_its_stop_signal_is_killed_and_leaves_no_survivor() {
+    let dir = tempfile::tempdir().unwrap();
+    // SIG_IGN survives exec: python's server never hears SIGTERM.
+    let file = write(
+        dir.path(),
+        "s.toml",
+        r#"
+[scenario.load]
+vus = 1
+duration = "1s"
+[[scenario.request]]
+name = "home"
+path = "/"
+
+[[server]]
+name = "deaf"
+command = "trap '' TERM; exec /usr/bin/python3 -m http.server {port} --bind 127.0.0.1"
+stop_grace = "1s"
+
+[measure]
+pause = "0s"
+"#,
+    );
+    let out = dir.path().join("out");
+    let o = study(&file, &out, &[]);
+    stdout_of_success(&o);
+    let report = read_json(&out.join("study.json"));
+    let run = &report["configs"][0]["runs"][0];
+    assert_eq!(report["configs"][0]["status"], "ok", "{report}");
+    assert_eq!(run["survivors"], 0, "{run}");
+    assert_no_survivors(&report);
+}
