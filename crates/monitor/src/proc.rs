@@ -85,6 +85,9 @@ pub struct Follow {
     /// Children of headroom that are not headroom (a server's daemons
     /// re-parented to headroom, the subreaper) are the server's.
     pub adopt_orphans: bool,
+    /// Process groups that are not the server's, though headroom started
+    /// them too (a study's `[[service]]`s): never adopted.
+    pub not_adopted: Vec<i32>,
 }
 
 fn uptime_ticks(ticks_per_s: f64) -> u64 {
@@ -268,7 +271,11 @@ impl Sampler {
         queue.extend(survivors.map(|(pid, _)| *pid));
         queue.extend(self.owners.iter().copied());
         if self.follow.adopt_orphans {
-            queue.extend(adopted_orphans(&children));
+            queue.extend(adopted_orphans(&children).into_iter().filter(|pid| {
+                stats
+                    .get(pid)
+                    .is_none_or(|(_, s)| !self.follow.not_adopted.contains(&s.pgrp))
+            }));
         }
         let mut tree = TreeSample {
             alive: false,

@@ -364,6 +364,12 @@ fn run_config(
             pidfile,
             listen_port: Some(addr.port()),
             adopt_orphans: true,
+            // The services are headroom's children too, not the server's.
+            not_adopted: running
+                .groups()
+                .into_iter()
+                .chain(study_wide.groups())
+                .collect(),
         },
     };
     if study.objective == Objective::Capacity {

@@ -27,6 +27,12 @@ impl Drop for Running {
 }
 
 impl Running {
+    /// The services' process groups (each runs in its own): not the
+    /// server's, though headroom started them too.
+    pub fn groups(&self) -> Vec<i32> {
+        self.processes.iter().map(ServerProcess::pid).collect()
+    }
+
     /// Fills `{service.NAME.port}` with these services' ports.
     pub fn fill(&self, text: &str) -> String {
         self.ports.iter().fold(text.to_string(), |t, (name, port)| {

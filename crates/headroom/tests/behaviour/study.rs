@@ -230,6 +230,25 @@ ready_timeout = "10s"
     assert_eq!(config["runs"][0]["status"], "ok", "{config}");
     assert!(config["results"]["requests"]["ok"].as_u64().unwrap() > 0);
     assert_no_survivors(&report);
+    // The services are headroom's children too, but not the server's:
+    // their CPU and memory are not counted as its own.
+    let a: i64 = std::fs::read_to_string(dir.path().join("a.pid"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    for sample in config["results"]["server"]["samples"].as_array().unwrap() {
+        let pids: Vec<i64> = sample["server"]["per_process"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["pid"].as_i64().unwrap())
+            .collect();
+        assert!(
+            !pids.contains(&a),
+            "service a ({a}) counted as the server's: {pids:?}"
+        );
+    }
     for service in ["a.pid", "b.pid"] {
         assert!(!alive(&dir.path().join(service)), "{service} still running");
     }
