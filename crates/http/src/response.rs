@@ -65,12 +65,7 @@ pub fn with_head<R>(
     let mut response = httparse::Response::new(&mut []);
     let parsed = config.parse_response_with_uninit_headers(&mut response, buf, &mut headers);
     if parsed != Err(httparse::Error::TooManyHeaders) {
-        return match parsed {
-            Ok(httparse::Status::Complete(len)) => Ok(Some(read(&response, len))),
-            Ok(httparse::Status::Partial) if buf.len() > MAX_HEAD => Err(Malformed::HeadTooLarge),
-            Ok(httparse::Status::Partial) => Ok(None),
-            Err(e) => Err(Malformed::Syntax(e)),
-        };
+        return Ok(head_length(parsed, buf.len())?.map(|len| read(&response, len)));
     }
     // Every header is a line of its own: room for as many as there are
     // lines, within the head's limit.
@@ -78,9 +73,19 @@ pub fn with_head<R>(
     let lines = within.iter().filter(|&&b| b == b'\n').count() + 1;
     let mut headers = vec![std::mem::MaybeUninit::uninit(); lines];
     let mut response = httparse::Response::new(&mut []);
-    match config.parse_response_with_uninit_headers(&mut response, within, &mut headers) {
-        Ok(httparse::Status::Complete(len)) => Ok(Some(read(&response, len))),
-        Ok(httparse::Status::Partial) if buf.len() > MAX_HEAD => Err(Malformed::HeadTooLarge),
+    let parsed = config.parse_response_with_uninit_headers(&mut response, within, &mut headers);
+    Ok(head_length(parsed, buf.len())?.map(|len| read(&response, len)))
+}
+
+/// The length of a complete head, `None` while it is incomplete (and
+/// within [`MAX_HEAD`]; `buf_len` bytes have come).
+fn head_length(
+    parsed: httparse::Result<usize>,
+    buf_len: usize,
+) -> Result<Option<usize>, Malformed> {
+    match parsed {
+        Ok(httparse::Status::Complete(len)) => Ok(Some(len)),
+        Ok(httparse::Status::Partial) if buf_len > MAX_HEAD => Err(Malformed::HeadTooLarge),
         Ok(httparse::Status::Partial) => Ok(None),
         Err(e) => Err(Malformed::Syntax(e)),
     }

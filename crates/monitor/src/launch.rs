@@ -8,6 +8,10 @@ use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+/// Processes, as (pid, start time in clock ticks since boot): a pid alone
+/// may have been reused.
+pub type Processes = Vec<(i32, u64)>;
+
 pub struct ServerProcess {
     child: Child,
     pub command: String,
@@ -147,15 +151,25 @@ impl ServerProcess {
         self.port = Some(port);
     }
 
-    /// Processes listening on its port that it started — born after it
-    /// (the port was checked free before it was): not an impostor.
-    pub fn own_port_holders(&self) -> Vec<(i32, u64)> {
+    /// Processes listening on its port: those it started — born after it
+    /// (the port was checked free before it was) — and the others.
+    fn port_holders_by_origin(&self) -> (Processes, Processes) {
         self.port
             .map(crate::port_holders)
             .unwrap_or_default()
             .into_iter()
-            .filter(|&(_, start)| start >= self.started)
-            .collect()
+            .partition(|&(_, start)| start >= self.started)
+    }
+
+    /// Processes listening on its port that it started.
+    pub fn own_port_holders(&self) -> Processes {
+        self.port_holders_by_origin().0
+    }
+
+    /// Processes listening on its port that it did not start: another
+    /// server answering in its place.
+    pub fn other_port_holders(&self) -> Processes {
+        self.port_holders_by_origin().1
     }
 
     pub fn pid(&self) -> i32 {

@@ -338,9 +338,9 @@ fn run_config(
     }
     // Ready — but by whom? Whatever listens on the port must have been
     // started by the server's command (it was free before).
-    let impostors: Vec<String> = port_holders(addr.port())
+    let impostors: Vec<String> = process
+        .other_port_holders()
         .into_iter()
-        .filter(|h| !process.own_port_holders().contains(h))
         .map(|(pid, _)| describe_process(pid))
         .collect();
     if !impostors.is_empty() {

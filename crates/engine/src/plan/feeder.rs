@@ -69,12 +69,9 @@ pub fn read_bounded(path: &Path, limit: u64) -> Result<String, String> {
     }
     let too_large = |size: u64| {
         format!(
-            "{} is larger than the limit of {} MiB",
-            if size > limit {
-                format!("{} MiB", size >> 20)
-            } else {
-                "it".into()
-            },
+            "{} MiB is larger than the limit of {} MiB",
+            // Rounded up: a file over the limit never reads as equal to it.
+            size.div_ceil(1 << 20),
             limit >> 20
         )
     };
@@ -162,7 +159,8 @@ impl Feeder {
     pub fn load(
         name: &str,
         path: &Path,
-        (order, scope): (FeederOrder, FeederScope),
+        order: FeederOrder,
+        scope: FeederScope,
         limit: u64,
     ) -> Result<Feeder, FeederError> {
         let shown = path.display().to_string();

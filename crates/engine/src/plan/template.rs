@@ -244,7 +244,8 @@ impl Template {
 mod tests {
     use super::*;
 
-    fn render(t: &str, vars: &[(&str, &str)]) -> String {
+    /// `f` given a scope of user 42, iteration 3 and `vars`.
+    fn in_scope<T>(vars: &[(&str, &str)], f: impl FnOnce(&mut Scope) -> T) -> T {
         let vars: HashMap<String, String> = vars
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -256,7 +257,13 @@ mod tests {
             iteration: 3,
             rng: &mut rng,
         };
-        Template::parse(t).unwrap().render_string(&mut scope)
+        f(&mut scope)
+    }
+
+    fn render(t: &str, vars: &[(&str, &str)]) -> String {
+        in_scope(vars, |scope| {
+            Template::parse(t).unwrap().render_string(scope)
+        })
     }
 
     #[test]
@@ -276,22 +283,13 @@ mod tests {
     }
 
     fn render_target(t: &str, vars: &[(&str, &str)]) -> String {
-        let vars: HashMap<String, String> = vars
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
-        let mut rng = fastrand::Rng::with_seed(7);
-        let mut scope = Scope {
-            vars: &vars,
-            user_id: 42,
-            iteration: 3,
-            rng: &mut rng,
-        };
         let mut out = Vec::new();
-        Template::parse_target(t)
-            .unwrap()
-            .prefixed("/base")
-            .render_target(&mut scope, &mut out);
+        in_scope(vars, |scope| {
+            Template::parse_target(t)
+                .unwrap()
+                .prefixed("/base")
+                .render_target(scope, &mut out)
+        });
         String::from_utf8(out).unwrap()
     }
 

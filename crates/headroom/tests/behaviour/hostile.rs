@@ -306,32 +306,24 @@ fn an_unwritable_output_is_refused_before_any_load() {
     assert_eq!(server.requests(), 0, "nothing was sent");
 }
 
-/// Records the Authorization header of each request.
-fn recording_authorization() -> (RawServer, Arc<Mutex<Vec<String>>>) {
-    let seen = Arc::new(Mutex::new(Vec::new()));
-    let server = {
-        let seen = seen.clone();
-        RawServer::start(move |mut s, count| {
-            while let Some(head) = read_request_head(&mut s) {
-                count.fetch_add(1, Ordering::SeqCst);
-                let auth = head
-                    .lines()
-                    .find_map(|l| l.strip_prefix("Authorization: "))
-                    .unwrap_or("")
-                    .to_string();
-                seen.lock().unwrap().push(auth);
-                if s.write_all(OK).is_err() {
-                    return;
-                }
-            }
+/// The Authorization header of each head seen ("" when absent).
+fn authorizations(heads: &Mutex<Vec<String>>) -> Vec<String> {
+    heads
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|head| {
+            head.lines()
+                .find_map(|l| l.strip_prefix("Authorization: "))
+                .unwrap_or("")
+                .to_string()
         })
-    };
-    (server, seen)
+        .collect()
 }
 
 #[test]
 fn credentials_are_sent_but_never_written() {
-    let (server, seen) = recording_authorization();
+    let (server, seen) = crate::common::recording_heads(OK);
     let url = format!("http://alice:s3cret-pw@{}/private", server.addr);
     let dir = tempfile::tempdir().unwrap();
     let html = dir.path().join("r.html");
@@ -354,7 +346,7 @@ fn credentials_are_sent_but_never_written() {
     assert_eq!(r.code, 0, "{}", r.stderr);
     // userinfo is sent as Basic auth: base64("alice:s3cret-pw")
     assert_eq!(
-        *seen.lock().unwrap(),
+        authorizations(&seen),
         vec!["Basic YWxpY2U6czNjcmV0LXB3"; 3],
         "URL credentials sent as Basic auth"
     );
@@ -388,7 +380,7 @@ fn credentials_are_sent_but_never_written() {
 
 #[test]
 fn an_explicit_authorization_header_wins_over_url_credentials() {
-    let (server, seen) = recording_authorization();
+    let (server, seen) = crate::common::recording_heads(OK);
     let url = format!("http://bob:pw@{}/", server.addr);
     let r = run(&[
         "--url",
@@ -399,7 +391,7 @@ fn an_explicit_authorization_header_wins_over_url_credentials() {
         "Authorization: Bearer t0k",
     ]);
     assert_eq!(r.code, 0, "{}", r.stderr);
-    assert_eq!(*seen.lock().unwrap(), vec!["Bearer t0k"]);
+    assert_eq!(authorizations(&seen), vec!["Bearer t0k"]);
 }
 
 #[test]
@@ -775,23 +767,6 @@ fn attempts_are_what_a_half_closing_server_counts() {
     }
 }
 
-/// The pids of `parent`'s children (the target's workers).
-fn children(parent: i32) -> Vec<i32> {
-    let parent_of = |pid: i32| {
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-        // pid (comm) state ppid …: the comm may hold spaces, not ')'.
-        let after = &stat[stat.rfind(')')? + 2..];
-        after.split_whitespace().nth(1)?.parse::<i32>().ok()
-    };
-    let mut pids: Vec<i32> = std::fs::read_dir("/proc")
-        .unwrap()
-        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
-        .filter(|&pid| parent_of(pid) == Some(parent))
-        .collect();
-    pids.sort();
-    pids
-}
-
 #[test]
 fn attempts_are_what_the_server_counts_when_one_of_its_workers_is_killed() {
     let _alone = crate::common::serial();
@@ -802,13 +777,13 @@ fn attempts_are_what_the_server_counts_when_one_of_its_workers_is_killed() {
         crate::common::in_three_tries("attempts after a killed worker", || {
             let target = crate::common::Target::start(2, 8);
             // The master forks its workers after it says where it listens.
-            let mut workers = children(target.guard.pid());
+            let mut workers = crate::common::children(target.guard.pid());
             for _ in 0..100 {
                 if workers.len() == 2 {
                     break;
                 }
                 std::thread::sleep(Duration::from_millis(20));
-                workers = children(target.guard.pid());
+                workers = crate::common::children(target.guard.pid());
             }
             if workers.len() != 2 {
                 return Err(format!("workers: {workers:?}"));

@@ -4,30 +4,9 @@
 //! breaks); a header value with a line break or another control character
 //! refuses the request as `invalid_header_value`, sending nothing.
 
-use crate::common::{read_request_head, run, scenario_dir, RawServer};
-use std::io::Write;
-use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex};
+use crate::common::{recording_heads, run, scenario_dir};
 
 const OK: &[u8] = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
-
-/// Records every request head received.
-fn recording_heads() -> (RawServer, Arc<Mutex<Vec<String>>>) {
-    let seen = Arc::new(Mutex::new(Vec::new()));
-    let server = {
-        let seen = seen.clone();
-        RawServer::start(move |mut s, count| {
-            while let Some(head) = read_request_head(&mut s) {
-                count.fetch_add(1, Ordering::SeqCst);
-                seen.lock().unwrap().push(head);
-                if s.write_all(OK).is_err() {
-                    return;
-                }
-            }
-        })
-    };
-    (server, seen)
-}
 
 /// Runs one request, `path` and `headers` as given, once per feeder row
 /// of `ROWS`, twice over; returns the run and the heads the server got.
@@ -38,7 +17,7 @@ fn run_rows(path: &str, headers: &str) -> (crate::common::Run, Vec<String>, u64)
         \"a b\"\"c\",plain,/ok?q=1\n\
         \"../../etc?x=1&y=2#f\",\"tab\there\",/\u{e9}\n\
         plain,\"nul\u{0}\",/plain\n";
-    let (server, seen) = recording_heads();
+    let (server, seen) = recording_heads(OK);
     let scenario = format!(
         r#"base_url = "{}"
 [load]
@@ -127,7 +106,7 @@ fn a_whole_path_from_a_feeder_keeps_its_structure_but_no_line_break() {
 
 #[test]
 fn a_header_value_with_a_line_break_in_the_scenario_is_refused_before_load() {
-    let (server, _) = recording_heads();
+    let (server, _) = recording_heads(OK);
     let scenario = format!(
         "base_url = \"{}\"\n[[request]]\nname = \"a\"\npath = \"/\"\nheaders = {{ X-A = \"1\\r\\nX-Injected: 2\" }}\n",
         server.url("")

@@ -370,6 +370,42 @@ impl Drop for RawServer {
     }
 }
 
+/// A server answering `response` to every request (keep-alive), and the
+/// request heads it received, in order.
+pub fn recording_heads(response: &'static [u8]) -> (RawServer, Arc<std::sync::Mutex<Vec<String>>>) {
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let server = {
+        let seen = seen.clone();
+        RawServer::start(move |mut s, count| {
+            while let Some(head) = read_request_head(&mut s) {
+                count.fetch_add(1, Ordering::SeqCst);
+                seen.lock().unwrap().push(head);
+                if s.write_all(response).is_err() {
+                    return;
+                }
+            }
+        })
+    };
+    (server, seen)
+}
+
+/// The pids of `parent`'s children (from /proc), in order.
+pub fn children(parent: i32) -> Vec<i32> {
+    let parent_of = |pid: i32| {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        // pid (comm) state ppid …: the comm may hold spaces, not ')'.
+        let after = &stat[stat.rfind(')')? + 2..];
+        after.split_whitespace().nth(1)?.parse::<i32>().ok()
+    };
+    let mut pids: Vec<i32> = std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+        .filter(|&pid| parent_of(pid) == Some(parent))
+        .collect();
+    pids.sort();
+    pids
+}
+
 /// Serves every request with `response` (keep-alive), and closes the
 /// connection after each when `close` is set.
 pub fn answering(response: &'static [u8], close: bool) -> RawServer {

@@ -4,7 +4,7 @@
 //! monitor; a generator-bound run. Tests that read CPU figures run one at
 //! a time (`serial`): they need the machine to themselves.
 
-use crate::common::{free_port, headroom_bin, light, run, serial, ProcessGuard, Target};
+use crate::common::{children, free_port, headroom_bin, light, run, serial, ProcessGuard, Target};
 use headroom_monitor::Sampler;
 use headroom_records::server::findings::findings;
 use std::io::{BufRead, BufReader};
@@ -111,28 +111,6 @@ fn open_files_are_counted_and_the_limit_finding_fires() {
     assert!(fds.message.contains("of 560"), "{}", fds.message);
     let far = findings(&[Sampler::new(Some(p.pid()), false, false).sample(1.0)], 1);
     assert!(far.iter().all(|f| f.kind != "fds"), "{far:?}");
-}
-
-/// Children of `pid` (from /proc).
-fn children(pid: i32) -> Vec<i32> {
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|p| {
-            std::fs::read_to_string(format!("/proc/{p}/stat"))
-                .ok()
-                .and_then(|s| {
-                    s.rsplit(')')
-                        .next()?
-                        .split_whitespace()
-                        .nth(1)?
-                        .parse::<i32>()
-                        .ok()
-                })
-                == Some(pid)
-        })
-        .collect()
 }
 
 #[test]

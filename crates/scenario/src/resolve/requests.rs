@@ -67,7 +67,8 @@ impl Builder<'_> {
             match Feeder::load(
                 &f.name,
                 &path,
-                (f.order.unwrap_or_default(), f.scope.unwrap_or_default()),
+                f.order.unwrap_or_default(),
+                f.scope.unwrap_or_default(),
                 self.max_feeder_bytes,
             ) {
                 Ok(feeder) => out.push(Arc::new(feeder)),
