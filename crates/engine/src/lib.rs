@@ -270,7 +270,7 @@ pub fn run_at(
                 intervals,
             } => {
                 aggregate.add_intervals(intervals);
-                aggregate.worker_reached(worker, upto).len()
+                aggregate.worker_reached(worker, upto)
             }
             WorkerMsg::Done { worker, report } => {
                 done += 1;
@@ -280,12 +280,11 @@ pub fn run_at(
                 traces.extend(report.trace);
                 aggregate.add_intervals(report.intervals);
                 aggregate.add_per_request(&report.per_request);
-                aggregate.worker_done(worker).len()
+                aggregate.worker_done(worker)
             }
         };
         if new_seconds > 0 {
-            let (timeline, total) = aggregate.timeline_and_total();
-            if let Some(second) = timeline.last() {
+            if let (Some(second), total) = aggregate.last_second_and_total() {
                 on_second(Progress {
                     elapsed: start.elapsed(),
                     second,

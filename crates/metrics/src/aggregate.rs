@@ -2,6 +2,7 @@
 //! as they complete; the aggregate adds them into the run total at once and
 //! turns each second into a [`TimelinePoint`] once every worker has passed it.
 
+use super::spill::Spilled;
 use super::{histogram, Interval, RequestCounts, Stats};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -117,11 +118,13 @@ pub struct Aggregate {
     per_request: Vec<Stats>,
     pending: BTreeMap<u32, Merged>,
     watermarks: Vec<u32>,
-    timeline: Vec<TimelinePoint>,
+    /// Finished seconds; all but the newest go to a temp file as the run
+    /// goes, so a day's run holds no more of them in memory than a minute's.
+    timeline: Spilled<TimelinePoint>,
     /// Each second's latency histogram (V2 + DEFLATE, base64), for the
     /// HdrHistogram interval log and shards' merge — only when asked
     /// ([`Aggregate::keeping_second_histograms`]): ~1 KiB a second.
-    latency_intervals: Vec<String>,
+    latency_intervals: Spilled<String>,
     keep_latency_intervals: bool,
     /// The last finished seconds' stats (newest last), for rolling windows.
     recent: std::collections::VecDeque<Stats>,
@@ -139,8 +142,8 @@ impl Aggregate {
             per_request: (0..request_count).map(|_| Stats::new()).collect(),
             pending: BTreeMap::new(),
             watermarks: vec![0; workers],
-            timeline: Vec::new(),
-            latency_intervals: Vec::new(),
+            timeline: Spilled::new(),
+            latency_intervals: Spilled::new(),
             keep_latency_intervals: false,
             recent: std::collections::VecDeque::new(),
             by_request: vec![RequestCounts::default(); request_count],
@@ -182,19 +185,19 @@ impl Aggregate {
     }
 
     /// Worker `worker` has sent everything before interval `upto`. Returns
-    /// the seconds that every worker has now passed, as timeline points.
-    pub fn worker_reached(&mut self, worker: usize, upto: u32) -> &[TimelinePoint] {
+    /// how many seconds every worker has now passed (new timeline points).
+    pub fn worker_reached(&mut self, worker: usize, upto: u32) -> usize {
         self.watermarks[worker] = self.watermarks[worker].max(upto);
         let all = self.watermarks.iter().copied().min().unwrap_or(0);
         let before = self.timeline.len();
         if all != u32::MAX {
             self.finalize_before(all);
         }
-        &self.timeline[before..]
+        self.timeline.len() - before
     }
 
     /// A finished worker no longer holds the timeline back.
-    pub fn worker_done(&mut self, worker: usize) -> &[TimelinePoint] {
+    pub fn worker_done(&mut self, worker: usize) -> usize {
         self.worker_reached(worker, u32::MAX)
     }
 
@@ -231,9 +234,9 @@ impl Aggregate {
         }
     }
 
-    /// The finished seconds so far, and the running total.
-    pub fn timeline_and_total(&self) -> (&[TimelinePoint], &Stats) {
-        (&self.timeline, &self.total)
+    /// The newest finished second, and the running total.
+    pub fn last_second_and_total(&self) -> (Option<&TimelinePoint>, &Stats) {
+        (self.timeline.last(), &self.total)
     }
 
     /// The run total, per-request totals, the full timeline and each
@@ -249,8 +252,8 @@ impl Aggregate {
         Finished {
             total: self.total,
             per_request: self.per_request,
-            timeline: self.timeline,
-            latency_intervals: self.latency_intervals,
+            timeline: self.timeline.into_vec(),
+            latency_intervals: self.latency_intervals.into_vec(),
         }
     }
 }
@@ -284,7 +287,7 @@ mod tests {
                 r.record(0, t, Some(t), t + Duration::from_millis(5), &ok);
             }
             agg.add_intervals(r.take_completed(2));
-            let shown = agg.worker_reached(worker, 2).len();
+            let shown = agg.worker_reached(worker, 2);
             assert_eq!(shown, if worker == 0 { 0 } else { 2 });
             let report = r.finish();
             agg.add_intervals(report.intervals);
@@ -310,5 +313,38 @@ mod tests {
             total.requests
         );
         assert_eq!(timeline[3].t_s, 4);
+    }
+
+    #[test]
+    fn a_long_timeline_comes_back_whole_from_its_temp_file() {
+        let start = Instant::now();
+        let ok = Outcome {
+            status: Some(200),
+            ..Default::default()
+        };
+        let mut agg = Aggregate::new(1, 1).keeping_second_histograms(true);
+        let mut r = Recorder::new(start, 1);
+        let seconds = 500u64;
+        for s in 0..seconds {
+            // s + 1 requests in second s.
+            for k in 0..=s {
+                let t = start + Duration::from_millis(s * 1000 + k % 900);
+                r.request_started();
+                r.record(0, t, Some(t), t + Duration::from_millis(1 + s % 7), &ok);
+            }
+            agg.add_intervals(r.take_completed(s as u32 + 1));
+            assert_eq!(agg.worker_reached(0, s as u32 + 1), 1);
+            let (last, total) = agg.last_second_and_total();
+            assert_eq!(last.map(|p| p.requests), Some(s + 1));
+            assert_eq!(total.requests, (s + 1) * (s + 2) / 2);
+        }
+        let finished = agg.finish();
+        assert_eq!(finished.timeline.len(), seconds as usize);
+        assert_eq!(finished.latency_intervals.len(), seconds as usize);
+        for (s, p) in finished.timeline.iter().enumerate() {
+            assert_eq!((p.t_s, p.requests), (s as u32 + 1, s as u64 + 1));
+        }
+        let h = histogram::from_base64(&finished.latency_intervals[321]).unwrap();
+        assert_eq!(h.len(), 322);
     }
 }

@@ -14,6 +14,7 @@
 pub mod aggregate;
 pub mod histogram;
 mod recorder;
+pub mod spill;
 pub mod trace;
 
 pub use recorder::{Interval, Outcome, Recorder, RequestCounts, WorkerReport};

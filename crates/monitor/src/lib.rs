@@ -138,7 +138,9 @@ fn sample_loop(
         .remote
         .clone()
         .map(|r| remote::Puller::new(r, start_unix_ms));
-    let mut samples = vec![];
+    // A day's samples would be tens of MiB: all but the newest wait in a
+    // temp file until the run ends.
+    let mut samples = headroom_metrics::spill::Spilled::new();
     // A run joined late (a shard after the shared start) samples from now
     // on, not a burst of the intervals already past.
     let past = Instant::now().saturating_duration_since(start);
@@ -168,5 +170,5 @@ fn sample_loop(
         k += 1;
     }
     let errors = remote.map(|r| r.errors()).unwrap_or_default();
-    (samples, errors, sampler.restarts().to_vec())
+    (samples.into_vec(), errors, sampler.restarts().to_vec())
 }

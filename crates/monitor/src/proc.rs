@@ -567,3 +567,25 @@ fn adopted_orphans(children: &HashMap<i32, Vec<i32>>) -> Vec<i32> {
         .filter(|&pid| exe(pid) != mine)
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A long run's samples wait in a temp file (`Spilled`): each must come
+    /// back from it exactly as sampled.
+    #[test]
+    fn samples_come_back_from_the_spill_file_unchanged() {
+        let mut sampler = Sampler::new(Some(std::process::id() as i32), true, true);
+        let taken: Vec<Sample> = (0..150).map(|i| sampler.sample(i as f64 * 0.5)).collect();
+        assert!(
+            taken.iter().all(|s| s.server.is_some()),
+            "our own process is sampled"
+        );
+        let mut spilled = headroom_metrics::spill::Spilled::new();
+        for s in &taken {
+            spilled.push(s.clone());
+        }
+        assert_eq!(spilled.into_vec(), taken);
+    }
+}
