@@ -10,12 +10,9 @@
 
 use crate::table::Table;
 use headroom_records::results::Results;
-use headroom_records::study::rank::Spread;
+use headroom_records::study::rank::{per_second, Spread};
 use headroom_records::study::StudyReport;
 use std::path::Path;
-
-/// Changes smaller than this are noise whatever the intervals say.
-pub const NOISE_FLOOR: f64 = 0.03;
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Figure {
@@ -23,6 +20,18 @@ pub struct Figure {
     pub value: f64,
     /// The spread used to judge noise; `None` when there is none.
     pub spread: Option<Spread>,
+}
+
+impl Figure {
+    /// The figure as a spread for the noise rule (a point without one).
+    fn spread_or_point(&self) -> Spread {
+        self.spread.unwrap_or(Spread {
+            median: self.value,
+            low: self.value,
+            high: self.value,
+            runs: 1,
+        })
+    }
 }
 
 /// One compared metric.
@@ -111,45 +120,30 @@ pub fn load_of(r: &Results) -> String {
     }
 }
 
-/// The 95 % interval of the mean of per-second values, centred on `value`.
-fn seconds_spread(values: &[f64], value: f64) -> Option<Spread> {
-    let s = Spread::of(values)?;
-    if s.runs < 2 {
-        return None;
-    }
-    Some(Spread { median: value, ..s })
-}
-
-/// A run's figures with per-second spreads.
+/// A run's figures, each with the interval its seconds give.
 pub fn run_figures(r: &Results) -> Vec<Figure> {
-    // The first and last seconds are partial: leave them out of spreads.
-    let full: Vec<&headroom_metrics::aggregate::TimelinePoint> = if r.timeline.len() > 2 {
-        r.timeline[1..r.timeline.len() - 1].iter().collect()
-    } else {
-        r.timeline.iter().collect()
-    };
-    let busy: Vec<&&headroom_metrics::aggregate::TimelinePoint> =
-        full.iter().filter(|p| p.requests > 0).collect();
-    let per = |f: &dyn Fn(&headroom_metrics::aggregate::TimelinePoint) -> f64| -> Vec<f64> {
-        busy.iter().map(|p| f(p)).collect()
-    };
     let l = &r.summary.latency_ms;
-    let fig = |value: f64, seconds: Vec<f64>| Figure {
-        value,
-        spread: seconds_spread(&seconds, value),
+    let fig = |value: f64, seconds: Vec<f64>| {
+        let spread = Spread::of_one_run(value, &seconds);
+        Figure {
+            value,
+            spread: (spread.high > spread.low).then_some(spread),
+        }
     };
     vec![
         fig(
             r.summary.throughput_rps,
-            full.iter().map(|p| p.requests as f64).collect(),
+            per_second(r, |p| Some(p.requests as f64)),
         ),
-        fig(l.mean, per(&|p| p.mean_ms.unwrap_or(0.0))),
-        fig(l.p50, per(&|p| p.p50_ms.unwrap_or(0.0))),
-        fig(l.p90, per(&|p| p.p90_ms.unwrap_or(0.0))),
-        fig(l.p99, per(&|p| p.p99_ms.unwrap_or(0.0))),
+        fig(l.mean, per_second(r, |p| p.mean_ms)),
+        fig(l.p50, per_second(r, |p| p.p50_ms)),
+        fig(l.p90, per_second(r, |p| p.p90_ms)),
+        fig(l.p99, per_second(r, |p| p.p99_ms)),
         fig(
             r.summary.requests.error_rate * 100.0,
-            per(&|p| p.failed as f64 * 100.0 / p.requests.max(1) as f64),
+            per_second(r, |p| {
+                (p.requests > 0).then(|| p.failed as f64 * 100.0 / p.requests as f64)
+            }),
         ),
     ]
 }
@@ -248,14 +242,8 @@ impl Comparison {
             return Verdict::DifferentLoad;
         }
         let (a, b) = (&self.figures[0][m], &self.figures[col][m]);
-        let base = a.value.abs().max(b.value.abs());
-        if base == 0.0 || (b.value - a.value).abs() / base < NOISE_FLOOR {
+        if a.spread_or_point().overlaps(&b.spread_or_point()) {
             return Verdict::Noise;
-        }
-        if let (Some(sa), Some(sb)) = (a.spread, b.spread) {
-            if sa.low <= sb.high && sb.low <= sa.high {
-                return Verdict::Noise;
-            }
         }
         let up = b.value > a.value;
         if up == METRICS[m].higher_is_better {

@@ -3,10 +3,14 @@
 //! confidence interval of the mean (Student's t); two configurations whose
 //! intervals overlap are "within noise" of each other, and the study says
 //! so instead of naming a winner by a hair. A single run per configuration
-//! has no interval: then a difference under 3 % counts as noise.
+//! gets its interval from its own seconds (the figure ± t·sd/√n of the
+//! per-second values: how much the run wandered while it ran); between
+//! single runs, overlapping intervals or a difference under 3 % count as
+//! noise.
 
 use super::{ConfigReport, Objective, StudyReport, Winner};
 use crate::results::Results;
+use headroom_metrics::aggregate::TimelinePoint;
 use serde::{Deserialize, Serialize};
 
 /// What the ranking reads of a study file.
@@ -20,13 +24,15 @@ pub struct Ranking {
     pub repeat: u32,
 }
 
-/// Relative difference under which single runs are called noise.
-pub const SINGLE_RUN_NOISE: f64 = 0.03;
+/// Relative difference under which two figures are noise whatever their
+/// intervals say.
+pub const NOISE_FLOOR: f64 = 0.03;
 
 #[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq)]
 pub struct Spread {
     pub median: f64,
-    /// 95 % confidence interval of the mean (equal to the median for one run).
+    /// 95 % confidence interval of the mean; for one run, of its seconds
+    /// around its figure (equal to it when the run had too few seconds).
     pub low: f64,
     pub high: f64,
     pub runs: u32,
@@ -73,17 +79,39 @@ impl Spread {
         })
     }
 
-    /// Whether two configurations cannot be told apart.
-    pub fn overlaps(&self, other: &Spread) -> bool {
-        if self.runs < 2 || other.runs < 2 {
-            let base = self
-                .median
-                .abs()
-                .max(other.median.abs())
-                .max(f64::MIN_POSITIVE);
-            return (self.median - other.median).abs() / base < SINGLE_RUN_NOISE;
+    /// One run's figure, with the interval its per-second values give
+    /// (seconds without a value left out; none with fewer than 5).
+    pub fn of_one_run(figure: f64, per_second: &[f64]) -> Spread {
+        let n = per_second.len();
+        let (low, high) = if n < 5 {
+            (figure, figure)
+        } else {
+            let mean = per_second.iter().sum::<f64>() / n as f64;
+            let var = per_second.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
+            let half = t95(n) * (var / n as f64).sqrt();
+            (figure - half, figure + half)
+        };
+        Spread {
+            median: figure,
+            low,
+            high,
+            runs: 1,
         }
-        self.low <= other.high && other.low <= self.high
+    }
+
+    /// Whether two figures cannot be told apart: a difference under 3 %,
+    /// or overlapping intervals (where both have one). The one rule for a
+    /// study's ranking and `headroom compare`.
+    pub fn overlaps(&self, other: &Spread) -> bool {
+        let base = self.median.abs().max(other.median.abs());
+        if base == 0.0 || (self.median - other.median).abs() / base < NOISE_FLOOR {
+            return true;
+        }
+        let has_interval = |s: &Spread| s.high > s.low;
+        has_interval(self)
+            && has_interval(other)
+            && self.low <= other.high
+            && other.low <= self.high
     }
 }
 
@@ -135,6 +163,29 @@ pub fn event_failed(r: &Results) -> Option<u64> {
     (!windows.is_empty()).then(|| windows.iter().sum())
 }
 
+/// A run's seconds as values of a figure: whole seconds only (the first
+/// and last, partly run, left out), and those that have the value.
+pub fn per_second(r: &Results, value: impl Fn(&TimelinePoint) -> Option<f64>) -> Vec<f64> {
+    let n = r.timeline.len();
+    if n < 3 {
+        return Vec::new();
+    }
+    r.timeline[1..n - 1].iter().filter_map(value).collect()
+}
+
+/// The objective's latency in one second of the timeline.
+fn second_latency(p: &TimelinePoint, objective: Objective) -> Option<f64> {
+    match objective {
+        Objective::P50 => p.p50_ms,
+        Objective::P95 => p.p95_ms,
+        Objective::P99 => p.p99_ms,
+        Objective::Mean => p.mean_ms,
+        Objective::P90 | Objective::Throughput | Objective::Capacity | Objective::MaxGap => {
+            p.p90_ms
+        }
+    }
+}
+
 pub fn latency(r: &Results, objective: Objective) -> f64 {
     let l = &r.summary.latency_ms;
     match objective {
@@ -171,15 +222,23 @@ fn stats(runs: &[&Results], objective: Objective) -> Option<ConfigStats> {
     let peak_rss = peak(&|s| s.server_rss_bytes.map(|m| m.peak));
     let total_requests: u64 = runs.iter().map(|r| r.summary.requests.total).sum();
     let cpu_s: f64 = runs.iter().filter_map(|r| server_cpu_seconds(r)).sum();
-    let t = Spread::of(&throughput)?;
+    let latencies: Vec<f64> = runs.iter().map(|r| latency(r, objective)).collect();
+    let (t, latency_ms) = match runs {
+        [one] => (
+            Spread::of_one_run(
+                one.summary.throughput_rps,
+                &per_second(one, |p| Some(p.requests as f64)),
+            ),
+            Spread::of_one_run(
+                latencies[0],
+                &per_second(one, |p| second_latency(p, objective)),
+            ),
+        ),
+        _ => (Spread::of(&throughput)?, Spread::of(&latencies)?),
+    };
     Some(ConfigStats {
         throughput_rps: t,
-        latency_ms: Spread::of(
-            &runs
-                .iter()
-                .map(|r| latency(r, objective))
-                .collect::<Vec<_>>(),
-        )?,
+        latency_ms,
         error_rate: runs
             .iter()
             .map(|r| r.summary.requests.error_rate)
@@ -490,5 +549,85 @@ mod tests {
         assert!(one.overlaps(&Spread::of(&[102.0]).unwrap()));
         assert!(!one.overlaps(&Spread::of(&[110.0]).unwrap()));
         assert_eq!(Spread::of(&[]), None);
+    }
+
+    /// A single run with the given seconds (requests completed in each).
+    fn run_of_seconds(requests: &[u64]) -> Results {
+        let mut r = results(0.0, 10.0, 0.0);
+        r.timeline = requests
+            .iter()
+            .enumerate()
+            .map(|(i, &n)| TimelinePoint {
+                t_s: i as u32 + 1,
+                requests: n,
+                ok: n,
+                p90_ms: Some(10.0),
+                ..Default::default()
+            })
+            .collect();
+        let whole = &requests[1..requests.len() - 1];
+        r.summary.throughput_rps = whole.iter().sum::<u64>() as f64 / whole.len() as f64;
+        r
+    }
+
+    #[test]
+    fn single_runs_that_wandered_more_than_they_differ_are_a_tie() {
+        // Poisson-like seconds around 44 and 41 req/s (8 % apart; 5.6 % in
+        // seed 003's open-model study): the seconds say it is noise.
+        let noisy_a = [
+            20, 52, 38, 49, 35, 47, 41, 55, 40, 44, 37, 50, 43, 39, 48, 30,
+        ];
+        let noisy_b = [
+            25, 36, 47, 40, 33, 45, 50, 38, 42, 35, 44, 39, 46, 41, 37, 12,
+        ];
+        let mut configs = vec![
+            config("a", vec![("ok", run_of_seconds(&noisy_a))]),
+            config("b", vec![("ok", run_of_seconds(&noisy_b))]),
+        ];
+        let a = configs[0].runs[0]
+            .results
+            .as_ref()
+            .unwrap()
+            .summary
+            .throughput_rps;
+        let b = configs[1].runs[0]
+            .results
+            .as_ref()
+            .unwrap()
+            .summary
+            .throughput_rps;
+        assert!(a / b > 1.04 && a / b < 1.09, "{a} vs {b}");
+        let report = summarise(&study(Objective::Throughput), &mut configs, false);
+        assert_eq!(report.ranking, ["a", "b"]);
+        assert_eq!(report.within_noise, ["b"]);
+        let spread = report.configs[0].stats.as_ref().unwrap().throughput_rps;
+        assert!(
+            spread.low < a && spread.high > a && spread.runs == 1,
+            "{spread:?}"
+        );
+
+        // Steady seconds 5 % apart: a clear winner.
+        let steady_a = [10, 105, 104, 106, 105, 105, 104, 106, 5];
+        let steady_b = [10, 100, 99, 101, 100, 100, 101, 99, 5];
+        let mut configs = vec![
+            config("a", vec![("ok", run_of_seconds(&steady_a))]),
+            config("b", vec![("ok", run_of_seconds(&steady_b))]),
+        ];
+        let report = summarise(&study(Objective::Throughput), &mut configs, false);
+        assert_eq!(report.ranking, ["a", "b"]);
+        assert!(
+            report.within_noise.is_empty(),
+            "{:?}",
+            report.configs[0].stats
+        );
+    }
+
+    #[test]
+    fn one_run_with_few_seconds_has_no_interval() {
+        let s = Spread::of_one_run(100.0, &[90.0, 110.0, 100.0]);
+        assert_eq!((s.low, s.high), (100.0, 100.0));
+        let s = Spread::of_one_run(100.0, &[98.0, 102.0, 98.0, 102.0, 100.0]);
+        // sd 2, n 5, t(4 df) = 2.776: ±2.48
+        assert!((s.high - 102.48).abs() < 0.01, "{s:?}");
     }
 }
