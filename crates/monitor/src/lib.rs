@@ -41,6 +41,8 @@ pub struct MonitorConfig {
     pub source: String,
     /// How to find the server again when its main process exits.
     pub follow: Follow,
+    /// A study's services (name, main pid), each sampled as its own tree.
+    pub services: Vec<(String, i32)>,
 }
 
 /// A monitor running beside a load test.
@@ -138,6 +140,11 @@ fn sample_loop(
         .remote
         .clone()
         .map(|r| remote::Puller::new(r, start_unix_ms));
+    let mut services: Vec<(String, Sampler)> = config
+        .services
+        .iter()
+        .map(|(name, pid)| (name.clone(), Sampler::new(Some(*pid), false, false)))
+        .collect();
     // A day's samples would be tens of MiB: all but the newest wait in a
     // temp file until the run ends.
     let mut samples = headroom_metrics::spill::Spilled::new();
@@ -160,6 +167,11 @@ fn sample_loop(
         let mut s = sampler.sample(t_s);
         if let Some(r) = &mut remote {
             r.fill(&mut s);
+        }
+        for (name, sampler) in &mut services {
+            if let Some(tree) = sampler.sample(t_s).server {
+                s.services.insert(name.clone(), tree);
+            }
         }
         *latest.lock().expect("monitor lock") = Some(s.clone());
         main_pid.store(sampler.root().unwrap_or(0), Ordering::SeqCst);

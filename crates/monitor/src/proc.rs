@@ -208,6 +208,7 @@ impl Sampler {
             server: self.root.map(|root| self.tree(root, dt, t_s)),
             machine: self.watch_machine.then(|| self.machine()),
             generator: self.watch_generator.then(|| self.generator(dt)),
+            services: Default::default(),
         };
         self.prev_at = now;
         self.prev_uptime_ticks = uptime;

@@ -98,6 +98,7 @@ pub fn table(report: &StudyReport, csv: bool) -> Table {
             row.insert(at, gap.map_or("-".into(), |g| format!("{g:.0}")));
         }
     }
+    add_service_columns(report, &mut t, csv);
     if capacity {
         for row in &mut t.rows {
             let label = &row[1];
@@ -115,6 +116,63 @@ pub fn table(report: &StudyReport, csv: bool) -> Table {
         }
     }
     t
+}
+
+/// A study's services (a database, a cache) each get their peak CPU and
+/// memory, after the server's: what they took is not the server's.
+fn add_service_columns(report: &StudyReport, t: &mut Table, csv: bool) {
+    let services = |c: &headroom_records::study::ConfigReport| {
+        c.results
+            .as_ref()
+            .and_then(|r| r.server.as_ref())
+            .map(|s| s.summary.services.clone())
+            .unwrap_or_default()
+    };
+    let names: std::collections::BTreeSet<String> = report
+        .configs
+        .iter()
+        .flat_map(|c| services(c).into_keys())
+        .collect();
+    let Some(mut at) = t
+        .headers
+        .iter()
+        .position(|h| h == "Peak MiB" || h == "peak_rss_mib")
+        .map(|i| i + 1)
+    else {
+        return;
+    };
+    for name in names {
+        let (cpu, mem) = if csv {
+            (
+                format!("{name}_peak_cpu_pct"),
+                format!("{name}_peak_rss_mib"),
+            )
+        } else {
+            (format!("{name} CPU %"), format!("{name} MiB"))
+        };
+        t.headers.insert(at, mem);
+        t.headers.insert(at, cpu);
+        t.left = t
+            .left
+            .iter()
+            .map(|&c| if c >= at { c + 2 } else { c })
+            .collect();
+        for row in &mut t.rows {
+            let service = report
+                .configs
+                .iter()
+                .find(|c| c.label == row[1])
+                .and_then(|c| services(c).remove(&name));
+            let peak = |v: Option<headroom_records::server::MeanPeak>,
+                        f: &dyn Fn(f64) -> String| {
+                v.map_or("-".to_string(), |v| f(v.peak))
+            };
+            let s = service.unwrap_or_default();
+            row.insert(at, peak(s.rss_bytes, &|b| format!("{:.0}", b / 1048576.0)));
+            row.insert(at, peak(s.cpu_pct, &|p| format!("{p:.0}")));
+        }
+        at += 2;
+    }
 }
 
 /// Did any configuration's runs have events?

@@ -376,6 +376,15 @@ fn write_server(
         s.generator_rss_bytes,
         &|v| mib(v),
     );
+    // A study's services: beside the server, not in its figures.
+    for (name, service) in &s.services {
+        row(&format!("service {name} CPU"), service.cpu_pct, &pct);
+        row(
+            &format!("service {name} resident memory (MiB)"),
+            service.rss_bytes,
+            &|v| mib(v),
+        );
+    }
     write_table(out, &rows)?;
     writeln!(
         out,

@@ -371,6 +371,12 @@ fn run_config(
                 .chain(study_wide.groups())
                 .collect(),
         },
+        // ... and sampled apart, each as its own tree.
+        services: running
+            .named_pids()
+            .into_iter()
+            .chain(study_wide.named_pids())
+            .collect(),
     };
     if study.objective == Objective::Capacity {
         let settings = scenario.capacity.overlay(&study.capacity);

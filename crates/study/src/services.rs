@@ -33,6 +33,14 @@ impl Running {
         self.processes.iter().map(ServerProcess::pid).collect()
     }
 
+    /// Each service's name and main process.
+    pub fn named_pids(&self) -> Vec<(String, i32)> {
+        let names = self.ports.iter().map(|(name, _)| name.clone());
+        names
+            .zip(self.processes.iter().map(ServerProcess::pid))
+            .collect()
+    }
+
     /// Fills `{service.NAME.port}` with these services' ports.
     pub fn fill(&self, text: &str) -> String {
         self.ports.iter().fold(text.to_string(), |t, (name, port)| {

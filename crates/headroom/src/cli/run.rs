@@ -249,6 +249,7 @@ impl Watch {
                 remote: None,
                 source: "generator only".into(),
                 follow: Follow::default(),
+                services: Vec::new(),
             },
             server: None,
         }
@@ -262,6 +263,7 @@ impl Watch {
                 remote: None,
                 source,
                 follow: Follow::default(),
+                services: Vec::new(),
             },
             server: None,
         }
@@ -313,6 +315,7 @@ pub fn watch_from_args(args: &RunArgs, plan: &Plan) -> anyhow::Result<Watch> {
                 remote: Some(source),
                 source: format!("remote {url}"),
                 follow: Follow::default(),
+                services: Vec::new(),
             },
             server: None,
         });

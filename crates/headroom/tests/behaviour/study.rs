@@ -202,7 +202,7 @@ fn services_are_ready_before_the_server_starts_and_stopped_after() {
     std::fs::write(
         dir.path().join("study.toml"),
         r#"
-scenario = { base_url = "http://127.0.0.1:1", request = [{ name = "hello", path = "/hello" }], load = { vus = 2, duration = "1s" } }
+scenario = { base_url = "http://127.0.0.1:1", request = [{ name = "hello", path = "/hello" }], load = { vus = 2, duration = "2s" } }
 
 [[service]]
 name = "a"
@@ -248,6 +248,28 @@ ready_timeout = "10s"
             !pids.contains(&a),
             "service a ({a}) counted as the server's: {pids:?}"
         );
+        // ... they are sampled apart, each as its own tree.
+        let service_a: Vec<i64> = sample["services"]["a"]["per_process"]
+            .as_array()
+            .unwrap_or_else(|| panic!("no service a in {sample}"))
+            .iter()
+            .map(|p| p["pid"].as_i64().unwrap())
+            .collect();
+        assert_eq!(service_a, [a], "{sample}");
+        assert!(sample["services"]["b"]["rss_bytes"].as_u64().unwrap() > 1 << 20);
+    }
+    let services = &config["results"]["server"]["summary"]["services"];
+    assert!(
+        services["b"]["rss_bytes"]["peak"].as_f64().unwrap() > 1e6,
+        "{services}"
+    );
+    assert!(
+        services["a"]["cpu_pct"]["peak"].as_f64().is_some(),
+        "{services}"
+    );
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    for column in ["a CPU %", "a MiB", "b CPU %", "b MiB"] {
+        assert!(stdout.contains(column), "no column {column:?} in\n{stdout}");
     }
     for service in ["a.pid", "b.pid"] {
         assert!(!alive(&dir.path().join(service)), "{service} still running");

@@ -9,6 +9,7 @@ pub mod sample;
 
 use sample::Sample;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 
 /// Mean and peak of one figure over the run.
 #[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
@@ -64,6 +65,18 @@ pub struct Summary {
     pub generator_cpu_pct: Option<MeanPeak>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub generator_rss_bytes: Option<MeanPeak>,
+    /// A study's services, by name (not in the `server_` figures).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub services: BTreeMap<String, ServiceSummary>,
+}
+
+/// One service's process tree over the run.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
+pub struct ServiceSummary {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_pct: Option<MeanPeak>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rss_bytes: Option<MeanPeak>,
 }
 
 impl Summary {
@@ -100,7 +113,29 @@ impl Summary {
                     .filter_map(|s| s.generator.as_ref())
                     .map(|g| g.rss_bytes as f64),
             ),
+            services: Self::services(samples),
         }
+    }
+
+    fn services(samples: &[Sample]) -> BTreeMap<String, ServiceSummary> {
+        let names: std::collections::BTreeSet<&String> =
+            samples.iter().flat_map(|s| s.services.keys()).collect();
+        names
+            .into_iter()
+            .map(|name| {
+                let alive = |rated: bool| {
+                    samples
+                        .iter()
+                        .skip(usize::from(rated))
+                        .filter_map(move |s| s.services.get(name).filter(|t| t.alive))
+                };
+                let summary = ServiceSummary {
+                    cpu_pct: MeanPeak::of(alive(true).map(|t| t.cpu_pct)),
+                    rss_bytes: MeanPeak::of(alive(false).map(|t| t.rss_bytes as f64)),
+                };
+                (name.clone(), summary)
+            })
+            .collect()
     }
 }
 

@@ -4,6 +4,7 @@
 //! 100 % = all cores (as `sar` shows it).
 
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct Sample {
@@ -20,6 +21,10 @@ pub struct Sample {
     /// `run --processes` its shard processes too.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub generator: Option<ProcessSample>,
+    /// A study's `[[service]]`s (a database, a cache), each its own
+    /// process tree, by name: beside the server's figures, never in them.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub services: BTreeMap<String, TreeSample>,
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
