@@ -606,6 +606,40 @@ fn a_rate_beyond_the_generator_still_connects_and_counts_every_due_arrival() {
     assert_eq!(r.results()["generator_bound"], true);
 }
 
+#[test]
+fn uploads_a_server_never_reads_do_not_hold_up_the_arrivals_after_them() {
+    // Reads a request's head, then neither reads nor answers: each 5 MB
+    // upload blocks once the socket buffers are full, until its timeout.
+    let server = RawServer::start(|mut s, count| {
+        if crate::common::read_request_head(&mut s).is_some() {
+            count.fetch_add(1, Ordering::SeqCst);
+        }
+        std::thread::sleep(Duration::from_secs(3));
+        drop(s);
+    });
+    let dir = crate::common::scenario_dir(&[]);
+    std::fs::write(dir.path().join("big.bin"), vec![b'x'; 5 << 20]).unwrap();
+    let scenario = format!(
+        "base_url = \"{}\"\n[[request]]\nname = \"upload\"\nmethod = \"POST\"\npath = \"/upload\"\nbody_file = \"big.bin\"\ntimeout = \"500ms\"\n",
+        server.url("")
+    );
+    std::fs::write(dir.path().join("s.toml"), &scenario).unwrap();
+    let r = run(&[
+        dir.path().join("s.toml").to_str().unwrap(),
+        "--rate",
+        "25",
+        "--duration",
+        "2s",
+    ]);
+    assert!(r.code == 0 || r.code == 1, "{}", r.stderr);
+    // Every arrival was sent, none held back behind a blocked upload.
+    assert_eq!(r.total(), 50, "{}", r.results()["errors"]);
+    assert_eq!(r.error("not_sent"), 0, "{}", r.results()["errors"]);
+    assert_eq!(r.error("request_timeout"), 50, "{}", r.results()["errors"]);
+    assert_eq!(server.requests(), 50);
+    assert_eq!(r.results()["requests"]["attempts"].as_u64(), Some(50));
+}
+
 /// Answers `413` as soon as a request's head has come, without reading
 /// its body, and closes: the client's write of a large body then fails.
 fn early_413() -> RawServer {
