@@ -2,7 +2,8 @@
 //! and the generator itself, sampled on the run's clock (the same interval
 //! boundaries as the client timeline), then read for what ran out first.
 //!
-//! - `proc`: reading /proc via `procfs`; `netstat`: listen-queue counters.
+//! - `proc`: reading /proc via `procfs`; `netstat`: listen-queue counters;
+//!   [`queues`]: every listening socket's accept queue (sock_diag netlink).
 //! - [`remote`]: `headroom monitor` on the server's host, and the client
 //!   that pulls its samples during a run.
 //! - [`launch`]: start a server command in its own process group, wait for
@@ -16,6 +17,7 @@ pub mod launch;
 pub mod machine;
 mod netstat;
 mod proc;
+pub mod queues;
 pub mod remote;
 
 use headroom_records::server::{findings, sample, Restart, ServerReport, Summary};

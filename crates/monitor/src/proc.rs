@@ -4,11 +4,11 @@
 //! generator itself. CPU figures are deltas since the previous sample.
 
 use super::netstat;
-use super::sample::{FdUse, MachineSample, ProcessSample, Sample, TreeSample};
+use super::sample::{AcceptQueue, FdUse, MachineSample, ProcessSample, Sample, TreeSample};
 use headroom_records::server::Restart;
 use procfs::process::{LimitValue, Process};
 use procfs::{Current, CurrentSI};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 /// A process's counters at the previous sample, keyed by pid and start
@@ -66,6 +66,22 @@ pub struct Sampler {
     /// `LIMITS_EVERY` samples: they rarely change and cost a file parse.
     limits: HashMap<(i32, u64), Option<u64>>,
     samples_taken: u64,
+    /// Which listening sockets are the tree's (see `accept_queues`).
+    listeners: Listeners,
+}
+
+/// The listening sockets a tree holds, by inode. Reading every process's
+/// fd links each second would cost more than the rest of a sample, so
+/// they are read again only when a listening socket the last reading did
+/// not see appears, or the tree gains a process.
+#[derive(Default)]
+struct Listeners {
+    /// Listening inodes on the machine at the last reading.
+    known: HashSet<u32>,
+    /// Those of them the tree held.
+    ours: HashSet<u32>,
+    /// The tree's processes at the last reading.
+    pids: HashSet<i32>,
 }
 
 const LIMITS_EVERY: u64 = 10;
@@ -173,6 +189,7 @@ impl Sampler {
             prev_generator: None,
             limits: HashMap::new(),
             samples_taken: 0,
+            listeners: Listeners::default(),
             cores: procfs::CpuInfo::current()
                 .map_or(1, |c| c.num_cores() as u32)
                 .max(1),
@@ -354,6 +371,7 @@ impl Sampler {
         }
         tree.cpu_pct = tree.cpu_user_pct + tree.cpu_system_pct;
         tree.per_process.sort_by_key(|p| p.pid);
+        tree.accept_queues = self.accept_queues(&tree, &stats);
         tree.alive = tree.processes > 0;
         self.prev = next_prev;
         if tree.alive {
@@ -362,6 +380,52 @@ impl Sampler {
             self.down_since.get_or_insert(t_s);
         }
         tree
+    }
+
+    /// The accept queues of the sockets the tree listens on (none where
+    /// the kernel's sock_diag cannot be read).
+    fn accept_queues(
+        &mut self,
+        tree: &TreeSample,
+        stats: &HashMap<i32, (Process, procfs::process::Stat)>,
+    ) -> Vec<AcceptQueue> {
+        let Ok(listening) = crate::queues::listening() else {
+            return Vec::new();
+        };
+        let pids: HashSet<i32> = tree.per_process.iter().map(|p| p.pid).collect();
+        let unseen = listening
+            .iter()
+            .any(|l| !self.listeners.known.contains(&l.inode));
+        if unseen || !pids.is_subset(&self.listeners.pids) {
+            let known: HashSet<u32> = listening.iter().map(|l| l.inode).collect();
+            let mut ours = HashSet::new();
+            for pid in &pids {
+                let Some((process, _)) = stats.get(pid) else {
+                    continue;
+                };
+                for fd in process.fd().into_iter().flatten().flatten() {
+                    if let procfs::process::FDTarget::Socket(inode) = fd.target {
+                        if let Ok(inode) = u32::try_from(inode) {
+                            if known.contains(&inode) {
+                                ours.insert(inode);
+                            }
+                        }
+                    }
+                }
+            }
+            self.listeners = Listeners { known, ours, pids };
+        }
+        let mut queues: Vec<AcceptQueue> = listening
+            .into_iter()
+            .filter(|l| self.listeners.ours.contains(&l.inode))
+            .map(|l| AcceptQueue {
+                address: l.address,
+                depth: l.depth,
+                limit: l.limit,
+            })
+            .collect();
+        queues.sort_by(|a, b| a.address.cmp(&b.address));
+        queues
     }
 
     /// The main process `old` is gone: its successor, if there is one

@@ -9,7 +9,7 @@ use headroom_records::study::StudyReport;
 use std::io::{self, Write};
 
 /// (terminal header, CSV header) of each column.
-const COLUMNS: [(&str, &str); 18] = [
+const COLUMNS: [(&str, &str); 19] = [
     ("#", "rank"),
     ("Configuration", "configuration"),
     ("Status", "status"),
@@ -25,6 +25,7 @@ const COLUMNS: [(&str, &str); 18] = [
     ("Errors %", "error_pct"),
     ("Peak CPU %", "peak_cpu_pct"),
     ("Peak MiB", "peak_rss_mib"),
+    ("Peak queue", "peak_accept_queue"),
     ("Req/CPU-s", "requests_per_cpu_s"),
     ("Req/s per GiB", "rps_per_gib"),
     ("Findings", "findings"),
@@ -119,7 +120,7 @@ pub fn table(report: &StudyReport, csv: bool) -> Table {
 }
 
 /// A study's services (a database, a cache) each get their peak CPU and
-/// memory, after the server's: what they took is not the server's.
+/// memory, after the server's figures: what they took is not the server's.
 fn add_service_columns(report: &StudyReport, t: &mut Table, csv: bool) {
     let services = |c: &headroom_records::study::ConfigReport| {
         c.results
@@ -136,7 +137,7 @@ fn add_service_columns(report: &StudyReport, t: &mut Table, csv: bool) {
     let Some(mut at) = t
         .headers
         .iter()
-        .position(|h| h == "Peak MiB" || h == "peak_rss_mib")
+        .position(|h| h == "Peak queue" || h == "peak_accept_queue")
         .map(|i| i + 1)
     else {
         return;
@@ -233,6 +234,9 @@ fn rows(report: &StudyReport) -> Vec<Vec<String>> {
                     row.push(opt(st.and_then(|s| s.peak_cpu_pct), &|v| format!("{v:.0}")));
                     row.push(opt(st.and_then(|s| s.peak_rss_bytes), &|v| {
                         format!("{:.1}", v / 1048576.0)
+                    }));
+                    row.push(opt(st.and_then(|s| s.peak_accept_queue), &|v| {
+                        format!("{v:.0}")
                     }));
                     row.push(opt(st.and_then(|s| s.requests_per_cpu_s), &|v| {
                         format!("{v:.0}")

@@ -360,6 +360,11 @@ fn write_server(
     row("server threads", s.server_threads, &num);
     row("server open files", s.server_fds, &num);
     row(
+        "server accept queue (connections waiting)",
+        s.server_accept_queue,
+        &num,
+    );
+    row(
         "machine CPU busy (100 % = all cores)",
         s.machine_cpu_busy_pct,
         &pct,

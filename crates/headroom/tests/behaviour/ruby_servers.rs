@@ -154,3 +154,72 @@ fn unicorn_restart_strategies_ranked_by_what_users_felt() {
         }
     }
 }
+
+/// examples/ruby/queues.toml, reduced: 2 Unicorn workers under 20 users
+/// of a 50 ms wait. The connections wait in the accept queue of Unicorn's
+/// own socket — TCP, or a unix socket behind nginx — with the CPU idle,
+/// and the monitor names the worker pool; with a backlog of 8 the queue
+/// fills and that is named too.
+#[test]
+fn unicorn_past_its_workers_names_the_accept_queue() {
+    require("unicorn");
+    require("nginx");
+    let (stdout, report) = study(
+        "queues.toml",
+        &[("DURATION", "2s"), ("WARMUP", "1s"), ("USERS", "20")],
+    );
+    assert!(stdout.contains("Peak queue"), "{stdout}");
+    for c in report["configs"].as_array().unwrap() {
+        let label = c["label"].as_str().unwrap();
+        let server = &c["results"]["server"];
+        let kinds: Vec<&str> = server["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f["kind"].as_str().unwrap())
+            .collect();
+        assert!(
+            kinds.contains(&"worker_pool"),
+            "{label}: {}",
+            server["findings"]
+        );
+        assert!(
+            !kinds.contains(&"server_cpu"),
+            "{label}: {}",
+            server["findings"]
+        );
+        let peak = c["stats"]["peak_accept_queue"].as_f64().unwrap();
+        let queues: Vec<&serde_json::Value> = server["samples"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|s| {
+                s["server"]["accept_queues"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+            })
+            .collect();
+        match label {
+            // 20 users, 2 in the workers' hands: up to 18 wait.
+            "unicorn" => {
+                assert!((10.0..=18.0).contains(&peak), "{label}: {peak}");
+                assert!(queues.iter().all(|q| q["limit"] == 1024), "{label}");
+            }
+            "unicorn-backlog-8" => {
+                assert!(kinds.contains(&"accept_queue_full"), "{label}: {kinds:?}");
+                assert!(queues.iter().all(|q| q["limit"] == 8), "{label}");
+            }
+            "nginx+unicorn" => {
+                // Unicorn's unix socket holds the queue; nginx's own is empty.
+                let unix = queues
+                    .iter()
+                    .filter(|q| q["address"].as_str().unwrap().ends_with("unicorn.sock"))
+                    .map(|q| q["depth"].as_u64().unwrap())
+                    .max();
+                assert!(unix.is_some_and(|d| d >= 10), "{label}: {queues:?}");
+            }
+            other => panic!("unexpected configuration {other}"),
+        }
+    }
+}

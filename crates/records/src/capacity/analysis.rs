@@ -52,8 +52,9 @@ pub fn knee(steps: &[Step], metric: Metric) -> Option<f64> {
 
 /// What gave out at a failing step, most specific first.
 pub struct Limit {
-    /// generator, server_exited, memory, fds, listen_queue, server_cpu,
-    /// machine_cpu, or none_observed.
+    /// generator, server_exited, memory, fds, accept_queue_full,
+    /// listen_queue, worker_pool, server_cpu, machine_cpu, or
+    /// none_observed.
     pub kind: String,
     pub detail: String,
 }
@@ -79,7 +80,9 @@ pub fn limited_by(step: &Step) -> Limit {
         "server_exited",
         "memory",
         "fds",
+        "accept_queue_full",
         "listen_queue",
+        "worker_pool",
         "server_cpu",
         "machine_cpu",
     ] {

@@ -9,6 +9,8 @@
 //! | `memory` | available memory < 5 % of total (and whether swap grew) |
 //! | `fds` | a process's open files ≥ 90 % of its soft limit |
 //! | `listen_queue` | the kernel's ListenOverflows/ListenDrops grew during the run |
+//! | `worker_pool` | ≥ 4 connections waiting in the server's accept queues for 2 samples in a row while its CPU is under 90 % |
+//! | `accept_queue_full` | a server socket's accept queue at its limit (the backlog) |
 //! | `server_exited` | nothing of the server is left (a restart is not an exit) |
 //! | `generator_cpu` | generator CPU ≥ 90 % of the cores it may use for 2 samples in a row |
 //! | `late_sends` | sends ran late (as below) while the generator was idle with connections to spare |
@@ -37,6 +39,9 @@ pub const SUSTAINED_SAMPLES: usize = 2;
 pub const IDLE_SATURATED_PCT: f64 = 5.0;
 pub const MEMORY_LOW: f64 = 0.05;
 pub const FDS_NEAR_LIMIT: f64 = 0.90;
+/// Connections waiting in the accept queues from which every worker is
+/// taken to be busy (one or two are a sample catching an accept midway).
+pub const ACCEPT_QUEUE_BUSY: f64 = 4.0;
 pub const SEND_LAG_LATE_MS: f64 = 10.0;
 /// Late sends must be more than this share of all sends…
 pub const LATE_SENDS_MAX_SHARE: f64 = 0.01;
@@ -51,7 +56,8 @@ pub const GENERATOR_BUSY_PCT: f64 = 50.0;
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct Finding {
     /// Stable name: server_cpu, machine_cpu, memory, fds, listen_queue,
-    /// server_exited, generator_cpu, late_sends.
+    /// worker_pool, accept_queue_full, server_exited, generator_cpu,
+    /// late_sends.
     pub kind: String,
     /// When it began, seconds since the start.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -94,6 +100,70 @@ fn sustained(
         }
     }
     found.map(|at| (at, peak))
+}
+
+/// What the accept queues say: connections waiting while the server's CPU
+/// had room (its workers, not its cores, ran out), and a queue at its
+/// limit (the kernel refuses or drops what comes next).
+fn accept_queue_findings(timed: &[&Sample], cores: f64) -> Vec<Finding> {
+    let mut out = Vec::new();
+    let cpu_limit = CPU_SATURATED * cores * 100.0;
+    let waiting_with_cpu_to_spare = |s: &Sample| {
+        let t = s
+            .server
+            .as_ref()
+            .filter(|t| t.alive && !t.accept_queues.is_empty())?;
+        Some(if t.cpu_pct < cpu_limit {
+            t.accept_queue_depth() as f64
+        } else {
+            0.0
+        })
+    };
+    if let Some((at, peak)) = sustained(timed, waiting_with_cpu_to_spare, ACCEPT_QUEUE_BUSY) {
+        let cpu_peak = timed
+            .iter()
+            .filter_map(|s| s.server.as_ref().filter(|t| t.alive))
+            .map(|t| t.cpu_pct)
+            .fold(0.0, f64::max);
+        // The socket where they waited (the fullest at any sample).
+        let fullest = timed
+            .iter()
+            .filter_map(|s| s.server.as_ref())
+            .flat_map(|t| &t.accept_queues)
+            .max_by_key(|q| q.depth)
+            .map_or(String::new(), |q| format!(" of {}", q.address));
+        out.push(Finding {
+            kind: "worker_pool".into(),
+            at_s: Some(at),
+            message: format!(
+                "worker pool saturated from {}: up to {peak:.0} connections waiting in the accept queue{fullest} while server CPU stayed under {:.0} % (peak {cpu_peak:.0} % of {cores:.0} cores): add workers or threads, not CPU",
+                clock(at),
+                CPU_SATURATED * 100.0,
+            ),
+        });
+    }
+    let full = timed.iter().find_map(|s| {
+        let t = s.server.as_ref()?;
+        let q = t
+            .accept_queues
+            .iter()
+            .find(|q| q.limit > 0 && q.depth >= q.limit)?;
+        Some((s.t_s, q.clone()))
+    });
+    if let Some((at, q)) = full {
+        out.push(Finding {
+            kind: "accept_queue_full".into(),
+            at_s: Some(at),
+            message: format!(
+                "accept queue of {} full ({} of {}) at {}: connections beyond it are dropped (TCP) or refused (unix sockets)",
+                q.address,
+                q.depth,
+                q.limit,
+                clock(at)
+            ),
+        });
+    }
+    out
 }
 
 /// Findings from a run's samples. `generator_cores` is how many CPUs the
@@ -210,6 +280,7 @@ pub fn findings(samples: &[Sample], generator_cores: usize) -> Vec<Finding> {
             ),
         });
     }
+    out.extend(accept_queue_findings(&timed, cores));
     // Exited: nothing of the server is left from some sample to the end
     // (a restart that comes back is `server.restarts`, not an exit).
     let down = |s: &Sample| s.server.as_ref().is_some_and(|t| !t.alive);
@@ -355,6 +426,54 @@ mod tests {
             }),
             ..Sample::default()
         }
+    }
+
+    /// A sample whose server has `depth` of `limit` connections waiting.
+    fn queued(t: f64, server_cpu: f64, depth: u32, limit: u32) -> Sample {
+        let mut s = sample(t, server_cpu, 10.0);
+        if let Some(tree) = s.server.as_mut() {
+            tree.accept_queues = vec![crate::server::sample::AcceptQueue {
+                address: "/run/app.sock".into(),
+                depth,
+                limit,
+            }];
+        }
+        s
+    }
+
+    #[test]
+    fn connections_waiting_while_the_cpu_idles_are_the_worker_pool() {
+        let kinds =
+            |s: &[Sample]| -> Vec<String> { findings(s, 1).into_iter().map(|f| f.kind).collect() };
+        let waiting = [
+            queued(0.0, 0.0, 0, 1024),
+            queued(1.0, 20.0, 3, 1024),
+            queued(2.0, 20.0, 6, 1024),
+            queued(3.0, 25.0, 7, 1024),
+        ];
+        let f = findings(&waiting, 1);
+        assert_eq!(f.len(), 1, "{f:?}");
+        assert_eq!(f[0].kind, "worker_pool");
+        assert_eq!(f[0].at_s, Some(2.0));
+        assert!(
+            f[0].message.contains("up to 7 connections"),
+            "{}",
+            f[0].message
+        );
+        assert!(f[0].message.contains("/run/app.sock"), "{}", f[0].message);
+        // One sample of a queue is a sample catching accepts midway.
+        assert!(kinds(&waiting[..3]).is_empty());
+        // A queue while the CPU is saturated is the CPU's, not the pool's.
+        let busy = [queued(1.0, 190.0, 6, 1024), queued(2.0, 195.0, 8, 1024)];
+        assert_eq!(kinds(&busy), ["server_cpu"]);
+        // A queue at its limit (the kernel lets one more in).
+        let full = [queued(1.0, 10.0, 9, 8), queued(2.0, 10.0, 2, 8)];
+        let f = findings(&full, 1);
+        assert_eq!(
+            f.iter().map(|f| f.kind.as_str()).collect::<Vec<_>>(),
+            ["accept_queue_full"]
+        );
+        assert!(f[0].message.contains("9 of 8"), "{}", f[0].message);
     }
 
     #[test]

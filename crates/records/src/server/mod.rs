@@ -45,6 +45,10 @@ pub struct Summary {
     pub server_threads: Option<MeanPeak>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_fds: Option<MeanPeak>,
+    /// Connections waiting in the server's accept queues (all its
+    /// listening sockets together).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_accept_queue: Option<MeanPeak>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub machine_cpu_busy_pct: Option<MeanPeak>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -97,6 +101,11 @@ impl Summary {
             server_processes: MeanPeak::of(alive().map(|t| t.processes as f64)),
             server_threads: MeanPeak::of(alive().map(|t| t.threads as f64)),
             server_fds: MeanPeak::of(alive().map(|t| t.fds as f64)),
+            server_accept_queue: MeanPeak::of(
+                alive()
+                    .filter(|t| !t.accept_queues.is_empty())
+                    .map(|t| t.accept_queue_depth() as f64),
+            ),
             machine_cpu_busy_pct: MeanPeak::of(machine_rated().map(|m| 100.0 - m.cpu_idle_pct)),
             machine_iowait_pct: MeanPeak::of(machine_rated().map(|m| m.cpu_iowait_pct)),
             load1: MeanPeak::of(machine().map(|m| m.load1)),

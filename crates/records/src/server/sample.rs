@@ -49,6 +49,29 @@ pub struct TreeSample {
     pub ctx_voluntary: u64,
     pub ctx_involuntary: u64,
     pub per_process: Vec<ProcessSample>,
+    /// The accept queue of each socket the tree listens on (TCP and
+    /// unix): connections the kernel accepted that no worker has taken
+    /// yet — what fills first when every worker is busy.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub accept_queues: Vec<AcceptQueue>,
+}
+
+/// One listening socket's accept queue at a sample.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
+pub struct AcceptQueue {
+    /// `127.0.0.1:8080`, `[::]:80`, a unix socket's path, `@name`.
+    pub address: String,
+    /// Connections waiting for `accept()`.
+    pub depth: u32,
+    /// The queue's limit (the backlog, as the kernel capped it).
+    pub limit: u32,
+}
+
+impl TreeSample {
+    /// Connections waiting in all of the tree's accept queues.
+    pub fn accept_queue_depth(&self) -> u64 {
+        self.accept_queues.iter().map(|q| q.depth as u64).sum()
+    }
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]

@@ -127,6 +127,9 @@ pub struct ConfigStats {
     pub peak_cpu_pct: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub peak_rss_bytes: Option<f64>,
+    /// The most connections waiting in the server's accept queues.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peak_accept_queue: Option<f64>,
     /// Requests served per second of server CPU time.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub requests_per_cpu_s: Option<f64>,
@@ -245,6 +248,7 @@ fn stats(runs: &[&Results], objective: Objective) -> Option<ConfigStats> {
             .fold(0.0, f64::max),
         peak_cpu_pct: peak(&|s| s.server_cpu_pct.map(|m| m.peak)),
         peak_rss_bytes: peak_rss,
+        peak_accept_queue: peak(&|s| s.server_accept_queue.map(|m| m.peak)),
         requests_per_cpu_s: (cpu_s > 0.0).then(|| total_requests as f64 / cpu_s),
         rps_per_gib: peak_rss
             .filter(|b| *b > 0.0)
