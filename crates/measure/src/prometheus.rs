@@ -15,7 +15,7 @@
 //! | `headroom_request_duration_seconds` | histogram | — (from the intended send time) |
 //! | `headroom_active_users`, `headroom_in_flight` | gauge | |
 //! | `headroom_target_rate` | gauge | (open model: requests or sessions per second) |
-//! | `headroom_server_cpu_cores`, `headroom_server_resident_memory_bytes`, `headroom_server_open_fds`, `headroom_server_processes` | gauge | |
+//! | `headroom_server_cpu_cores`, `headroom_server_resident_memory_bytes`, `headroom_server_open_fds`, `headroom_server_processes`, `headroom_server_accept_queue` | gauge | |
 //! | `headroom_generator_cpu_cores`, `headroom_generator_resident_memory_bytes` | gauge | |
 //!
 //! Every series also carries the run's own labels: `config` in a study,
@@ -303,6 +303,10 @@ fn gauges_of(f: &mut Figures, s: &Sample) {
             .insert("server_resident_memory_bytes", t.rss_bytes as f64);
         f.gauges.insert("server_open_fds", t.fds as f64);
         f.gauges.insert("server_processes", t.processes as f64);
+        if !t.accept_queues.is_empty() {
+            f.gauges
+                .insert("server_accept_queue", t.accept_queue_depth() as f64);
+        }
     }
     if let Some(g) = &s.generator {
         f.gauges.insert("generator_cpu_cores", g.cpu_pct / 100.0);
@@ -355,6 +359,10 @@ fn describe(family: &str) -> (&'static str, &'static str) {
             "Open file descriptors of the watched server's processes.",
         ),
         "server_processes" => ("gauge", "Processes of the watched server."),
+        "server_accept_queue" => (
+            "gauge",
+            "Connections waiting in the watched server's accept queues (all its listening sockets).",
+        ),
         "generator_cpu_cores" => ("gauge", "CPU of headroom itself, in cores."),
         "generator_resident_memory_bytes" => ("gauge", "Resident memory of headroom itself."),
         _ => ("untyped", "A headroom figure."),

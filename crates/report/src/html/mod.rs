@@ -352,6 +352,46 @@ fn server_charts(r: &Results) -> Vec<Markup> {
     fds.y2_label = Some("load average".into());
     fds.markers = event_markers(r);
     charts.push(fds.render());
+    // Each listening socket's accept queue against its limit: what fills
+    // when every worker is busy.
+    let addresses: std::collections::BTreeSet<String> = samples
+        .iter()
+        .filter_map(|s| s.server.as_ref())
+        .flat_map(|t| t.accept_queues.iter().map(|q| q.address.clone()))
+        .collect();
+    if !addresses.is_empty() {
+        let mut queues = LineChart::new(
+            "Accept queues",
+            "time since start (s)",
+            "connections waiting for a worker",
+        );
+        for address in &addresses {
+            let queue = |s: &headroom_records::server::sample::Sample| {
+                alive(s)?
+                    .accept_queues
+                    .into_iter()
+                    .find(|q| &q.address == address)
+            };
+            queues.series.push(Series::new(
+                address,
+                pts(&|s| queue(s).map(|q| q.depth as f64)),
+            ));
+            let limit = pts(&|s| queue(s).map(|q| q.limit as f64));
+            // The limit only where the queue came near it: a 4096 line
+            // would flatten a queue of 14.
+            let depth_peak = pts(&|s| queue(s).map(|q| q.depth as f64))
+                .iter()
+                .map(|p| p.1)
+                .fold(0.0, f64::max);
+            if limit.iter().any(|p| depth_peak >= p.1 / 2.0) {
+                queues
+                    .series
+                    .push(Series::new(&format!("{address} limit"), limit));
+            }
+        }
+        queues.markers = event_markers(r);
+        charts.push(queues.render());
+    }
     charts
 }
 
