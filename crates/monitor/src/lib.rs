@@ -3,7 +3,9 @@
 //! boundaries as the client timeline), then read for what ran out first.
 //!
 //! - `proc`: reading /proc via `procfs`; `netstat`: listen-queue counters;
-//!   [`queues`]: every listening socket's accept queue (sock_diag netlink).
+//!   [`queues`]: every listening socket's accept queue (sock_diag netlink);
+//!   [`probes`]: the servers' own gauges (Puma, nginx, haproxy, Passenger,
+//!   Prometheus text).
 //! - [`remote`]: `headroom monitor` on the server's host, and the client
 //!   that pulls its samples during a run.
 //! - [`launch`]: start a server command in its own process group, wait for
@@ -16,6 +18,7 @@
 pub mod launch;
 pub mod machine;
 mod netstat;
+pub mod probes;
 mod proc;
 pub mod queues;
 pub mod remote;
@@ -45,6 +48,8 @@ pub struct MonitorConfig {
     pub follow: Follow,
     /// A study's services (name, main pid), each sampled as its own tree.
     pub services: Vec<(String, i32)>,
+    /// The server's own gauges to read at each sample.
+    pub probes: Vec<probes::Probe>,
 }
 
 /// A monitor running beside a load test.
@@ -147,6 +152,7 @@ fn sample_loop(
         .iter()
         .map(|(name, pid)| (name.clone(), Sampler::new(Some(*pid), false, false)))
         .collect();
+    let mut probe_failures = ProbeFailures::default();
     // A day's samples would be tens of MiB: all but the newest wait in a
     // temp file until the run ends.
     let mut samples = headroom_metrics::spill::Spilled::new();
@@ -170,6 +176,14 @@ fn sample_loop(
         if let Some(r) = &mut remote {
             r.fill(&mut s);
         }
+        for (i, probe) in config.probes.iter().enumerate() {
+            match probe.read() {
+                Ok(gauges) => {
+                    s.probes.insert(probe.kind.name().to_string(), gauges);
+                }
+                Err(e) => probe_failures.record(i, e),
+            }
+        }
         for (name, sampler) in &mut services {
             if let Some(tree) = sampler.sample(t_s).server {
                 s.services.insert(name.clone(), tree);
@@ -183,6 +197,29 @@ fn sample_loop(
         }
         k += 1;
     }
-    let errors = remote.map(|r| r.errors()).unwrap_or_default();
+    let mut errors = remote.map(|r| r.errors()).unwrap_or_default();
+    errors.extend(probe_failures.into_messages(samples.len() as u32));
     (samples.into_vec(), errors, sampler.restarts().to_vec())
+}
+
+/// Probes that failed, told once each at the end (a warning, not an
+/// error: the run's figures stand without them).
+#[derive(Default)]
+struct ProbeFailures {
+    /// By probe (its index): the first failure's message (the probe and
+    /// target lead it), and how many samples it failed.
+    first: std::collections::BTreeMap<usize, (String, u32)>,
+}
+
+impl ProbeFailures {
+    fn record(&mut self, probe: usize, message: String) {
+        self.first.entry(probe).or_insert((message, 0)).1 += 1;
+    }
+
+    fn into_messages(self, samples: u32) -> Vec<String> {
+        self.first
+            .into_values()
+            .map(|(m, n)| format!("{m} (failed in {n} of {samples} samples)"))
+            .collect()
+    }
 }

@@ -226,6 +226,7 @@ impl Sampler {
             machine: self.watch_machine.then(|| self.machine()),
             generator: self.watch_generator.then(|| self.generator(dt)),
             services: Default::default(),
+            probes: Default::default(),
         };
         self.prev_at = now;
         self.prev_uptime_ticks = uptime;

@@ -64,7 +64,7 @@ pub enum Event<'a> {
 }
 
 /// Every template of a server (command, base URL, folder, env, events'
-/// commands and pid files, connect_to): where `{port}`s may be.
+/// commands and pid files, connect_to, probes): where `{port}`s may be.
 fn server_templates(server: &file::Server) -> impl Iterator<Item = &str> {
     [server.command.as_str(), server.base_url.as_str()]
         .into_iter()
@@ -72,6 +72,7 @@ fn server_templates(server: &file::Server) -> impl Iterator<Item = &str> {
         .chain(server.connect_to.iter().map(String::as_str))
         .chain(server.dir.iter().filter_map(|d| d.to_str()))
         .chain(server.pidfile.iter().map(String::as_str))
+        .chain(server.probes.iter().map(String::as_str))
         .chain(
             server
                 .events
@@ -376,6 +377,12 @@ fn run_config(
             .named_pids()
             .into_iter()
             .chain(study_wide.named_pids())
+            .collect(),
+        // Checked when the study file was read.
+        probes: server
+            .probes
+            .iter()
+            .filter_map(|p| fill(p).parse().ok())
             .collect(),
     };
     if study.objective == Objective::Capacity {

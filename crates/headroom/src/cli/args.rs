@@ -292,6 +292,18 @@ pub struct RunArgs {
     /// Sampling interval (100ms or more).
     #[arg(long, value_name = "DURATION", value_parser = parse_interval, default_value = "1s")]
     pub monitor_interval: Duration,
+
+    /// Read the server's own gauges at each sample (repeatable):
+    /// `puma=URL` (its control app's /stats?token=…), `nginx=URL`
+    /// (stub_status), `haproxy=SOCKET` (stats socket), `passenger`
+    /// (passenger-status), `prometheus=URL#name,name` (series to keep).
+    /// A probe that fails is a warning.
+    #[arg(long, value_name = "KIND=TARGET", value_parser = parse_probe)]
+    pub probe: Vec<headroom_monitor::probes::Probe>,
+}
+
+fn parse_probe(spec: &str) -> Result<headroom_monitor::probes::Probe, String> {
+    spec.parse()
 }
 
 /// `headroom run`: the run's flags, and how it is spread over processes

@@ -50,6 +50,7 @@ const PARENT_ONLY: &[(&str, Option<char>, bool)] = &[
     ("--monitor-token", None, true),
     ("--monitor-interval", None, true),
     ("--monitor-ready-timeout", None, true),
+    ("--probe", None, true),
     // One endpoint and one stream for the whole run: the merged figures.
     ("--metrics-listen", None, true),
     ("--metrics-push", None, true),

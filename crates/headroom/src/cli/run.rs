@@ -250,6 +250,7 @@ impl Watch {
                 source: "generator only".into(),
                 follow: Follow::default(),
                 services: Vec::new(),
+                probes: Vec::new(),
             },
             server: None,
         }
@@ -264,6 +265,7 @@ impl Watch {
                 source,
                 follow: Follow::default(),
                 services: Vec::new(),
+                probes: Vec::new(),
             },
             server: None,
         }
@@ -271,8 +273,15 @@ impl Watch {
 }
 
 /// The --monitor-* flags → what to watch (starting the server for
-/// --monitor-cmd, checking the token for --monitor-url).
+/// --monitor-cmd, checking the token for --monitor-url), with the
+/// server's own gauges (--probe).
 pub fn watch_from_args(args: &RunArgs, plan: &Plan) -> anyhow::Result<Watch> {
+    let mut watch = what_to_watch(args, plan)?;
+    watch.config.probes = args.probe.clone();
+    Ok(watch)
+}
+
+fn what_to_watch(args: &RunArgs, plan: &Plan) -> anyhow::Result<Watch> {
     let interval = args.monitor_interval;
     if let Some(pid) = args.monitor_pid {
         if !Path::new(&format!("/proc/{pid}")).exists() {
@@ -316,6 +325,7 @@ pub fn watch_from_args(args: &RunArgs, plan: &Plan) -> anyhow::Result<Watch> {
                 source: format!("remote {url}"),
                 follow: Follow::default(),
                 services: Vec::new(),
+                probes: Vec::new(),
             },
             server: None,
         });

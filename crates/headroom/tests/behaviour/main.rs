@@ -19,6 +19,7 @@ mod import;
 mod injection;
 mod kubernetes;
 mod layout;
+mod probes;
 mod prometheus;
 mod reports;
 mod router;

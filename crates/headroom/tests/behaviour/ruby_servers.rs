@@ -223,3 +223,110 @@ fn unicorn_past_its_workers_names_the_accept_queue() {
         }
     }
 }
+
+/// A 1-thread Puma under 16 users, its control app probed: the one thread
+/// busy, its pool at 0 capacity, the connections waiting in the accept
+/// queue — and the worker pool named, with the CPU idle.
+#[test]
+fn puma_with_its_control_app_is_probed() {
+    require("puma");
+    let app = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples/ruby/config.ru");
+    let (port, control) = (crate::common::free_port(), crate::common::free_port());
+    let r = crate::common::run(&[
+        "--url",
+        &format!("http://127.0.0.1:{port}/sleep?ms=50"),
+        "--vus",
+        "16",
+        "--duration",
+        "3s",
+        "--monitor-cmd",
+        &format!(
+            "exec puma -t 1:1 -e production -b tcp://127.0.0.1:{port} --control-url tcp://127.0.0.1:{control} --control-token secret {}",
+            app.display()
+        ),
+        "--probe",
+        &format!("puma=http://127.0.0.1:{control}/stats?token=secret"),
+    ]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let server = &r.results()["server"];
+    let puma: Vec<&serde_json::Value> = server["samples"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|s| s["probes"].get("puma"))
+        .collect();
+    assert!(puma.len() >= 3, "{server}");
+    assert!(puma.iter().all(|g| g["max_threads"] == 1.0), "{puma:?}");
+    assert!(
+        puma.iter()
+            .any(|g| g["busy_threads"] == 1.0 && g["pool_capacity"] == 0.0),
+        "{puma:?}"
+    );
+    let pool = server["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["kind"] == "worker_pool")
+        .unwrap_or_else(|| panic!("no worker_pool: {}", server["findings"]));
+    assert!(
+        pool["message"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("127.0.0.1:{port}")),
+        "{pool}"
+    );
+    assert!(
+        server["summary"]["server_accept_queue"]["peak"]
+            .as_f64()
+            .unwrap()
+            >= 8.0
+    );
+}
+
+/// Passenger (builtin engine, one process) under 12 users, probed with
+/// `passenger-status`: its request queue holds what the process is not
+/// serving, and the worker pool is named.
+#[test]
+fn passenger_request_queue_is_probed() {
+    require("passenger");
+    let app = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples/ruby");
+    let registry = tempfile::tempdir().unwrap();
+    let port = crate::common::free_port();
+    let r = crate::common::run(&[
+        "--url",
+        &format!("http://127.0.0.1:{port}/sleep?ms=50"),
+        "--vus",
+        "12",
+        "--duration",
+        "3s",
+        "--monitor-cmd",
+        &format!(
+            "cd {} && exec passenger start --engine=builtin --environment production --address 127.0.0.1 --port {port} --max-pool-size 1 --min-instances 1 --disable-security-update-check --disable-anonymous-telemetry --instance-registry-dir {} --log-file {}/passenger.log",
+            app.display(),
+            registry.path().display(),
+            registry.path().display()
+        ),
+        "--monitor-ready-timeout",
+        "90s",
+        "--probe",
+        &format!("passenger={}", registry.path().display()),
+    ]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let server = &r.results()["server"];
+    let queue_peak = server["samples"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|s| s["probes"]["passenger"]["request_queue"].as_f64())
+        .fold(0.0, f64::max);
+    // 12 users, 1 served at a time: about 11 wait in Passenger's queue.
+    assert!((6.0..=12.0).contains(&queue_peak), "{queue_peak}: {server}");
+    assert!(server["errors"].is_null(), "{}", server["errors"]);
+    let kinds: Vec<&str> = server["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["kind"].as_str().unwrap())
+        .collect();
+    assert!(kinds.contains(&"worker_pool"), "{kinds:?}");
+}

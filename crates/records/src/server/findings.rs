@@ -9,7 +9,7 @@
 //! | `memory` | available memory < 5 % of total (and whether swap grew) |
 //! | `fds` | a process's open files ≥ 90 % of its soft limit |
 //! | `listen_queue` | the kernel's ListenOverflows/ListenDrops grew during the run |
-//! | `worker_pool` | ≥ 4 connections waiting in the server's accept queues for 2 samples in a row while its CPU is under 90 % |
+//! | `worker_pool` | ≥ 4 requests waiting — the server's accept queues, plus Puma's backlog, Passenger's and haproxy's queues where probed — for 2 samples in a row while its CPU is under 90 % |
 //! | `accept_queue_full` | a server socket's accept queue at its limit (the backlog) |
 //! | `server_exited` | nothing of the server is left (a restart is not an exit) |
 //! | `generator_cpu` | generator CPU ≥ 90 % of the cores it may use for 2 samples in a row |
@@ -108,16 +108,19 @@ fn sustained(
 fn accept_queue_findings(timed: &[&Sample], cores: f64) -> Vec<Finding> {
     let mut out = Vec::new();
     let cpu_limit = CPU_SATURATED * cores * 100.0;
+    // Waiting: in the kernel's accept queues, and inside the server where
+    // a probe shows it (Puma's backlog, Passenger's and haproxy's queues).
+    let waiting = |s: &Sample| {
+        let t = s.server.as_ref().filter(|t| t.alive)?;
+        let queues = (!t.accept_queues.is_empty()).then(|| t.accept_queue_depth() as f64);
+        match (queues, s.probe_queued()) {
+            (None, None) => None,
+            (a, b) => Some((a.unwrap_or(0.0) + b.unwrap_or(0.0), t.cpu_pct)),
+        }
+    };
     let waiting_with_cpu_to_spare = |s: &Sample| {
-        let t = s
-            .server
-            .as_ref()
-            .filter(|t| t.alive && !t.accept_queues.is_empty())?;
-        Some(if t.cpu_pct < cpu_limit {
-            t.accept_queue_depth() as f64
-        } else {
-            0.0
-        })
+        let (n, cpu) = waiting(s)?;
+        Some(if cpu < cpu_limit { n } else { 0.0 })
     };
     if let Some((at, peak)) = sustained(timed, waiting_with_cpu_to_spare, ACCEPT_QUEUE_BUSY) {
         let cpu_peak = timed
@@ -125,19 +128,32 @@ fn accept_queue_findings(timed: &[&Sample], cores: f64) -> Vec<Finding> {
             .filter_map(|s| s.server.as_ref().filter(|t| t.alive))
             .map(|t| t.cpu_pct)
             .fold(0.0, f64::max);
-        // The socket where they waited (the fullest at any sample).
+        // Where they waited: the fullest socket, and the server's own queue.
+        let mut places = Vec::new();
         let fullest = timed
             .iter()
             .filter_map(|s| s.server.as_ref())
             .flat_map(|t| &t.accept_queues)
-            .max_by_key(|q| q.depth)
-            .map_or(String::new(), |q| format!(" of {}", q.address));
+            .filter(|q| q.depth > 0)
+            .max_by_key(|q| q.depth);
+        if let Some(q) = fullest {
+            places.push(format!("the accept queue of {}", q.address));
+        }
+        let inside = timed
+            .iter()
+            .filter_map(|s| s.probe_queued())
+            .reduce(f64::max)
+            .filter(|q| *q > 0.0);
+        if let Some(q) = inside {
+            places.push(format!("the server's own queue (up to {q:.0})"));
+        }
         out.push(Finding {
             kind: "worker_pool".into(),
             at_s: Some(at),
             message: format!(
-                "worker pool saturated from {}: up to {peak:.0} connections waiting in the accept queue{fullest} while server CPU stayed under {:.0} % (peak {cpu_peak:.0} % of {cores:.0} cores): add workers or threads, not CPU",
+                "worker pool saturated from {}: up to {peak:.0} requests waiting, in {}, while server CPU stayed under {:.0} % (peak {cpu_peak:.0} % of {cores:.0} cores): add workers or threads, not CPU",
                 clock(at),
+                places.join(" and "),
                 CPU_SATURATED * 100.0,
             ),
         });
@@ -456,7 +472,7 @@ mod tests {
         assert_eq!(f[0].kind, "worker_pool");
         assert_eq!(f[0].at_s, Some(2.0));
         assert!(
-            f[0].message.contains("up to 7 connections"),
+            f[0].message.contains("up to 7 requests"),
             "{}",
             f[0].message
         );
@@ -466,6 +482,22 @@ mod tests {
         // A queue while the CPU is saturated is the CPU's, not the pool's.
         let busy = [queued(1.0, 190.0, 6, 1024), queued(2.0, 195.0, 8, 1024)];
         assert_eq!(kinds(&busy), ["server_cpu"]);
+        // Puma's own backlog counts as waiting too.
+        let puma = |t: f64, backlog: f64| {
+            let mut s = sample(t, 30.0, 10.0);
+            s.probes.insert(
+                "puma".into(),
+                [("backlog".to_string(), backlog)].into_iter().collect(),
+            );
+            s
+        };
+        let f = findings(&[puma(1.0, 5.0), puma(2.0, 6.0)], 1);
+        assert_eq!(f.len(), 1, "{f:?}");
+        assert!(
+            f[0].message.contains("own queue (up to 6)"),
+            "{}",
+            f[0].message
+        );
         // A queue at its limit (the kernel lets one more in).
         let full = [queued(1.0, 10.0, 9, 8), queued(2.0, 10.0, 2, 8)];
         let f = findings(&full, 1);

@@ -25,6 +25,10 @@ pub struct Sample {
     /// process tree, by name: beside the server's figures, never in them.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub services: BTreeMap<String, TreeSample>,
+    /// The server's own gauges, by probe (`puma`: `backlog`,
+    /// `busy_threads`…; `nginx`: `active`…; see `headroom run --probe`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub probes: BTreeMap<String, BTreeMap<String, f64>>,
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
@@ -65,6 +69,32 @@ pub struct AcceptQueue {
     pub depth: u32,
     /// The queue's limit (the backlog, as the kernel capped it).
     pub limit: u32,
+}
+
+impl Sample {
+    /// Requests queued inside the server for its workers, as its probes
+    /// tell: Puma's backlog, Passenger's request queue, haproxy's backend
+    /// queues. `None` without such a probe.
+    pub fn probe_queued(&self) -> Option<f64> {
+        let mut queued = None;
+        let mut add = |v: f64| *queued.get_or_insert(0.0) += v;
+        if let Some(v) = self.probes.get("puma").and_then(|g| g.get("backlog")) {
+            add(*v);
+        }
+        if let Some(v) = self
+            .probes
+            .get("passenger")
+            .and_then(|g| g.get("request_queue"))
+        {
+            add(*v);
+        }
+        for (name, v) in self.probes.get("haproxy").into_iter().flatten() {
+            if name.ends_with(".queue") {
+                add(*v);
+            }
+        }
+        queued
+    }
 }
 
 impl TreeSample {

@@ -254,6 +254,11 @@ impl Checker<'_> {
             .clone()
             .unwrap_or_else(|| "http://127.0.0.1:{port}".into());
         self.placeholders(s, &base_url, params);
+        for probe in &s.probes {
+            if let Err(e) = probe.parse::<headroom_monitor::probes::Probe>() {
+                self.problem(anchor, "probes", probe, format!("server `{}`: {e}", s.name));
+            }
+        }
         let what = format!("server `{}`", s.name);
         let ready = self.ready(&what, anchor, s.ready.as_deref(), "");
         let stop_signal = self.stop_signal(&what, anchor, s.stop_signal.as_deref());
@@ -282,6 +287,7 @@ impl Checker<'_> {
                 Duration::from_secs(10),
             ),
             pidfile: s.pidfile.clone(),
+            probes: s.probes.clone(),
             events: s.events.clone(),
             connect_to: s.connect_to.clone(),
         }
@@ -456,6 +462,9 @@ impl Checker<'_> {
         }
         if let Some(p) = &s.pidfile {
             templates.push(("pidfile", p));
+        }
+        for p in &s.probes {
+            templates.push(("probes", p));
         }
         for c in &s.connect_to {
             templates.push(("connect_to", c));

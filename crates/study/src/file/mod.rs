@@ -56,6 +56,8 @@ pub struct Server {
     pub stop_grace: Duration,
     /// With placeholders; relative to `dir`.
     pub pidfile: Option<String>,
+    /// `KIND=TARGET` probes, with placeholders (checked as specs).
+    pub probes: Vec<String>,
     /// With placeholders, added to the scenario's events.
     pub events: Vec<RawEvent>,
     /// With placeholders, added to the scenario's `connect_to`.

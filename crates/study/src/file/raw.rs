@@ -106,6 +106,12 @@ pub struct RawServer {
     /// a restart.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pidfile: Option<String>,
+    /// The server's own gauges, read at each sample (with placeholders):
+    /// `puma=http://127.0.0.1:{port.2}/stats?token=T` (Puma's control
+    /// app), `nginx=URL` (stub_status), `haproxy=SOCKET` (stats socket),
+    /// `passenger`, `prometheus=URL#series,series`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub probes: Vec<String>,
     /// Events during this server's measured runs (as a scenario's
     /// `[[event]]`, with the server's placeholders), e.g. a restart.
     #[serde(default, rename = "event", skip_serializing_if = "Vec::is_empty")]
