@@ -114,6 +114,7 @@ impl Monitor {
         self.stop.store(true, Ordering::SeqCst);
         let (samples, errors, restarts) = self.handle.join().unwrap_or_default();
         let mut found = findings::findings(&samples, generator_cores);
+        found.extend(findings::refused_answers(&samples, client));
         let summary = Summary::of(&samples);
         let generator_cpu_peak = summary.generator_cpu_pct.map(|c| c.peak);
         let generator_bound_reasons =

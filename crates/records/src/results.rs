@@ -581,6 +581,13 @@ impl Results {
                 .get(ErrorClass::TooManyOpenFiles.key())
                 .copied()
                 .unwrap_or(0),
+            bad_gateway: self.summary.status_codes.get("502").copied().unwrap_or(0),
+            unavailable: self.summary.status_codes.get("503").copied().unwrap_or(0),
+            first_5xx_s: self
+                .timeline
+                .iter()
+                .find(|p| p.errors.contains_key(ErrorClass::Http5xx.key()))
+                .map(|p| (p.t_s - 1) as f64),
         }
     }
 

@@ -283,16 +283,15 @@ fn puma_with_its_control_app_is_probed() {
     );
 }
 
-/// Passenger (builtin engine, one process) under 12 users, probed with
-/// `passenger-status`: its request queue holds what the process is not
-/// serving, and the worker pool is named.
-#[test]
-fn passenger_request_queue_is_probed() {
+/// `headroom run` of 12 users on a 50 ms wait against one Passenger
+/// process (builtin engine) with a request queue of `queue`, probed with
+/// `passenger-status`.
+fn passenger_under_12_users(queue: u32) -> crate::common::Run {
     require("passenger");
     let app = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples/ruby");
     let registry = tempfile::tempdir().unwrap();
     let port = crate::common::free_port();
-    let r = crate::common::run(&[
+    crate::common::run(&[
         "--url",
         &format!("http://127.0.0.1:{port}/sleep?ms=50"),
         "--vus",
@@ -301,7 +300,7 @@ fn passenger_request_queue_is_probed() {
         "3s",
         "--monitor-cmd",
         &format!(
-            "cd {} && exec passenger start --engine=builtin --environment production --address 127.0.0.1 --port {port} --max-pool-size 1 --min-instances 1 --disable-security-update-check --disable-anonymous-telemetry --instance-registry-dir {} --log-file {}/passenger.log",
+            "cd {} && exec passenger start --engine=builtin --environment production --address 127.0.0.1 --port {port} --max-pool-size 1 --min-instances 1 --max-request-queue-size {queue} --disable-security-update-check --disable-anonymous-telemetry --instance-registry-dir {} --log-file {}/passenger.log",
             app.display(),
             registry.path().display(),
             registry.path().display()
@@ -310,7 +309,14 @@ fn passenger_request_queue_is_probed() {
         "90s",
         "--probe",
         &format!("passenger={}", registry.path().display()),
-    ]);
+    ])
+}
+
+/// Passenger with one process under 12 users: its request queue holds what
+/// the process is not serving, and the worker pool is named.
+#[test]
+fn passenger_request_queue_is_probed() {
+    let r = passenger_under_12_users(100);
     assert_eq!(r.code, 0, "{}", r.stderr);
     let server = &r.results()["server"];
     let queue_peak = server["samples"]
@@ -329,4 +335,28 @@ fn passenger_request_queue_is_probed() {
         .map(|f| f["kind"].as_str().unwrap())
         .collect();
     assert!(kinds.contains(&"worker_pool"), "{kinds:?}");
+}
+
+/// The same with a request queue of 4: Passenger answers 503 "Request
+/// queue is full" to the rest, and the finding says so.
+#[test]
+fn passenger_queue_full_503s_are_named() {
+    let r = passenger_under_12_users(4);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let unavailable = r.results()["status_codes"]["503"].as_u64().unwrap_or(0);
+    assert!(unavailable > 0, "{}", r.results()["status_codes"]);
+    let findings = &r.results()["server"]["findings"];
+    let full = findings
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["kind"] == "queue_full")
+        .unwrap_or_else(|| panic!("no queue_full: {findings}"));
+    assert!(
+        full["message"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("{unavailable} × 503")),
+        "{full}"
+    );
 }

@@ -52,7 +52,8 @@ pub fn knee(steps: &[Step], metric: Metric) -> Option<f64> {
 
 /// What gave out at a failing step, most specific first.
 pub struct Limit {
-    /// generator, server_exited, memory, fds, accept_queue_full,
+    /// generator, server_exited, queue_full, upstream_closed, memory,
+    /// fds, accept_queue_full,
     /// listen_queue, worker_pool, server_cpu, machine_cpu, or
     /// none_observed.
     pub kind: String,
@@ -78,6 +79,8 @@ pub fn limited_by(step: &Step) -> Limit {
     let findings = r.server.as_ref().map(|s| &s.findings[..]).unwrap_or(&[]);
     for kind in [
         "server_exited",
+        "queue_full",
+        "upstream_closed",
         "memory",
         "fds",
         "accept_queue_full",

@@ -70,7 +70,8 @@ pub struct CapacityReport {
     /// The answer in one sentence.
     pub verdict: String,
     /// What saturated at the lowest failing load: generator, server_exited,
-    /// memory, fds, accept_queue_full, listen_queue, worker_pool,
+    /// queue_full, upstream_closed, memory, fds, accept_queue_full,
+    /// listen_queue, worker_pool,
     /// server_cpu, machine_cpu, none_observed.
     pub limited_by: Option<String>,
     pub limited_by_detail: Option<String>,

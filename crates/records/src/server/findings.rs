@@ -11,6 +11,8 @@
 //! | `listen_queue` | the kernel's ListenOverflows/ListenDrops grew during the run |
 //! | `worker_pool` | ≥ 4 requests waiting — the server's accept queues, plus Puma's backlog, Passenger's and haproxy's queues where probed — for 2 samples in a row while its CPU is under 90 % |
 //! | `accept_queue_full` | a server socket's accept queue at its limit (the backlog) |
+//! | `queue_full` | 503 responses while requests waited in the server's queues |
+//! | `upstream_closed` | 502 responses while the queues behind the proxy filled |
 //! | `server_exited` | nothing of the server is left (a restart is not an exit) |
 //! | `generator_cpu` | generator CPU ≥ 90 % of the cores it may use for 2 samples in a row |
 //! | `late_sends` | sends ran late (as below) while the generator was idle with connections to spare |
@@ -347,6 +349,64 @@ pub struct ClientFacts {
     pub waited_for_connection: u64,
     pub not_sent: u64,
     pub too_many_open_files: u64,
+    /// Responses `502 Bad Gateway` and `503 Service Unavailable`, and the
+    /// first second (from the start) with a 5xx: what a proxy or a server
+    /// answers when the queue behind it is full or its backend gave up.
+    pub bad_gateway: u64,
+    pub unavailable: u64,
+    pub first_5xx_s: Option<f64>,
+}
+
+/// 502s and 503s read beside the queues: a server that refuses what its
+/// queue cannot hold (Passenger's "Request queue is full" 503), or a proxy
+/// whose backend closed or refused while its queue was full (nginx's 502
+/// "upstream prematurely closed", EAGAIN on a full unix socket).
+pub fn refused_answers(samples: &[Sample], client: &ClientFacts) -> Vec<Finding> {
+    let queued_peak = samples
+        .iter()
+        .filter_map(|s| {
+            let t = s.server.as_ref()?;
+            let queued = t.accept_queue_depth() as f64 + s.probe_queued().unwrap_or(0.0);
+            (!t.accept_queues.is_empty() || s.probe_queued().is_some()).then_some(queued)
+        })
+        .reduce(f64::max);
+    let full_socket = samples
+        .iter()
+        .filter_map(|s| s.server.as_ref())
+        .flat_map(|t| &t.accept_queues)
+        .find(|q| q.limit > 0 && q.depth >= q.limit);
+    let at = client.first_5xx_s;
+    let when = at.map_or(String::new(), |t| format!(" from {}", clock(t)));
+    let mut out = Vec::new();
+    if client.unavailable > 0 {
+        if let Some(peak) = queued_peak.filter(|p| *p > 0.0) {
+            out.push(Finding {
+                kind: "queue_full".into(),
+                at_s: at,
+                message: format!(
+                    "queue full: {} × 503{when} while up to {peak:.0} requests waited: the server refused what its queue could not hold",
+                    client.unavailable
+                ),
+            });
+        }
+    }
+    if client.bad_gateway > 0 && (queued_peak.is_some_and(|p| p > 0.0) || full_socket.is_some()) {
+        let behind = full_socket.map_or(String::new(), |q| {
+            format!(
+                "; the accept queue of {} was full ({} of {})",
+                q.address, q.depth, q.limit
+            )
+        });
+        out.push(Finding {
+            kind: "upstream_closed".into(),
+            at_s: at,
+            message: format!(
+                "upstream closed or refused: {} × 502{when} as the queue behind the proxy filled{behind}",
+                client.bad_gateway
+            ),
+        });
+    }
+    out
 }
 
 /// Why the run's figures describe the generator's limit, not the
@@ -564,6 +624,40 @@ mod tests {
         let mut found = vec![];
         let reasons = generator_bound(&mut found, facts, cpu_peak);
         (reasons, found)
+    }
+
+    #[test]
+    fn five_hundreds_beside_a_filling_queue_are_named() {
+        let answers = |bad_gateway, unavailable| ClientFacts {
+            bad_gateway,
+            unavailable,
+            first_5xx_s: Some(3.0),
+            ..ClientFacts::default()
+        };
+        let waiting = [queued(1.0, 20.0, 5, 8), queued(2.0, 20.0, 9, 8)];
+        let kinds = |s: &[Sample], c: &ClientFacts| -> Vec<String> {
+            refused_answers(s, c).into_iter().map(|f| f.kind).collect()
+        };
+        let f = refused_answers(&waiting, &answers(0, 40));
+        assert_eq!(f.len(), 1);
+        assert_eq!((f[0].kind.as_str(), f[0].at_s), ("queue_full", Some(3.0)));
+        assert!(
+            f[0].message.contains("40 × 503 from 00:03"),
+            "{}",
+            f[0].message
+        );
+        let f = refused_answers(&waiting, &answers(7, 0));
+        assert_eq!(f[0].kind, "upstream_closed");
+        assert!(
+            f[0].message.contains("/run/app.sock was full (9 of 8)"),
+            "{}",
+            f[0].message
+        );
+        // 5xx with nothing waiting are the application's, not a queue's.
+        let idle = [queued(1.0, 20.0, 0, 8), queued(2.0, 20.0, 0, 8)];
+        assert!(kinds(&idle, &answers(7, 40)).is_empty());
+        // Nor without any queue watched.
+        assert!(kinds(&[sample(1.0, 20.0, 1.0)], &answers(7, 40)).is_empty());
     }
 
     #[test]
