@@ -360,3 +360,41 @@ fn passenger_queue_full_503s_are_named() {
         "{full}"
     );
 }
+
+/// A capacity search of 2 Unicorn workers on a 50 ms wait (about 40 req/s
+/// at most): what ran out at the failing load is the worker pool — the
+/// connections queue in Unicorn's accept queue with the CPU idle.
+#[test]
+fn a_worker_bound_unicorn_capacity_is_limited_by_its_worker_pool() {
+    require("unicorn");
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples/ruby");
+    let port = crate::common::free_port();
+    let out = tempfile::tempdir().unwrap();
+    let cap = out.path().join("cap.json");
+    let o = Command::new(headroom_bin())
+        .args(["capacity", "--url"])
+        .arg(format!("http://127.0.0.1:{port}/sleep?ms=50"))
+        .arg("--monitor-cmd")
+        .arg(format!(
+            "cd {} && WORKERS=2 LISTEN=127.0.0.1:{port} exec unicorn -E production -c unicorn.conf.rb config.ru",
+            dir.display()
+        ))
+        .args(["--slo", "p90<200ms", "--min", "20", "--max", "80"])
+        .args(["--step-duration", "2s", "--warmup", "1s", "--pause", "0s"])
+        .arg("--out")
+        .arg(&cap)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&cap).unwrap()).unwrap();
+    assert_eq!(report["limited_by"], "worker_pool", "{stdout}");
+    let capacity = report["capacity"].as_f64().unwrap();
+    assert!((20.0..=60.0).contains(&capacity), "{capacity}: {stdout}");
+}
