@@ -21,6 +21,8 @@ pub struct MonitorServer {
     pub token: String,
     pub interval: Duration,
     pub public: bool,
+    /// The server's own gauges, read with each sample on this host.
+    pub probes: Vec<crate::probes::Probe>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -47,6 +49,7 @@ pub struct Listening {
     pid: i32,
     token: String,
     interval: Duration,
+    probes: Vec<crate::probes::Probe>,
 }
 
 /// Checks the process and the address and binds it; [`Listening::serve`]
@@ -80,6 +83,7 @@ pub fn bind(config: &MonitorServer) -> Result<Listening, RemoteError> {
         pid: config.pid,
         token: config.token.clone(),
         interval: config.interval,
+        probes: config.probes.clone(),
     })
 }
 
@@ -89,12 +93,26 @@ impl Listening {
     pub fn serve(self) {
         let samples: Arc<Mutex<VecDeque<Sample>>> = Arc::default();
         let store = samples.clone();
-        let (pid, interval) = (self.pid, self.interval);
+        let (pid, interval, probes) = (self.pid, self.interval, self.probes);
         std::thread::spawn(move || {
             let mut sampler = Sampler::new(Some(pid), true, false);
+            let mut failed = vec![false; probes.len()];
             loop {
                 std::thread::sleep(interval);
-                let s = sampler.sample(0.0);
+                let mut s = sampler.sample(0.0);
+                for (i, probe) in probes.iter().enumerate() {
+                    match probe.read() {
+                        Ok(gauges) => {
+                            s.probes.insert(probe.kind.name().to_string(), gauges);
+                        }
+                        // Said once here; the client sees the gap.
+                        Err(e) if !failed[i] => {
+                            eprintln!("headroom monitor: warning: {e}");
+                            failed[i] = true;
+                        }
+                        Err(_) => {}
+                    }
+                }
                 let mut q = store.lock().expect("samples lock");
                 if q.len() == KEEP {
                     q.pop_front();
@@ -306,6 +324,7 @@ impl Puller {
         if let Some(remote) = &self.latest {
             local.server = remote.server.clone();
             local.machine = remote.machine.clone();
+            local.probes.extend(remote.probes.clone());
             // The sample sits at the run's own time (`t_s`); `unix_ms`
             // keeps when the remote took it.
             local.unix_ms = remote.unix_ms;

@@ -584,6 +584,11 @@ pub struct MonitorArgs {
     /// Allow listening on a non-loopback address.
     #[arg(long)]
     pub public: bool,
+    /// Read the server's own gauges at each sample, on its host (as
+    /// `run --probe`: puma=URL, nginx=URL, haproxy=SOCKET, passenger,
+    /// prometheus=URL#name,…).
+    #[arg(long, value_name = "KIND=TARGET", value_parser = parse_probe)]
+    pub probe: Vec<headroom_monitor::probes::Probe>,
 }
 
 pub fn parse_interval(s: &str) -> Result<Duration, String> {

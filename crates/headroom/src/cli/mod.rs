@@ -160,6 +160,7 @@ fn monitor(args: MonitorArgs) -> anyhow::Result<i32> {
         token: args.token.unwrap_or_else(remote::new_token),
         interval: args.interval,
         public: args.public,
+        probes: args.probe,
     };
     let listening = remote::bind(&config)?;
     println!(

@@ -301,6 +301,26 @@ fn monitor_cmd_starts_watches_and_stops_the_server() {
 fn remote_monitor_end_to_end_and_wrong_token_refused() {
     let _one = serial();
     let target = Target::start(2, 2);
+    // A page of Prometheus text for the monitor's probe, on its host.
+    let page = tempfile::tempdir().unwrap();
+    std::fs::write(
+        page.path().join("metrics"),
+        "# TYPE puma_backlog gauge\npuma_backlog{worker=\"0\"} 2\npuma_backlog{worker=\"1\"} 1\n",
+    )
+    .unwrap();
+    let page_port = crate::common::free_port();
+    let pages = ProcessGuard {
+        child: Command::new("python3")
+            .args(["-m", "http.server", "--bind", "127.0.0.1"])
+            .arg(page_port.to_string())
+            .arg("--directory")
+            .arg(page.path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    };
+    crate::common::wait_for_port(page_port);
     let mut monitor = Command::new(headroom_bin())
         .args([
             "monitor",
@@ -310,6 +330,10 @@ fn remote_monitor_end_to_end_and_wrong_token_refused() {
             &target.guard.pid().to_string(),
         ])
         .args(["--token", "s3cret", "--interval", "200ms"])
+        .arg("--probe")
+        .arg(format!(
+            "prometheus=http://127.0.0.1:{page_port}/metrics#puma_backlog"
+        ))
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
@@ -348,6 +372,19 @@ fn remote_monitor_end_to_end_and_wrong_token_refused() {
         .filter(|s| s["server"]["processes"].as_u64() == Some(3))
         .count();
     assert!(with_tree >= 2, "{}", server["samples"]);
+    // The remote host's accept queues and probes come with its samples.
+    let last = server["samples"].as_array().unwrap().last().unwrap();
+    let target_port = target.base.rsplit(':').next().unwrap();
+    assert!(
+        last["server"]["accept_queues"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|q| q["address"].as_str().unwrap().ends_with(target_port)),
+        "{last}"
+    );
+    assert_eq!(last["probes"]["prometheus"]["puma_backlog"], 3.0, "{last}");
+    drop(pages);
     assert!(
         server["summary"]["server_cpu_pct"]["peak"]
             .as_f64()
