@@ -111,7 +111,9 @@ fn dump(
     let mut buf = vec![0; packet.buffer_len()];
     packet.serialize(&mut buf[..]);
     socket.send(&buf[..], 0)?;
-    let mut received = Vec::with_capacity(16 * 1024);
+    // Room for the largest datagram a dump sends (a truncated one would
+    // lose every socket in it).
+    let mut received = Vec::with_capacity(64 * 1024);
     loop {
         received.clear();
         let size = socket.recv(&mut received, 0)?;
@@ -179,6 +181,35 @@ mod tests {
         let found = listening().unwrap();
         let ours = found.iter().find(|l| l.inode == inode).unwrap();
         assert_eq!(ours.depth, 4);
+    }
+
+    #[test]
+    fn hundreds_of_listeners_are_all_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let listeners: Vec<UnixListener> = (0..400)
+            .map(|i| {
+                let name = format!("a-long-socket-name-as-passenger-makes-them-{i:04}.sock");
+                UnixListener::bind(dir.path().join(name)).unwrap()
+            })
+            .collect();
+        let tcp: Vec<TcpListener> = (0..200)
+            .map(|_| TcpListener::bind("127.0.0.1:0").unwrap())
+            .collect();
+        let found = listening().expect("sock_diag answers");
+        for l in &listeners {
+            let inode = inode_of(l.as_raw_fd());
+            assert!(
+                found.iter().any(|f| f.inode == inode),
+                "unix listener {inode} missing"
+            );
+        }
+        for l in &tcp {
+            let inode = inode_of(l.as_raw_fd());
+            assert!(
+                found.iter().any(|f| f.inode == inode),
+                "tcp listener {inode} missing"
+            );
+        }
     }
 
     #[test]
