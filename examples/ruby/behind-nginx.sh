@@ -34,6 +34,7 @@ http {
   server {
     listen 127.0.0.1:$port backlog=1024;
     location / { proxy_pass http://app; proxy_set_header Host \$host; }
+    location = /nginx_status { stub_status; }
   }
 }
 CONF

@@ -7,7 +7,9 @@ set -eu
 port=$1 servers=$2 balancer=$3
 here=$(cd "$(dirname "$0")" && pwd)
 dir=$(mktemp -d /tmp/headroom-thin-XXXXXX)
-trap 'rm -rf "$dir"' EXIT
+# haproxy's stats socket where a study's probe finds it by the port.
+stats="/tmp/headroom-haproxy-$port.sock"
+trap 'rm -rf "$dir" "$stats"' EXIT
 # The whole group gets the stop signal; leave through EXIT to clean up.
 trap 'exit 0' TERM INT
 cd "$here"
@@ -20,6 +22,8 @@ while [ "$i" -lt "$servers" ]; do
 done
 if [ "$balancer" = haproxy ]; then
   {
+    echo "global"
+    echo "  stats socket $stats"
     echo "defaults"
     echo "  mode http"
     echo "  timeout connect 5s"
@@ -43,7 +47,8 @@ else
     printf "  upstream app {"
     for b in $backends; do printf " server unix:%s fail_timeout=0;" "$dir/thin.$b.sock"; done
     echo " }"
-    echo "  server { listen 127.0.0.1:$port backlog=1024; location / { proxy_pass http://app; } } }"
+    echo "  server { listen 127.0.0.1:$port backlog=1024; location / { proxy_pass http://app; }"
+    echo "    location = /nginx_status { stub_status; } } }"
   } > "$dir/nginx.conf"
   nginx -p "$dir" -c "$dir/nginx.conf" &
 fi

@@ -59,7 +59,7 @@ fn study(file: &str, env: &[(&str, &str)]) -> (String, serde_json::Value) {
     (stdout, report)
 }
 
-fn reduced_study(file: &str, configs: usize) {
+fn reduced_study(file: &str, configs: usize) -> serde_json::Value {
     let (stdout, report) = study(
         file,
         &[("DURATION", "2s"), ("WARMUP", "1s"), ("USERS", "8")],
@@ -90,6 +90,7 @@ fn reduced_study(file: &str, configs: usize) {
         );
     }
     assert!(report["winner"]["label"].is_string(), "{file}");
+    report
 }
 
 #[test]
@@ -116,7 +117,34 @@ fn load_balancers_in_front_of_unicorn_and_thin() {
     require("unicorn");
     require("thin");
     require("haproxy");
-    reduced_study("balancers.toml", 4);
+    let report = reduced_study("balancers.toml", 4);
+    // Each balancer's own gauges were read at every sample.
+    for c in report["configs"].as_array().unwrap() {
+        let label = c["label"].as_str().unwrap();
+        let server = &c["results"]["server"];
+        assert!(server["errors"].is_null(), "{label}: {}", server["errors"]);
+        let kind = if label.contains("haproxy") {
+            "haproxy"
+        } else {
+            "nginx"
+        };
+        let gauges: Vec<&serde_json::Value> = server["samples"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|s| s["probes"].get(kind))
+            .collect();
+        assert!(gauges.len() >= 2, "{label}: {}", server["samples"]);
+        let key = if kind == "haproxy" {
+            "thin.sessions"
+        } else {
+            "active"
+        };
+        assert!(
+            gauges.iter().all(|g| g[key].is_number()),
+            "{label}: {gauges:?}"
+        );
+    }
 }
 
 /// examples/ruby/restart.toml, reduced: Unicorn restarted by USR2 against
