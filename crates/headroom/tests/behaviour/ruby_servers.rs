@@ -134,7 +134,7 @@ fn load_balancers_in_front_of_unicorn_and_thin() {
             .iter()
             .filter_map(|s| s["probes"].get(kind))
             .collect();
-        assert!(gauges.len() >= 2, "{label}: {}", server["samples"]);
+        assert!(!gauges.is_empty(), "{label}: {}", server["samples"]);
         let key = if kind == "haproxy" {
             "thin.sessions"
         } else {

@@ -54,7 +54,7 @@ pub fn knee(steps: &[Step], metric: Metric) -> Option<f64> {
 pub struct Limit {
     /// generator, server_exited, queue_full, upstream_closed, memory,
     /// fds, accept_queue_full,
-    /// listen_queue, worker_pool, server_cpu, machine_cpu, or
+    /// worker_pool, listen_queue, server_cpu, machine_cpu, or
     /// none_observed.
     pub kind: String,
     pub detail: String,
@@ -84,8 +84,10 @@ pub fn limited_by(step: &Step) -> Limit {
         "memory",
         "fds",
         "accept_queue_full",
-        "listen_queue",
+        // The server's own sockets before the kernel's machine-wide
+        // overflow counter, which may be another process's.
         "worker_pool",
+        "listen_queue",
         "server_cpu",
         "machine_cpu",
     ] {

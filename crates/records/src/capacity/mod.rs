@@ -71,8 +71,8 @@ pub struct CapacityReport {
     pub verdict: String,
     /// What saturated at the lowest failing load: generator, server_exited,
     /// queue_full, upstream_closed, memory, fds, accept_queue_full,
-    /// listen_queue, worker_pool,
-    /// server_cpu, machine_cpu, none_observed.
+    /// worker_pool, listen_queue, server_cpu, machine_cpu, none_observed
+    /// (the first that fired, in this order).
     pub limited_by: Option<String>,
     pub limited_by_detail: Option<String>,
     /// The objective failed because of the generator: not a server capacity.
