@@ -975,4 +975,6 @@ pub enum ImportFrom {
     Har { file: std::path::PathBuf },
     /// A JMeter test plan (.jmx).
     Jmx { file: std::path::PathBuf },
+    /// A Postman collection (exported as Collection v2.1 or v2.0).
+    Postman { file: std::path::PathBuf },
 }

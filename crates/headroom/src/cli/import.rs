@@ -1,11 +1,11 @@
-//! `headroom import curl|har|jmx …`: another tool's plan → a scenario
+//! `headroom import curl|har|jmx|postman …`: another tool's plan → a scenario
 //! file, and the list of what could not be carried over (also written at
 //! the top of the file, as comments).
 
 use super::args::{ImportArgs, ImportFrom};
 use super::exit::EXIT_OK;
 use anyhow::Context;
-use headroom_scenario::import::{curl, har, jmx};
+use headroom_scenario::import::{curl, har, jmx, postman, Imported};
 
 pub fn import(args: ImportArgs) -> anyhow::Result<i32> {
     let (imported, source) = match &args.from {
@@ -16,18 +16,9 @@ pub fn import(args: ImportArgs) -> anyhow::Result<i32> {
                 "a curl command".to_string(),
             )
         }
-        ImportFrom::Har { file } => {
-            let text = std::fs::read_to_string(file)
-                .with_context(|| format!("cannot read {}", file.display()))?;
-            let got = har::import(&text).map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
-            (got, file.display().to_string())
-        }
-        ImportFrom::Jmx { file } => {
-            let text = std::fs::read_to_string(file)
-                .with_context(|| format!("cannot read {}", file.display()))?;
-            let got = jmx::import(&text).map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
-            (got, file.display().to_string())
-        }
+        ImportFrom::Har { file } => from_file(file, har::import)?,
+        ImportFrom::Jmx { file } => from_file(file, jmx::import)?,
+        ImportFrom::Postman { file } => from_file(file, postman::import)?,
     };
     let toml = imported.to_toml(&source);
     // What was written must be a scenario headroom reads as it is.
@@ -50,4 +41,15 @@ pub fn import(args: ImportArgs) -> anyhow::Result<i32> {
         }
     }
     Ok(EXIT_OK)
+}
+
+/// Reads `file` and imports it; errors name the file.
+fn from_file(
+    file: &std::path::Path,
+    import: fn(&str) -> Result<Imported, String>,
+) -> anyhow::Result<(Imported, String)> {
+    let text =
+        std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))?;
+    let got = import(&text).map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
+    Ok((got, file.display().to_string()))
 }

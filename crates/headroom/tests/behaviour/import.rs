@@ -1,7 +1,8 @@
 //! `headroom import` against real servers: the example JMeter plan,
 //! imported, sends what real JMeter sends for it (counted in nginx's access
 //! logs);
-//! a curl command imported sends what curl itself sends.
+//! a curl command imported sends what curl itself sends; a Postman
+//! collection imported sends its requests, bodies and auth as written.
 
 use crate::common::{headroom_bin, run, Nginx};
 use std::collections::BTreeMap;
@@ -251,5 +252,105 @@ fn an_imported_har_from_chromium_sends_what_chromium_sent() {
         requests(&by_headroom),
         sent,
         "what headroom sent, against Chromium"
+    );
+}
+
+/// A Postman collection (v2.1, as Postman exports it): folders, collection
+/// variables, a JSON body, a form, bearer auth inherited from the
+/// collection and basic auth on one request. Imported and run once, the
+/// server receives exactly those requests, in order.
+#[test]
+fn an_imported_postman_collection_sends_its_requests_as_written() {
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let server = {
+        let seen = seen.clone();
+        crate::common::RawServer::start(move |mut s, count| {
+            while let Some((head, body)) = crate::common::read_head_and_body(&mut s) {
+                count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                let line = head.lines().next().unwrap_or("").to_string();
+                let header = |name: &str| {
+                    head.lines()
+                        .find_map(|l| {
+                            let (k, v) = l.split_once(':')?;
+                            k.eq_ignore_ascii_case(name).then(|| v.trim().to_string())
+                        })
+                        .unwrap_or_default()
+                };
+                seen.lock().unwrap().push(format!(
+                    "{line} | {} | {} | {}",
+                    header("authorization"),
+                    header("content-type"),
+                    String::from_utf8_lossy(&body)
+                ));
+                let ok = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
+                if std::io::Write::write_all(&mut s, ok).is_err() {
+                    return;
+                }
+            }
+        })
+    };
+    let collection = format!(
+        r#"{{
+  "info": {{"name": "Shop", "schema": "https://schema.getpostman.com/json/collection/v2.1.0/collection.json"}},
+  "variable": [{{"key": "baseUrl", "value": "{}"}}, {{"key": "item", "value": "42"}}],
+  "auth": {{"type": "bearer", "bearer": [{{"key": "token", "value": "t0k3n"}}]}},
+  "item": [
+    {{"name": "Items", "request": {{"method": "GET", "url": {{"raw": "{{{{baseUrl}}}}/api/items?page=2"}}}}}},
+    {{"name": "Cart", "item": [
+      {{"name": "Add", "request": {{"method": "POST", "url": "{{{{baseUrl}}}}/api/cart",
+        "body": {{"mode": "raw", "raw": "{{\"item\": {{{{item}}}}}}", "options": {{"raw": {{"language": "json"}}}}}}}}}},
+      {{"name": "Log in", "request": {{"method": "POST", "url": "{{{{baseUrl}}}}/login",
+        "auth": {{"type": "basic", "basic": [{{"key": "username", "value": "ann"}}, {{"key": "password", "value": "pw"}}]}},
+        "body": {{"mode": "urlencoded", "urlencoded": [{{"key": "remember", "value": "yes please"}}]}}}}}}
+    ]}}
+  ]
+}}"#,
+        server.url("")
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("shop.postman_collection.json");
+    std::fs::write(&file, collection).unwrap();
+    let scenario = dir.path().join("shop.toml");
+    let o = Command::new(headroom_bin())
+        .args(["import", "postman"])
+        .arg(&file)
+        .arg("--out")
+        .arg(&scenario)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("everything was carried over"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let r = run(&[
+        scenario.to_str().unwrap(),
+        "--iterations",
+        "1",
+        "--vus",
+        "1",
+    ]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(
+        *seen.lock().unwrap(),
+        [
+            "GET /api/items?page=2 HTTP/1.1 | Bearer t0k3n |  | ",
+            r#"POST /api/cart HTTP/1.1 | Bearer t0k3n | application/json | {"item": 42}"#,
+            "POST /login HTTP/1.1 | Basic YW5uOnB3 | application/x-www-form-urlencoded | remember=yes+please",
+        ]
+    );
+    // A file that is not a collection: the error names the file and line.
+    std::fs::write(&file, "{\n  \"item\": [\n    {\"name\": 3}\n  ]\n}").unwrap();
+    let o = Command::new(headroom_bin())
+        .args(["import", "postman"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("shop.postman_collection.json") && err.contains("line 3"),
+        "{err}"
     );
 }

@@ -443,6 +443,11 @@ pub fn unaccepted_listener(backlog: i32) -> (socket2::Socket, SocketAddr) {
 
 /// Reads one request head (up to the blank line) and returns it.
 pub fn read_request_head(stream: &mut TcpStream) -> Option<String> {
+    read_head_and_body(stream).map(|(head, _)| head)
+}
+
+/// One request's head and its body (by Content-Length).
+pub fn read_head_and_body(stream: &mut TcpStream) -> Option<(String, Vec<u8>)> {
     let mut buf = Vec::new();
     let mut byte = [0u8; 1];
     while !buf.ends_with(b"\r\n\r\n") {
@@ -452,7 +457,6 @@ pub fn read_request_head(stream: &mut TcpStream) -> Option<String> {
         }
     }
     let head = String::from_utf8_lossy(&buf).into_owned();
-    // Skip a body if one was announced.
     let length = head
         .lines()
         .find_map(|l| {
@@ -463,7 +467,7 @@ pub fn read_request_head(stream: &mut TcpStream) -> Option<String> {
         .unwrap_or(0);
     let mut body = vec![0u8; length];
     stream.read_exact(&mut body).ok()?;
-    Some(head)
+    Some((head, body))
 }
 
 /// Writes a scenario file (and any data files) into a fresh folder.

@@ -1,5 +1,6 @@
 //! Bringing existing plans over: a curl command line, a HAR file (what a
-//! browser's developer tools save), a JMeter .jmx plan → a scenario
+//! browser's developer tools save), a JMeter .jmx plan, a Postman
+//! collection → a scenario
 //! (`RawScenario`), with every element that could not be carried over
 //! listed — nothing is dropped silently.
 //!
@@ -9,10 +10,13 @@
 //!   samplers (method, path, headers, body), CSV Data Set (a feeder),
 //!   Constant Throughput Timer (an open-model rate), Response Assertions
 //!   (checks).
+//! - [`postman`]: a Postman collection's requests in order (folders,
+//!   collection variables, bodies, bearer and basic auth).
 
 pub mod curl;
 pub mod har;
 pub mod jmx;
+pub mod postman;
 
 use crate::raw::{RawRequest, RawScenario};
 use std::collections::BTreeMap;

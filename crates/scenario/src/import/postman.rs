@@ -1,0 +1,553 @@
+//! `headroom import postman collection.json`: a Postman collection (v2.1
+//! or v2.0 format, as Postman exports it) → one session sending its
+//! requests in the collection's order, folders flattened depth-first.
+//! Collection variables (`{{baseUrl}}`) are filled in; variables the
+//! collection does not define (an environment's) stay as `{{name}}`
+//! templates and are listed, as are scripts, disabled items and bodies
+//! headroom cannot send.
+
+use super::{managed_header, request, split_url, Imported};
+use crate::raw::{RawScenario, RawSession, RawStep};
+use base64::Engine;
+use serde::Deserialize;
+use serde_json::Value;
+use std::collections::BTreeMap;
+
+#[derive(Deserialize)]
+struct Collection {
+    #[serde(default)]
+    info: Option<Info>,
+    #[serde(default)]
+    item: Vec<Item>,
+    #[serde(default)]
+    variable: Vec<Variable>,
+    #[serde(default)]
+    auth: Option<Value>,
+}
+
+#[derive(Deserialize)]
+struct Info {
+    #[serde(default)]
+    name: String,
+    #[serde(default)]
+    schema: String,
+}
+
+/// A request, or a folder of items.
+#[derive(Deserialize)]
+struct Item {
+    #[serde(default)]
+    name: String,
+    #[serde(default)]
+    request: Option<Request>,
+    #[serde(default)]
+    item: Option<Vec<Item>>,
+    #[serde(default)]
+    event: Vec<Value>,
+    #[serde(default)]
+    auth: Option<Value>,
+}
+
+#[derive(Deserialize)]
+struct Variable {
+    key: String,
+    #[serde(default)]
+    value: Value,
+    #[serde(default)]
+    disabled: bool,
+}
+
+/// A request: a URL string alone, or the full object.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Request {
+    Url(String),
+    Full(Box<FullRequest>),
+}
+
+#[derive(Deserialize)]
+struct FullRequest {
+    #[serde(default)]
+    method: Option<String>,
+    url: Url,
+    #[serde(default)]
+    header: Headers,
+    #[serde(default)]
+    body: Option<Body>,
+    #[serde(default)]
+    auth: Option<Value>,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Url {
+    Raw(String),
+    Parts {
+        #[serde(default)]
+        raw: Option<String>,
+    },
+}
+
+#[derive(Deserialize, Default)]
+#[serde(untagged)]
+enum Headers {
+    #[default]
+    None,
+    List(Vec<Header>),
+    /// v2.0 allowed the headers as one "Name: value\n…" string.
+    Text(String),
+}
+
+#[derive(Deserialize)]
+struct Header {
+    key: String,
+    #[serde(default)]
+    value: String,
+    #[serde(default)]
+    disabled: bool,
+}
+
+#[derive(Deserialize)]
+struct Body {
+    #[serde(default)]
+    mode: Option<String>,
+    #[serde(default)]
+    raw: Option<String>,
+    #[serde(default)]
+    urlencoded: Vec<Header>,
+    #[serde(default)]
+    options: Option<Value>,
+    #[serde(default)]
+    disabled: bool,
+}
+
+/// A request flattened out of its folders, with the auth it inherits.
+struct Flat<'a> {
+    path: String,
+    request: &'a Request,
+    auth: Option<&'a Value>,
+}
+
+pub fn import(text: &str) -> Result<Imported, String> {
+    let collection: Collection = serde_json::from_str(text).map_err(|e| {
+        format!(
+            "not a Postman collection (line {}, column {}): {e}",
+            e.line(),
+            e.column()
+        )
+    })?;
+    if let Some(info) = &collection.info {
+        if !info.schema.is_empty() && !info.schema.contains("/v2.") {
+            return Err(format!(
+                "collection format {} is not supported: export it from Postman as Collection v2.1",
+                info.schema
+            ));
+        }
+    }
+    let mut left_out = Vec::new();
+    let vars: BTreeMap<String, String> = collection
+        .variable
+        .iter()
+        .filter(|v| !v.disabled)
+        .map(|v| {
+            let value = match &v.value {
+                Value::String(s) => s.clone(),
+                Value::Null => String::new(),
+                other => other.to_string(),
+            };
+            (v.key.clone(), value)
+        })
+        .collect();
+    let mut flat = Vec::new();
+    flatten(
+        &collection.item,
+        "",
+        collection.auth.as_ref(),
+        &mut flat,
+        &mut left_out,
+    );
+    if flat.is_empty() {
+        return Err("the collection has no requests".into());
+    }
+    let mut unknown_vars = std::collections::BTreeSet::new();
+    let mut fill = |text: &str| fill_vars(text, &vars, &mut unknown_vars);
+    // The main origin: the most requested one.
+    let mut origins: BTreeMap<String, usize> = BTreeMap::new();
+    let urls: Vec<String> = flat.iter().map(|f| fill(&url_of(f.request))).collect();
+    for url in &urls {
+        if let Ok((o, _)) = split_url(&with_scheme(url)) {
+            *origins.entry(o).or_default() += 1;
+        }
+    }
+    let origin = origins
+        .iter()
+        .max_by_key(|(_, n)| **n)
+        .map(|(o, _)| o.clone())
+        .ok_or("no request with an http(s) URL (are its variables defined in an environment?)")?;
+    let mut taken = BTreeMap::new();
+    let mut requests = Vec::new();
+    let mut steps = Vec::new();
+    for (f, url) in flat.iter().zip(&urls) {
+        let Ok((o, path)) = split_url(&with_scheme(url)) else {
+            left_out.push(format!("{}: `{url}` is not an http(s) URL", f.path));
+            continue;
+        };
+        if o != origin {
+            left_out.push(format!(
+                "{}: {o} is not {origin} (a scenario loads one origin)",
+                f.path
+            ));
+            continue;
+        }
+        let (method, full) = match f.request {
+            Request::Url(_) => ("GET".to_string(), None),
+            Request::Full(r) => (
+                r.method.as_deref().unwrap_or("GET").to_ascii_uppercase(),
+                Some(r),
+            ),
+        };
+        let mut r = request(&mut taken, &method, &path);
+        let mut headers: BTreeMap<String, String> = BTreeMap::new();
+        if let Some(full) = full {
+            for h in header_list(&full.header) {
+                if !h.disabled && !managed_header(&h.key) {
+                    headers.insert(h.key.clone(), fill(&h.value));
+                }
+            }
+            if let Some(body) = full.body.as_ref().filter(|b| !b.disabled) {
+                match body_of(body) {
+                    Ok(Some((text, content_type))) => {
+                        r.body = Some(fill(&text));
+                        if let Some(ty) = content_type {
+                            let has = headers
+                                .keys()
+                                .any(|k| k.eq_ignore_ascii_case("content-type"));
+                            if !has {
+                                headers.insert("Content-Type".into(), ty.into());
+                            }
+                        }
+                    }
+                    Ok(None) => {}
+                    Err(why) => left_out.push(format!("{}: {why}", f.path)),
+                }
+            }
+        }
+        let auth = full.and_then(|r| r.auth.as_ref()).or(f.auth);
+        match auth.map(|a| auth_header(a, &mut fill)) {
+            Some(Ok(Some(value))) => {
+                headers.insert("Authorization".into(), value);
+            }
+            Some(Err(why)) => left_out.push(format!("{}: {why}", f.path)),
+            _ => {}
+        }
+        if !headers.is_empty() {
+            r.headers = Some(headers);
+        }
+        steps.push(RawStep {
+            request: Some(r.name.clone()),
+            ..RawStep::default()
+        });
+        requests.push(r);
+    }
+    for name in &unknown_vars {
+        left_out.push(format!(
+            "variable {{{{{name}}}}} is not defined in the collection (an environment's?): kept as a template — give it a value with a feeder column or an `extract`, or write `${{{name}}}` to read it from the environment"
+        ));
+    }
+    let name = collection
+        .info
+        .as_ref()
+        .map(|i| i.name.clone())
+        .filter(|n| !n.is_empty())
+        .unwrap_or_else(|| "collection".into());
+    Ok(Imported {
+        scenario: RawScenario {
+            base_url: Some(origin),
+            requests,
+            sessions: vec![RawSession {
+                name,
+                weight: None,
+                steps,
+            }],
+            ..RawScenario::default()
+        },
+        left_out,
+    })
+}
+
+/// Items depth-first; scripts and unsupported items listed as left out.
+fn flatten<'a>(
+    items: &'a [Item],
+    folder: &str,
+    auth: Option<&'a Value>,
+    out: &mut Vec<Flat<'a>>,
+    left_out: &mut Vec<String>,
+) {
+    for item in items {
+        let path = if folder.is_empty() {
+            item.name.clone()
+        } else {
+            format!("{folder} / {}", item.name)
+        };
+        for event in &item.event {
+            let listen = event["listen"].as_str().unwrap_or("script");
+            left_out.push(format!(
+                "{path}: its {listen} script (JavaScript) — write its checks as `check`/`expect` and its variables as `extract`"
+            ));
+        }
+        let auth = item.auth.as_ref().or(auth);
+        match (&item.request, &item.item) {
+            (Some(request), _) => out.push(Flat {
+                path,
+                request,
+                auth,
+            }),
+            (None, Some(children)) => flatten(children, &path, auth, out, left_out),
+            (None, None) => left_out.push(format!("{path}: neither a request nor a folder")),
+        }
+    }
+}
+
+fn url_of(r: &Request) -> String {
+    match r {
+        Request::Url(u) => u.clone(),
+        Request::Full(full) => match &full.url {
+            Url::Raw(u) => u.clone(),
+            Url::Parts { raw } => raw.clone().unwrap_or_default(),
+        },
+    }
+}
+
+/// Postman sends `localhost:8080/x` as `http://localhost:8080/x`.
+fn with_scheme(url: &str) -> String {
+    if url.contains("://") {
+        url.to_string()
+    } else {
+        format!("http://{url}")
+    }
+}
+
+fn header_list(h: &Headers) -> Vec<Header> {
+    match h {
+        Headers::None => Vec::new(),
+        Headers::List(list) => list
+            .iter()
+            .map(|h| Header {
+                key: h.key.clone(),
+                value: h.value.clone(),
+                disabled: h.disabled,
+            })
+            .collect(),
+        Headers::Text(text) => text
+            .lines()
+            .filter_map(|l| l.split_once(':'))
+            .map(|(k, v)| Header {
+                key: k.trim().to_string(),
+                value: v.trim().to_string(),
+                disabled: false,
+            })
+            .collect(),
+    }
+}
+
+/// The body to send and its content type, or why it cannot be sent.
+fn body_of(body: &Body) -> Result<Option<(String, Option<&'static str>)>, String> {
+    match body.mode.as_deref() {
+        None => Ok(None),
+        Some("raw") => {
+            let language = body
+                .options
+                .as_ref()
+                .and_then(|o| o["raw"]["language"].as_str());
+            let content_type = match language {
+                Some("json") => Some("application/json"),
+                Some("xml") => Some("application/xml"),
+                Some("text") => Some("text/plain"),
+                _ => None,
+            };
+            Ok(body.raw.clone().map(|b| (b, content_type)))
+        }
+        Some("urlencoded") => {
+            let pairs: Vec<String> = body
+                .urlencoded
+                .iter()
+                .filter(|p| !p.disabled)
+                .map(|p| format!("{}={}", form_encode(&p.key), form_encode(&p.value)))
+                .collect();
+            Ok(Some((
+                pairs.join("&"),
+                Some("application/x-www-form-urlencoded"),
+            )))
+        }
+        Some(other) => Err(format!(
+            "its `{other}` body (multipart forms, files and GraphQL are not carried over)"
+        )),
+    }
+}
+
+fn form_encode(s: &str) -> String {
+    // Templates stay as written: headroom fills them when it sends.
+    if s.contains("{{") {
+        return s.to_string();
+    }
+    url::form_urlencoded::byte_serialize(s.as_bytes()).collect()
+}
+
+/// The Authorization header an auth block sends, if it sends one.
+fn auth_header(
+    auth: &Value,
+    fill: &mut impl FnMut(&str) -> String,
+) -> Result<Option<String>, String> {
+    // v2.1: `"bearer": [{"key": "token", "value": "…"}]`; v2.0: an object.
+    let field = |kind: &str, key: &str| -> Option<String> {
+        match &auth[kind] {
+            Value::Array(list) => list
+                .iter()
+                .find(|f| f["key"] == key)
+                .and_then(|f| f["value"].as_str())
+                .map(String::from),
+            Value::Object(map) => map.get(key).and_then(|v| v.as_str()).map(String::from),
+            _ => None,
+        }
+    };
+    match auth["type"].as_str().unwrap_or("noauth") {
+        "noauth" => Ok(None),
+        "bearer" => Ok(Some(format!(
+            "Bearer {}",
+            fill(&field("bearer", "token").unwrap_or_default())
+        ))),
+        "basic" => {
+            let user = fill(&field("basic", "username").unwrap_or_default());
+            let password = fill(&field("basic", "password").unwrap_or_default());
+            Ok(Some(format!(
+                "Basic {}",
+                base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"))
+            )))
+        }
+        other => Err(format!(
+            "its `{other}` auth (only bearer and basic are carried over)"
+        )),
+    }
+}
+
+/// `{{name}}` filled from the collection's variables; the others kept and
+/// noted. Postman's dynamic variables (`{{$guid}}`) are kept too.
+fn fill_vars(
+    text: &str,
+    vars: &BTreeMap<String, String>,
+    unknown: &mut std::collections::BTreeSet<String>,
+) -> String {
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some(start) = rest.find("{{") {
+        let Some(len) = rest[start + 2..].find("}}") else {
+            break;
+        };
+        let name = &rest[start + 2..start + 2 + len];
+        out.push_str(&rest[..start]);
+        match vars.get(name.trim()) {
+            Some(value) => out.push_str(value),
+            None => {
+                unknown.insert(name.trim().to_string());
+                out.push_str(&rest[start..start + 4 + len]);
+            }
+        }
+        rest = &rest[start + 4 + len..];
+    }
+    out.push_str(rest);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const COLLECTION: &str = r#"{
+      "info": {"name": "Users API", "schema": "https://schema.getpostman.com/json/collection/v2.1.0/collection.json"},
+      "variable": [{"key": "baseUrl", "value": "http://127.0.0.1:8080"}, {"key": "id", "value": "42"}],
+      "auth": {"type": "bearer", "bearer": [{"key": "token", "value": "t0k3n"}]},
+      "item": [
+        {"name": "List users", "request": {"method": "GET", "url": {"raw": "{{baseUrl}}/users?page=2", "host": ["{{baseUrl}}"], "path": ["users"]},
+          "header": [{"key": "Accept", "value": "application/json"}, {"key": "X-Off", "value": "1", "disabled": true}]},
+          "event": [{"listen": "test", "script": {"exec": ["pm.response.to.have.status(200);"]}}]},
+        {"name": "Writes", "item": [
+          {"name": "Create user", "request": {"method": "POST", "url": "{{baseUrl}}/users",
+            "body": {"mode": "raw", "raw": "{\"id\": {{id}}, \"name\": \"ann\"}", "options": {"raw": {"language": "json"}}}}},
+          {"name": "Log in", "request": {"method": "POST", "url": "{{baseUrl}}/login",
+            "auth": {"type": "basic", "basic": [{"key": "username", "value": "ann"}, {"key": "password", "value": "s3cret"}]},
+            "body": {"mode": "urlencoded", "urlencoded": [{"key": "remember", "value": "yes please"}]}}},
+          {"name": "Upload", "request": {"method": "POST", "url": "{{baseUrl}}/files", "body": {"mode": "formdata", "formdata": []}}}
+        ]},
+        {"name": "Profile", "request": {"method": "GET", "url": "{{baseUrl}}/users/{{id}}?session={{sessionId}}"}}
+      ]
+    }"#;
+
+    #[test]
+    fn folders_variables_bodies_and_auth() {
+        let got = import(COLLECTION).unwrap();
+        let s = &got.scenario;
+        assert_eq!(s.base_url.as_deref(), Some("http://127.0.0.1:8080"));
+        let names: Vec<&str> = s.requests.iter().map(|r| r.name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "GET /users",
+                "POST /users",
+                "POST /login",
+                "POST /files",
+                "GET /users/42"
+            ]
+        );
+        let list = &s.requests[0];
+        assert_eq!(list.path.as_deref(), Some("/users?page=2"));
+        let h = list.headers.as_ref().unwrap();
+        assert_eq!(h["Accept"], "application/json");
+        assert_eq!(
+            h["Authorization"], "Bearer t0k3n",
+            "inherited from the collection"
+        );
+        assert!(!h.contains_key("X-Off"));
+        let create = &s.requests[1];
+        assert_eq!(create.body.as_deref(), Some(r#"{"id": 42, "name": "ann"}"#));
+        assert_eq!(
+            create.headers.as_ref().unwrap()["Content-Type"],
+            "application/json"
+        );
+        let login = &s.requests[2];
+        assert_eq!(login.body.as_deref(), Some("remember=yes+please"));
+        assert_eq!(
+            login.headers.as_ref().unwrap()["Authorization"],
+            "Basic YW5uOnMzY3JldA=="
+        );
+        assert_eq!(
+            s.requests[4].path.as_deref(),
+            Some("/users/42?session={{sessionId}}")
+        );
+        assert_eq!(s.sessions[0].name, "Users API");
+        assert_eq!(s.sessions[0].steps.len(), 5);
+        let left = got.left_out.join("\n");
+        assert!(left.contains("List users: its test script"), "{left}");
+        assert!(
+            left.contains("Writes / Upload: its `formdata` body"),
+            "{left}"
+        );
+        assert!(left.contains("{{sessionId}}"), "{left}");
+        crate::parse_toml::<RawScenario>(&got.to_toml("users.postman_collection.json")).unwrap();
+    }
+
+    #[test]
+    fn bad_input_says_where_and_what() {
+        let e = import("{\n  \"item\": [\n    {\"name\": 3}\n  ]\n}")
+            .err()
+            .unwrap();
+        assert!(e.contains("line 3"), "{e}");
+        let e = import(r#"{"info": {"schema": "https://schema.getpostman.com/json/collection/v1.0.0/collection.json"}}"#)
+            .err()
+            .unwrap();
+        assert!(e.contains("v2.1"), "{e}");
+        assert!(import(r#"{"item": []}"#)
+            .err()
+            .unwrap()
+            .contains("no requests"));
+    }
+}
