@@ -5,7 +5,7 @@
 //! expected, and the recorded protocol (`HTTP/2.0`, `h2`) as `[http]
 //! version`.
 
-use super::{managed_header, request, split_url, Imported};
+use super::{main_origin, managed_header, request, split_url, Imported};
 use crate::raw::{RawExpect, RawHttp, RawHttpVersion, RawScenario, RawSession, RawStatus, RawStep};
 use headroom_engine::plan::HttpVersion;
 use serde::Deserialize;
@@ -75,17 +75,7 @@ pub fn import(text: &str) -> Result<Imported, String> {
         return Err("the HAR file has no entries".into());
     }
     let mut left_out = Vec::new();
-    // The main origin: the most requested one.
-    let mut origins: BTreeMap<String, usize> = BTreeMap::new();
-    for e in &har.log.entries {
-        if let Ok((o, _)) = split_url(&e.request.url) {
-            *origins.entry(o).or_default() += 1;
-        }
-    }
-    let origin = origins
-        .iter()
-        .max_by_key(|(_, n)| **n)
-        .map(|(o, _)| o.clone())
+    let origin = main_origin(har.log.entries.iter().map(|e| e.request.url.as_str()))
         .ok_or("no http(s) request in the HAR file")?;
     let mut taken = BTreeMap::new();
     let mut requests = Vec::new();

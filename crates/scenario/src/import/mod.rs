@@ -70,6 +70,18 @@ pub(crate) fn split_url(url: &str) -> Result<(String, String), String> {
     Ok((origin, path))
 }
 
+/// The most requested `scheme://host[:port]` among `urls` (a recording or
+/// a collection may touch several; a scenario loads one).
+pub(crate) fn main_origin<'a>(urls: impl Iterator<Item = &'a str>) -> Option<String> {
+    let mut origins: BTreeMap<String, usize> = BTreeMap::new();
+    for url in urls {
+        if let Ok((o, _)) = split_url(url) {
+            *origins.entry(o).or_default() += 1;
+        }
+    }
+    origins.into_iter().max_by_key(|(_, n)| *n).map(|(o, _)| o)
+}
+
 /// A request named "METHOD /path" (made unique with a number).
 pub(crate) fn request(taken: &mut BTreeMap<String, u32>, method: &str, path: &str) -> RawRequest {
     let base = format!("{method} {}", path.split('?').next().unwrap_or(path));

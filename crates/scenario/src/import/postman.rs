@@ -6,7 +6,7 @@
 //! templates and are listed, as are scripts, disabled items and bodies
 //! headroom cannot send.
 
-use super::{managed_header, request, split_url, Imported};
+use super::{main_origin, managed_header, request, split_url, Imported};
 use crate::raw::{RawScenario, RawSession, RawStep};
 use base64::Engine;
 use serde::Deserialize;
@@ -171,24 +171,17 @@ pub fn import(text: &str) -> Result<Imported, String> {
     }
     let mut unknown_vars = std::collections::BTreeSet::new();
     let mut fill = |text: &str| fill_vars(text, &vars, &mut unknown_vars);
-    // The main origin: the most requested one.
-    let mut origins: BTreeMap<String, usize> = BTreeMap::new();
-    let urls: Vec<String> = flat.iter().map(|f| fill(&url_of(f.request))).collect();
-    for url in &urls {
-        if let Ok((o, _)) = split_url(&with_scheme(url)) {
-            *origins.entry(o).or_default() += 1;
-        }
-    }
-    let origin = origins
+    let urls: Vec<String> = flat
         .iter()
-        .max_by_key(|(_, n)| **n)
-        .map(|(o, _)| o.clone())
+        .map(|f| with_scheme(&fill(&url_of(f.request))))
+        .collect();
+    let origin = main_origin(urls.iter().map(String::as_str))
         .ok_or("no request with an http(s) URL (are its variables defined in an environment?)")?;
     let mut taken = BTreeMap::new();
     let mut requests = Vec::new();
     let mut steps = Vec::new();
     for (f, url) in flat.iter().zip(&urls) {
-        let Ok((o, path)) = split_url(&with_scheme(url)) else {
+        let Ok((o, path)) = split_url(url) else {
             left_out.push(format!("{}: `{url}` is not an http(s) URL", f.path));
             continue;
         };
