@@ -977,4 +977,7 @@ pub enum ImportFrom {
     Jmx { file: std::path::PathBuf },
     /// A Postman collection (exported as Collection v2.1 or v2.0).
     Postman { file: std::path::PathBuf },
+    /// An OpenAPI 3.0/3.1 document (YAML or JSON): one request per
+    /// operation, as a weighted mix.
+    Openapi { file: std::path::PathBuf },
 }

@@ -2,7 +2,8 @@
 //! imported, sends what real JMeter sends for it (counted in nginx's access
 //! logs);
 //! a curl command imported sends what curl itself sends; a Postman
-//! collection imported sends its requests, bodies and auth as written.
+//! collection imported sends its requests, bodies and auth as written; an
+//! OpenAPI document's operations arrive with their parameters and bodies.
 
 use crate::common::{headroom_bin, run, Nginx};
 use std::collections::BTreeMap;
@@ -255,12 +256,27 @@ fn an_imported_har_from_chromium_sends_what_chromium_sent() {
     );
 }
 
-/// A Postman collection (v2.1, as Postman exports it): folders, collection
-/// variables, a JSON body, a form, bearer auth inherited from the
-/// collection and basic auth on one request. Imported and run once, the
-/// server receives exactly those requests, in order.
-#[test]
-fn an_imported_postman_collection_sends_its_requests_as_written() {
+/// `headroom import KIND FILE --out FILE.toml` (beside it), which must
+/// succeed: the scenario's path and the import's output.
+fn import_to_scenario(kind: &str, file: &std::path::Path) -> (PathBuf, std::process::Output) {
+    let scenario = file.with_extension("toml");
+    let o = Command::new(headroom_bin())
+        .args(["import", kind])
+        .arg(file)
+        .arg("--out")
+        .arg(&scenario)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    (scenario, o)
+}
+
+/// A server answering 200 to every request, and each request it received
+/// as "request line | Authorization | Content-Type | body".
+fn recording_server() -> (
+    crate::common::RawServer,
+    std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+) {
     let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
     let server = {
         let seen = seen.clone();
@@ -289,6 +305,16 @@ fn an_imported_postman_collection_sends_its_requests_as_written() {
             }
         })
     };
+    (server, seen)
+}
+
+/// A Postman collection (v2.1, as Postman exports it): folders, collection
+/// variables, a JSON body, a form, bearer auth inherited from the
+/// collection and basic auth on one request. Imported and run once, the
+/// server receives exactly those requests, in order.
+#[test]
+fn an_imported_postman_collection_sends_its_requests_as_written() {
+    let (server, seen) = recording_server();
     let collection = format!(
         r#"{{
   "info": {{"name": "Shop", "schema": "https://schema.getpostman.com/json/collection/v2.1.0/collection.json"}},
@@ -310,15 +336,7 @@ fn an_imported_postman_collection_sends_its_requests_as_written() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("shop.postman_collection.json");
     std::fs::write(&file, collection).unwrap();
-    let scenario = dir.path().join("shop.toml");
-    let o = Command::new(headroom_bin())
-        .args(["import", "postman"])
-        .arg(&file)
-        .arg("--out")
-        .arg(&scenario)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let (scenario, o) = import_to_scenario("postman", &file);
     assert!(
         String::from_utf8_lossy(&o.stderr).contains("everything was carried over"),
         "{}",
@@ -352,5 +370,69 @@ fn an_imported_postman_collection_sends_its_requests_as_written() {
     assert!(
         err.contains("shop.postman_collection.json") && err.contains("line 3"),
         "{err}"
+    );
+}
+
+/// The Petstore's operations (OpenAPI 3.0, YAML), imported and run as a
+/// mix: every operation reaches the server with its path parameter, its
+/// required query parameter and a JSON body made from its schema.
+#[test]
+fn an_imported_openapi_document_sends_every_operation() {
+    let (server, seen) = recording_server();
+    let spec = format!(
+        r##"
+openapi: 3.0.3
+info: {{title: Petstore, version: 1.0.0}}
+servers: [{{url: "{}/api/v3"}}]
+paths:
+  /pet:
+    post:
+      operationId: addPet
+      requestBody:
+        content:
+          application/json:
+            schema: {{$ref: "#/components/schemas/Pet"}}
+      responses: {{"200": {{description: ok}}}}
+  /pet/findByStatus:
+    get:
+      parameters:
+        - {{name: status, in: query, required: true, schema: {{type: string, enum: [available, sold]}}}}
+      responses: {{"200": {{description: ok}}}}
+  /pet/{{petId}}:
+    get:
+      parameters:
+        - {{name: petId, in: path, required: true, schema: {{type: integer}}, example: 10}}
+      responses: {{"200": {{description: ok}}}}
+components:
+  schemas:
+    Pet:
+      type: object
+      properties:
+        name: {{type: string, example: doggie}}
+        status: {{type: string, enum: [available, sold]}}
+"##,
+        server.url("").trim_end_matches('/')
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("petstore.yaml");
+    std::fs::write(&file, spec).unwrap();
+    let (scenario, _) = import_to_scenario("openapi", &file);
+    let r = run(&[scenario.to_str().unwrap(), "--requests", "60", "--vus", "2"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(
+        r.results()["requests"]["ok"],
+        60,
+        "{}",
+        r.results()["errors"]
+    );
+    let distinct: std::collections::BTreeSet<String> =
+        seen.lock().unwrap().iter().cloned().collect();
+    assert_eq!(
+        distinct.into_iter().collect::<Vec<_>>(),
+        [
+            "GET /api/v3/pet/10 HTTP/1.1 |  |  | ",
+            "GET /api/v3/pet/findByStatus?status=available HTTP/1.1 |  |  | ",
+            r#"POST /api/v3/pet HTTP/1.1 |  | application/json | {"name":"doggie","status":"available"}"#,
+        ]
     );
 }

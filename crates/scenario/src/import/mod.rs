@@ -12,10 +12,13 @@
 //!   (checks).
 //! - [`postman`]: a Postman collection's requests in order (folders,
 //!   collection variables, bodies, bearer and basic auth).
+//! - [`openapi`]: an OpenAPI 3 document's operations as a weighted mix,
+//!   parameters and JSON bodies from its examples or schemas.
 
 pub mod curl;
 pub mod har;
 pub mod jmx;
+pub mod openapi;
 pub mod postman;
 
 use crate::raw::{RawRequest, RawScenario};
