@@ -79,13 +79,7 @@ pub fn table(report: &StudyReport, csv: bool) -> Table {
         } else {
             ("Event gap ms", "Event failed")
         };
-        t.headers.insert(at, failed.into());
-        t.headers.insert(at, gap.into());
-        t.left = t
-            .left
-            .iter()
-            .map(|&c| if c >= at { c + 2 } else { c })
-            .collect();
+        t.insert_headers(at, [gap.into(), failed.into()]);
         for row in &mut t.rows {
             let label = row[1].clone();
             let r = report
@@ -151,13 +145,7 @@ fn add_service_columns(report: &StudyReport, t: &mut Table, csv: bool) {
         } else {
             (format!("{name} CPU %"), format!("{name} MiB"))
         };
-        t.headers.insert(at, mem);
-        t.headers.insert(at, cpu);
-        t.left = t
-            .left
-            .iter()
-            .map(|&c| if c >= at { c + 2 } else { c })
-            .collect();
+        t.insert_headers(at, [cpu, mem]);
         for row in &mut t.rows {
             let service = report
                 .configs

@@ -13,6 +13,19 @@ pub struct Table {
 }
 
 impl Table {
+    /// Puts `headers` before column `at`, keeping the left-aligned
+    /// columns after it left-aligned (the rows' cells are the caller's).
+    pub fn insert_headers(&mut self, at: usize, headers: [String; 2]) {
+        for (i, h) in headers.into_iter().enumerate() {
+            self.headers.insert(at + i, h);
+        }
+        self.left = self
+            .left
+            .iter()
+            .map(|&c| if c >= at { c + 2 } else { c })
+            .collect();
+    }
+
     pub fn new(headers: &[&str], left: &[usize]) -> Table {
         Table {
             headers: headers.iter().map(|h| h.to_string()).collect(),
