@@ -81,6 +81,18 @@ fn server_templates(server: &file::Server) -> impl Iterator<Item = &str> {
         )
 }
 
+/// `wanted` distinct free ports.
+fn free_ports(wanted: usize) -> std::io::Result<Vec<u16>> {
+    let mut ports: Vec<u16> = Vec::new();
+    while ports.len() < wanted {
+        let port = free_port()?;
+        if !ports.contains(&port) {
+            ports.push(port);
+        }
+    }
+    Ok(ports)
+}
+
 /// A free loopback port for a server under test, outside the kernel's
 /// ephemeral range: a port from inside it may still be the local end of
 /// one of the generator's own connections (in TIME_WAIT after the last
@@ -222,24 +234,6 @@ fn run_config(
         survivors: 0,
         stray_killed: 0,
     };
-    // `{port}`, and `{port.2}`… for a server of several processes (a
-    // balancer and its backends), each a free port of its own.
-    let wanted = server_templates(server)
-        .map(file::ports_used)
-        .max()
-        .unwrap_or(0)
-        .max(1);
-    let mut ports: Vec<u16> = Vec::new();
-    while ports.len() < wanted {
-        match free_port() {
-            Ok(p) if ports.contains(&p) => continue,
-            Ok(p) => ports.push(p),
-            Err(e) => {
-                record.status = format!("error: no free port: {e}");
-                return record;
-            }
-        }
-    }
     // This configuration's own services, before its server.
     let own: Vec<&file::Service> = study
         .services
@@ -250,6 +244,22 @@ fn run_config(
         Ok(r) => r,
         Err(e) => {
             record.status = format!("error: {e}");
+            return record;
+        }
+    };
+    // `{port}`, and `{port.2}`… for a server of several processes (a
+    // balancer and its backends), each a free port of its own — picked
+    // once its services are up, just before it starts, so that another
+    // program has little time to take one first.
+    let wanted = server_templates(server)
+        .map(file::ports_used)
+        .max()
+        .unwrap_or(0)
+        .max(1);
+    let ports = match free_ports(wanted) {
+        Ok(p) => p,
+        Err(e) => {
+            record.status = format!("error: no free port: {e}");
             return record;
         }
     };

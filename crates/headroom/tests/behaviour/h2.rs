@@ -55,23 +55,33 @@ impl NginxH2 {
     }
 
     fn log(&self) -> Log {
-        Log(self.nginx.log_fields())
+        Log {
+            lines: self.nginx.log_fields(),
+            counted: None,
+        }
     }
 }
 
-/// An access log's lines as `protocol connection …` fields.
-struct Log(Vec<Vec<String>>);
+/// An access log's lines as `protocol connection …` fields, and the
+/// server's own counter of requests where it keeps one: haproxy writes its
+/// log to stdout without blocking and may drop a line, never a count.
+struct Log {
+    lines: Vec<Vec<String>>,
+    counted: Option<u64>,
+}
 
 impl Log {
-    /// Requests logged with this protocol (`HTTP/2.0`, `HTTP/2`).
+    /// Requests counted (else logged) with this protocol (`HTTP/2.0`,
+    /// `HTTP/2`).
     fn requests(&self, protocol: &str) -> u64 {
-        self.0.iter().filter(|f| f[0] == protocol).count() as u64
+        self.counted
+            .unwrap_or_else(|| self.lines.iter().filter(|f| f[0] == protocol).count() as u64)
     }
 
     /// Distinct connections HTTP/2 requests came on (haproxy also logs a
     /// connection that sent none: the command line's check before load).
     fn connections(&self) -> usize {
-        self.0
+        self.lines
             .iter()
             .filter(|f| f[0].starts_with("HTTP/2"))
             .map(|f| &f[1])
@@ -476,10 +486,43 @@ impl Server {
 
     fn log(&self, file: &str) -> Log {
         let text = std::fs::read_to_string(self.dir.path().join(file)).unwrap_or_default();
-        Log(text
-            .lines()
-            .map(|l| l.split(' ').map(str::to_string).collect())
-            .collect())
+        Log {
+            lines: text
+                .lines()
+                .map(|l| l.split(' ').map(str::to_string).collect())
+                .collect(),
+            counted: None,
+        }
+    }
+
+    /// haproxy's log, and the requests its frontends counted (`req_tot`
+    /// of `show stat` on the stats socket `stats.sock`).
+    fn haproxy_log(&self) -> Log {
+        use std::io::{Read, Write};
+        let mut socket =
+            std::os::unix::net::UnixStream::connect(self.dir.path().join("stats.sock"))
+                .expect("haproxy's stats socket");
+        socket.write_all(b"show stat\n").unwrap();
+        let mut stat = String::new();
+        socket.read_to_string(&mut stat).unwrap();
+        let mut rows = stat.lines();
+        let header: Vec<&str> = rows
+            .next()
+            .unwrap_or("")
+            .trim_start_matches("# ")
+            .split(',')
+            .collect();
+        let column = |name: &str| header.iter().position(|h| *h == name).unwrap();
+        let (svname, req_tot) = (column("svname"), column("req_tot"));
+        let counted = rows
+            .map(|r| r.split(',').collect::<Vec<_>>())
+            .filter(|f| f.get(svname) == Some(&"FRONTEND"))
+            .map(|f| f[req_tot].parse::<u64>().unwrap_or(0))
+            .sum();
+        Log {
+            counted: Some(counted),
+            ..self.log("out.log")
+        }
     }
 }
 
@@ -494,6 +537,7 @@ fn haproxy_alpn_h2_and_proto_h2_count_every_stream() {
     let (tls_port, clear_port) = (free_port(), free_port());
     let config = format!(
         "global
+  stats socket {}/stats.sock
   log stdout format raw local0
   maxconn 4096
 defaults
@@ -510,6 +554,7 @@ frontend clear
   bind 127.0.0.1:{clear_port} proto h2
   http-request return status 200 content-type text/plain string \"hello from haproxy\"
 ",
+        dir.path().display(),
         pem.display()
     );
     std::fs::write(dir.path().join("haproxy.cfg"), config).unwrap();
@@ -527,7 +572,7 @@ frontend clear
             format!("http://127.0.0.1:{clear_port}/"),
         ],
         &ca,
-        || server.log("out.log"),
+        || server.haproxy_log(),
         "HTTP/2.0",
     );
 }
