@@ -154,6 +154,7 @@ fn sample_loop(
         .map(|(name, pid)| (name.clone(), Sampler::new(Some(*pid), false, false)))
         .collect();
     let mut probe_failures = ProbeFailures::default();
+    let mut probing = probes::Probing::start(&config.probes, config.interval);
     // A day's samples would be tens of MiB: all but the newest wait in a
     // temp file until the run ends.
     let mut samples = headroom_metrics::spill::Spilled::new();
@@ -177,12 +178,16 @@ fn sample_loop(
         if let Some(r) = &mut remote {
             r.fill(&mut s);
         }
-        for (i, probe) in config.probes.iter().enumerate() {
-            match probe.read() {
-                Ok(gauges) => {
-                    s.probes.insert(probe.kind.name().to_string(), gauges);
+        for (i, name, taken) in probing.take() {
+            match taken {
+                probes::Taken::Fresh(Ok(gauges)) => {
+                    probe_failures.read(i);
+                    s.probes.insert(name.to_string(), gauges);
                 }
-                Err(e) => probe_failures.record(i, e),
+                probes::Taken::Fresh(Err(e)) => probe_failures.record(i, e),
+                probes::Taken::Carried(gauges) => {
+                    s.probes.insert(name.to_string(), gauges);
+                }
             }
         }
         for (name, sampler) in &mut services {
@@ -199,7 +204,8 @@ fn sample_loop(
         k += 1;
     }
     let mut errors = remote.map(|r| r.errors()).unwrap_or_default();
-    errors.extend(probe_failures.into_messages(samples.len() as u32));
+    drop(probing);
+    errors.extend(probe_failures.into_messages());
     (samples.into_vec(), errors, sampler.restarts().to_vec())
 }
 
@@ -207,20 +213,27 @@ fn sample_loop(
 /// error: the run's figures stand without them).
 #[derive(Default)]
 struct ProbeFailures {
-    /// By probe (its index): the first failure's message (the probe and
-    /// target lead it), and how many samples it failed.
+    /// By probe (its index): readings taken.
+    reads: std::collections::BTreeMap<usize, u32>,
+    /// By probe: the first failure's message (the probe and target lead
+    /// it), and how many readings failed.
     first: std::collections::BTreeMap<usize, (String, u32)>,
 }
 
 impl ProbeFailures {
+    fn read(&mut self, probe: usize) {
+        *self.reads.entry(probe).or_default() += 1;
+    }
+
     fn record(&mut self, probe: usize, message: String) {
+        self.read(probe);
         self.first.entry(probe).or_insert((message, 0)).1 += 1;
     }
 
-    fn into_messages(self, samples: u32) -> Vec<String> {
+    fn into_messages(self) -> Vec<String> {
         self.first
-            .into_values()
-            .map(|(m, n)| format!("{m} (failed in {n} of {samples} samples)"))
+            .into_iter()
+            .map(|(i, (m, n))| format!("{m} (failed in {n} of {} readings)", self.reads[&i]))
             .collect()
     }
 }

@@ -1,8 +1,9 @@
 //! The servers' own gauges, where they publish them: what their workers
 //! are doing and how much waits for them — the figures the accept queue
 //! cannot see (Puma queues accepted requests for its threads; haproxy
-//! queues them for its backends). Read once per sample; a probe that
-//! fails is a warning, never a failed run.
+//! queues them for its backends). Each probe is read on a thread of its
+//! own once per interval ([`Probing`]), so a slow one never delays the
+//! monitor's samples; a probe that fails is a warning, never a failed run.
 //!
 //! | probe | target | gauges |
 //! |---|---|---|
@@ -14,10 +15,132 @@
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
-/// How long one probe may take: a sample must not wait on a slow server.
+/// How long one HTTP or socket probe may take.
 const PROBE_TIMEOUT: Duration = Duration::from_millis(800);
+
+/// How long `passenger-status` may run: a Ruby program that takes most of
+/// a second to start on an idle machine, longer on a saturated one.
+const COMMAND_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A probe's reading: its gauges, or why they could not be read.
+pub type Reading = Result<BTreeMap<String, f64>, String>;
+
+/// Probes read in the background, each on its own thread once per
+/// interval; a sample takes each one's newest reading it has not taken.
+pub struct Probing {
+    slots: Vec<Slot>,
+    interval: Duration,
+    stop: Arc<AtomicBool>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+struct Slot {
+    name: &'static str,
+    /// The newest reading not yet taken, and when it was read.
+    newest: Arc<Mutex<Option<(Instant, Reading)>>>,
+    /// The last gauges taken, and when they were read.
+    last: Option<(Instant, BTreeMap<String, f64>)>,
+}
+
+/// How many intervals a sample may carry a probe's gauges while the probe
+/// reads again: a gauge is a level, and two samples in a row must see a
+/// queue for a finding even when `passenger-status` takes two seconds.
+const CARRIED_INTERVALS: u32 = 3;
+
+/// What a sample gets from a probe.
+pub enum Taken {
+    /// A reading made since the last sample.
+    Fresh(Reading),
+    /// The last gauges again: the probe is still reading.
+    Carried(BTreeMap<String, f64>),
+}
+
+impl Probing {
+    /// Starts reading `probes`, the first reading at once.
+    pub fn start(probes: &[Probe], interval: Duration) -> Probing {
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut slots = Vec::new();
+        let mut threads = Vec::new();
+        for probe in probes {
+            let newest = Arc::new(Mutex::new(None));
+            slots.push(Slot {
+                name: probe.kind.name(),
+                newest: newest.clone(),
+                last: None,
+            });
+            let (probe, stop) = (probe.clone(), stop.clone());
+            let thread = std::thread::Builder::new()
+                .name(format!("probe {}", probe.kind.name()))
+                .spawn(move || {
+                    let start = Instant::now();
+                    let mut k = 0u32;
+                    while !stop.load(Ordering::SeqCst) {
+                        let reading = probe.read();
+                        *newest.lock().expect("probe lock") = Some((Instant::now(), reading));
+                        // The next tick of the interval (ticks missed by
+                        // a slow read are skipped, not caught up).
+                        k = k.max((start.elapsed().as_secs_f64() / interval.as_secs_f64()) as u32)
+                            + 1;
+                        let due = start + interval * k;
+                        while Instant::now() < due && !stop.load(Ordering::SeqCst) {
+                            std::thread::sleep(
+                                (due - Instant::now()).min(Duration::from_millis(20)),
+                            );
+                        }
+                    }
+                });
+            if let Ok(t) = thread {
+                threads.push(t);
+            }
+        }
+        Probing {
+            slots,
+            interval,
+            stop,
+            threads,
+        }
+    }
+
+    /// Each probe's newest reading since the last call, by index and
+    /// kind; for a probe still reading, its last gauges if they are at
+    /// most [`CARRIED_INTERVALS`] old.
+    pub fn take(&mut self) -> Vec<(usize, &'static str, Taken)> {
+        let oldest = self.interval * CARRIED_INTERVALS;
+        let mut taken = Vec::new();
+        for (i, slot) in self.slots.iter_mut().enumerate() {
+            let fresh = slot.newest.lock().expect("probe lock").take();
+            match fresh {
+                Some((at, reading)) => {
+                    slot.last = reading.as_ref().ok().map(|g| (at, g.clone()));
+                    taken.push((i, slot.name, Taken::Fresh(reading)));
+                }
+                None => {
+                    if let Some((at, gauges)) = &slot.last {
+                        if at.elapsed() <= oldest {
+                            taken.push((i, slot.name, Taken::Carried(gauges.clone())));
+                        }
+                    }
+                }
+            }
+        }
+        taken
+    }
+}
+
+impl Drop for Probing {
+    /// Stops the threads; one in the middle of a read ends with it (its
+    /// timeout bounds the wait).
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
 
 /// The largest answer a probe reads.
 const MAX_ANSWER: u64 = 4 * 1024 * 1024;
@@ -112,7 +235,7 @@ impl std::str::FromStr for Probe {
 
 impl Probe {
     /// The server's gauges now, or why they could not be read.
-    pub fn read(&self) -> Result<BTreeMap<String, f64>, String> {
+    pub fn read(&self) -> Reading {
         let gauges = match self.kind {
             Kind::Puma => get(&self.target).and_then(|b| puma(&b)),
             Kind::Nginx => get(&self.target).and_then(|b| stub_status(&b)),
@@ -254,16 +377,62 @@ fn passenger_status(instance: &str) -> Result<String, String> {
     } else if !instance.is_empty() {
         command.arg(instance);
     }
-    let output = command
-        .output()
-        .map_err(|e| format!("cannot run passenger-status: {e}"))?;
-    if !output.status.success() {
+    let (status, stdout, stderr) =
+        output_within(command, COMMAND_TIMEOUT).map_err(|e| format!("passenger-status: {e}"))?;
+    if !status.success() {
         return Err(format!(
             "passenger-status: {}",
-            String::from_utf8_lossy(&output.stderr).trim()
+            String::from_utf8_lossy(&stderr).trim()
         ));
     }
-    Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+    Ok(String::from_utf8_lossy(&stdout).into_owned())
+}
+
+/// A command's exit status, stdout and stderr, or an error if it could
+/// not start or ran past `timeout` (then it is killed).
+fn output_within(
+    mut command: std::process::Command,
+    timeout: Duration,
+) -> Result<(std::process::ExitStatus, Vec<u8>, Vec<u8>), String> {
+    use std::process::Stdio;
+    let mut child = command
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot run it: {e}"))?;
+    // Read as it runs: a full pipe would stop it before it exits.
+    let drain = |pipe: Option<Box<dyn Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            if let Some(p) = pipe {
+                let _ = p.take(MAX_ANSWER).read_to_end(&mut bytes);
+            }
+            bytes
+        })
+    };
+    let stdout = drain(child.stdout.take().map(|p| Box::new(p) as _));
+    let stderr = drain(child.stderr.take().map(|p| Box::new(p) as _));
+    let deadline = Instant::now() + timeout;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break Ok(status),
+            Ok(None) if Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            Ok(None) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                break Err(format!("no answer within {} s: killed", timeout.as_secs()));
+            }
+            Err(e) => break Err(format!("cannot wait for it: {e}")),
+        }
+    };
+    let (stdout, stderr) = (
+        stdout.join().unwrap_or_default(),
+        stderr.join().unwrap_or_default(),
+    );
+    status.map(|s| (s, stdout, stderr))
 }
 
 /// Passenger's pool: requests waiting in its queues, processes, and the
@@ -329,6 +498,40 @@ fn prometheus(body: &str, series: &[String]) -> Result<BTreeMap<String, f64>, St
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_probe_command_that_runs_too_long_is_killed_and_a_long_answer_read_whole() {
+        let sh = |script: &str| {
+            let mut c = std::process::Command::new("sh");
+            c.args(["-c", script]);
+            c
+        };
+        let started = Instant::now();
+        let e = output_within(
+            sh("echo partial; exec sleep 30"),
+            Duration::from_millis(200),
+        )
+        .unwrap_err();
+        assert!(e.contains("killed"), "{e}");
+        // Killed, not waited for (30 s).
+        assert!(started.elapsed() < Duration::from_secs(20));
+        // More than a pipe holds (64 KiB), and its stderr apart.
+        let (status, out, err) = output_within(
+            sh("head -c 300000 /dev/zero; echo oops >&2; exit 3"),
+            Duration::from_secs(20),
+        )
+        .unwrap();
+        assert_eq!(
+            (status.code(), out.len(), &err[..]),
+            (Some(3), 300_000, &b"oops\n"[..])
+        );
+        assert!(output_within(
+            std::process::Command::new("/no/such/program"),
+            COMMAND_TIMEOUT
+        )
+        .unwrap_err()
+        .contains("cannot run it"));
+    }
 
     #[test]
     fn specs_parse_or_say_what_is_wrong() {
