@@ -87,6 +87,7 @@ backend app
         .expect("haproxy (.ci/run installs it)");
     let haproxy = ProcessGuard { child };
     wait_for_port(port);
+    let html = dir.path().join("report.html");
     let r = run(&[
         "--url",
         &format!("http://127.0.0.1:{port}/sleep?ms=50"),
@@ -98,6 +99,8 @@ backend app
         &haproxy.pid().to_string(),
         "--probe",
         &format!("haproxy={}", socket.display()),
+        "--html",
+        html.to_str().unwrap(),
     ]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     let gauges = probed(r.results(), "haproxy");
@@ -121,6 +124,17 @@ backend app
         pool["message"].as_str().unwrap().contains("own queue"),
         "{pool}"
     );
+    // The report draws the queue over time beside the accept queues, and
+    // every gauge of the probe.
+    let html = std::fs::read_to_string(&html).unwrap();
+    for drawn in [
+        "queued inside the server (probes)",
+        "own gauges: haproxy probe",
+        "app.queue",
+        "web.sessions",
+    ] {
+        assert!(html.contains(drawn), "{drawn} not in the report");
+    }
 }
 
 #[test]

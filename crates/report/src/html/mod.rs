@@ -359,12 +359,20 @@ fn server_charts(r: &Results) -> Vec<Markup> {
         .filter_map(|s| s.server.as_ref())
         .flat_map(|t| t.accept_queues.iter().map(|q| q.address.clone()))
         .collect();
-    if !addresses.is_empty() {
+    // ... and what waits inside the server, as its probes tell (Puma's
+    // backlog, Passenger's request queue, haproxy's backend queues).
+    let inside = pts(&|s| s.probe_queued());
+    if !addresses.is_empty() || !inside.is_empty() {
         let mut queues = LineChart::new(
             "Accept queues",
             "time since start (s)",
             "connections waiting for a worker",
         );
+        if !inside.is_empty() {
+            queues
+                .series
+                .push(Series::new("queued inside the server (probes)", inside));
+        }
         for address in &addresses {
             let queue = |s: &headroom_records::server::sample::Sample| {
                 alive(s)?
@@ -391,6 +399,29 @@ fn server_charts(r: &Results) -> Vec<Markup> {
         }
         queues.markers = event_markers(r);
         charts.push(queues.render());
+    }
+    // Each probe's gauges, one chart per probe.
+    let kinds: std::collections::BTreeSet<&String> =
+        samples.iter().flat_map(|s| s.probes.keys()).collect();
+    for kind in kinds {
+        let names: std::collections::BTreeSet<&String> = samples
+            .iter()
+            .filter_map(|s| s.probes.get(kind))
+            .flat_map(|g| g.keys())
+            .collect();
+        let mut gauges = LineChart::new(
+            &format!("The server's own gauges: {kind} probe"),
+            "time since start (s)",
+            "as the server reports them",
+        );
+        for name in names {
+            gauges.series.push(Series::new(
+                name,
+                pts(&|s| s.probes.get(kind).and_then(|g| g.get(name)).copied()),
+            ));
+        }
+        gauges.markers = event_markers(r);
+        charts.push(gauges.render());
     }
     charts
 }
