@@ -164,16 +164,32 @@ fn fd_count(pid: i32) -> Option<u64> {
 
 /// The processes (other than this one) with a TCP socket listening on
 /// `port`, IPv4 or IPv6, as (pid, start time in clock ticks since boot).
+/// The listening sockets come from sock_diag, which the kernel filters to
+/// LISTEN: /proc/net/tcp lists every socket, and a loaded machine has tens
+/// of thousands in TIME-WAIT.
 pub fn port_holders(port: u16) -> Vec<(i32, u64)> {
-    let listening = |entries: procfs::ProcResult<Vec<procfs::net::TcpNetEntry>>| {
-        entries.into_iter().flatten().filter(move |e| {
-            e.state == procfs::net::TcpState::Listen && e.local_address.port() == port
-        })
+    let inodes: HashSet<u64> = match crate::queues::listening() {
+        Ok(listening) => listening
+            .iter()
+            .filter(|l| {
+                l.address
+                    .parse::<std::net::SocketAddr>()
+                    .is_ok_and(|a| a.port() == port)
+            })
+            .map(|l| u64::from(l.inode))
+            .collect(),
+        Err(_) => {
+            let listening = |entries: procfs::ProcResult<Vec<procfs::net::TcpNetEntry>>| {
+                entries.into_iter().flatten().filter(move |e| {
+                    e.state == procfs::net::TcpState::Listen && e.local_address.port() == port
+                })
+            };
+            listening(procfs::net::tcp())
+                .chain(listening(procfs::net::tcp6()))
+                .map(|e| e.inode)
+                .collect()
+        }
     };
-    let inodes: std::collections::HashSet<u64> = listening(procfs::net::tcp())
-        .chain(listening(procfs::net::tcp6()))
-        .map(|e| e.inode)
-        .collect();
     if inodes.is_empty() {
         return Vec::new();
     }

@@ -273,8 +273,10 @@ fn puma_with_its_control_app_is_probed() {
         &format!("http://127.0.0.1:{port}/sleep?ms=50"),
         "--vus",
         "16",
+        // 3 samples or more, though a saturated machine (CI runs tests
+        // side by side) may delay the first by seconds.
         "--duration",
-        "3s",
+        "5s",
         "--monitor-cmd",
         &format!(
             "exec puma -t 1:1 -e production -b tcp://127.0.0.1:{port} --control-url tcp://127.0.0.1:{control} --control-token secret {}",
@@ -332,9 +334,10 @@ fn passenger_under_12_users(queue: u32) -> crate::common::Run {
         &format!("http://127.0.0.1:{port}/sleep?ms=50"),
         "--vus",
         "12",
-        // Long enough for the 2 samples in a row a finding needs.
+        // Long enough for the 2 samples in a row a finding needs, on a
+        // saturated machine too.
         "--duration",
-        "5s",
+        "8s",
         "--monitor-cmd",
         &format!(
             "cd {} && exec passenger start --engine=builtin --environment production --address 127.0.0.1 --port {port} --max-pool-size 1 --min-instances 1 --max-request-queue-size {queue} --disable-security-update-check --disable-anonymous-telemetry --instance-registry-dir {} --log-file {}/passenger.log",
