@@ -331,22 +331,15 @@ fn mib(bytes: f64) -> String {
 }
 
 /// The server table (mean and peak of each figure) and the findings.
-fn write_server(
-    out: &mut dyn Write,
-    server: &headroom_records::server::ServerReport,
-) -> io::Result<()> {
+/// The server's and the machine's figures, mean and peak: the terminal
+/// summary's block and the Markdown report's table.
+pub fn server_table(server: &headroom_records::server::ServerReport) -> Table {
     use headroom_records::server::MeanPeak;
     let s = &server.summary;
-    writeln!(out)?;
-    writeln!(
-        out,
-        "Server and machine ({}, every {:.1} s)",
-        server.source, server.interval_s
-    )?;
-    let mut rows = vec![vec!["".to_string(), "mean".into(), "peak".into()]];
+    let mut table = Table::new(&["", "mean", "peak"], &[0]);
     let mut row = |label: &str, v: Option<MeanPeak>, f: &dyn Fn(f64) -> String| {
         if let Some(v) = v {
-            rows.push(vec![label.to_string(), f(v.mean), f(v.peak)]);
+            table.push(vec![label.to_string(), f(v.mean), f(v.peak)]);
         }
     };
     let pct = |v: f64| format!("{v:.0} %");
@@ -390,7 +383,21 @@ fn write_server(
             &|v| mib(v),
         );
     }
-    write_table(out, &rows)?;
+    table
+}
+
+fn write_server(
+    out: &mut dyn Write,
+    server: &headroom_records::server::ServerReport,
+) -> io::Result<()> {
+    let s = &server.summary;
+    writeln!(out)?;
+    writeln!(
+        out,
+        "Server and machine ({}, every {:.1} s)",
+        server.source, server.interval_s
+    )?;
+    write_table(out, &server_table(server).with_headers())?;
     writeln!(
         out,
         "  listen queue overflows: {}, SYNs dropped: {}",

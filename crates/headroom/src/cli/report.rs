@@ -61,6 +61,42 @@ pub fn run_markdown(r: &Results) -> String {
         md.push('\n');
         md.push_str(&events.markdown());
     }
+    if let Some(server) = &r.server {
+        md.push_str(&server_markdown(server));
+    }
+    md
+}
+
+/// The server's block: its figures (when one was watched), restarts,
+/// findings and what the monitor could not read.
+fn server_markdown(server: &headroom_records::server::ServerReport) -> String {
+    let mut md = String::new();
+    if server.samples.iter().any(|s| s.server.is_some()) {
+        md.push_str(&format!(
+            "\n#### Server and machine ({}, every {:.1} s)\n\n",
+            server.source, server.interval_s
+        ));
+        md.push_str(&terminal::server_table(server).markdown());
+        md.push_str(&format!(
+            "\nListen queue overflows: {}, SYNs dropped: {}.\n",
+            server.summary.listen_overflows, server.summary.listen_drops
+        ));
+    }
+    for r in &server.restarts {
+        md.push_str(&format!(
+            "\n- Server restarted by {:.1} s: pid {} → {} (found by {}).",
+            r.t_s, r.old_pid, r.new_pid, r.how
+        ));
+    }
+    if !server.findings.is_empty() {
+        md.push_str("\n**Findings**\n\n");
+        for f in &server.findings {
+            md.push_str(&format!("- `{}`: {}\n", f.kind, f.message));
+        }
+    }
+    for e in &server.errors {
+        md.push_str(&format!("\nMonitor: {e}\n"));
+    }
     md
 }
 

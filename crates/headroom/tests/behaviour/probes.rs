@@ -135,6 +135,22 @@ backend app
     ] {
         assert!(html.contains(drawn), "{drawn} not in the report");
     }
+    // ... and so does the Markdown report: the server's figures and the
+    // finding.
+    let md = Command::new(crate::common::headroom_bin())
+        .arg("report")
+        .arg(r.results_path())
+        .arg("--markdown")
+        .output()
+        .unwrap();
+    let md = String::from_utf8_lossy(&md.stdout);
+    for shown in [
+        "#### Server and machine",
+        "| server accept queue (connections waiting) |",
+        "- `worker_pool`: worker pool saturated",
+    ] {
+        assert!(md.contains(shown), "{shown} not in:\n{md}");
+    }
 }
 
 #[test]
