@@ -15,6 +15,7 @@
 pub mod abort;
 pub mod act;
 pub mod assemble;
+pub mod dashboard;
 pub mod prometheus;
 pub mod run;
 

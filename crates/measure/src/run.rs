@@ -25,6 +25,8 @@ pub struct Recording {
     /// and the labels of this run's series (`config`, `step`).
     pub live: Option<LiveMetrics>,
     pub live_labels: crate::prometheus::Labels,
+    /// The live dashboard's feed (`--dashboard`).
+    pub dashboard: Option<crate::dashboard::Feed>,
 }
 
 impl Recording {
@@ -44,6 +46,7 @@ impl Default for Recording {
             command: Vec::new(),
             live: None,
             live_labels: Vec::new(),
+            dashboard: None,
         }
     }
 }
@@ -126,6 +129,9 @@ pub fn measure_from(
         if let Some(live) = &recording.live {
             live.second(&recording.live_labels, plan, &p, sample.as_ref());
         }
+        if let Some(feed) = &recording.dashboard {
+            feed.second(plan, &p, sample.as_ref());
+        }
         on_second(&p, sample.as_ref())
     });
     let mut records = acting.finish();
@@ -163,6 +169,9 @@ pub fn measure_from(
     results.abort = aborted;
     if let Some(live) = &recording.live {
         live.finish(&recording.live_labels, &results);
+    }
+    if let Some(feed) = &recording.dashboard {
+        feed.finish(&results);
     }
     let t = &outcome.total;
     Measured {

@@ -222,6 +222,9 @@ pub struct RunArgs {
     #[command(flatten)]
     pub metrics: MetricsArgs,
 
+    #[command(flatten)]
+    pub dashboard: DashboardArgs,
+
     /// Pass/fail bound, e.g. 'p95<500ms' or 'errors<1%', or for one request
     /// 'p95{login}<300ms' (repeatable; also `[thresholds]` in the scenario).
     /// Any breach makes the exit code 1.
@@ -931,6 +934,33 @@ impl From<ProgressFlag> for crate::cli::live::ProgressMode {
             ProgressFlag::Never => ProgressMode::Never,
         }
     }
+}
+
+/// The live dashboard (`run`).
+#[derive(Args, Debug, Clone, Default)]
+pub struct DashboardArgs {
+    /// Serve a live dashboard while the load runs: charts updated every
+    /// second, the totals, a stop button. `--dashboard` alone serves on
+    /// 127.0.0.1:5665; `--dashboard=ADDR` elsewhere (an address that is
+    /// not loopback needs --dashboard-token).
+    #[arg(
+        long,
+        value_name = "ADDR",
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = super::dashboard::DEFAULT_ADDR
+    )]
+    pub dashboard: Option<std::net::SocketAddr>,
+
+    /// The token the dashboard asks of every request (`?token=TOKEN` or
+    /// `Authorization: Bearer TOKEN`); required off loopback.
+    #[arg(long, value_name = "TOKEN")]
+    pub dashboard_token: Option<String>,
+
+    /// After the load, keep the dashboard up this long, so its final
+    /// figures can be read.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "0s")]
+    pub dashboard_linger: Duration,
 }
 
 /// Live metrics for Prometheus (`run`, `capacity`, `study`).

@@ -7,6 +7,7 @@
 mod args;
 mod capacity;
 mod common;
+mod dashboard;
 mod demo;
 mod docs;
 mod exit;

@@ -56,6 +56,9 @@ const PARENT_ONLY: &[(&str, Option<char>, bool)] = &[
     ("--metrics-push", None, true),
     ("--metrics-linger", None, true),
     ("--progress", None, true),
+    ("--dashboard", None, false),
+    ("--dashboard-token", None, true),
+    ("--dashboard-linger", None, true),
 ];
 
 /// The command line after `run`, without the parent-only flags (in any of
@@ -109,6 +112,12 @@ impl Drop for ShardChild {
 
 pub fn run(args: &RunCmdArgs, processes: u32) -> anyhow::Result<i32> {
     let run_args = &args.run;
+    if run_args.dashboard.dashboard.is_some() {
+        anyhow::bail!(
+            "--dashboard with --processes: not yet — the dashboard follows one process's run \
+             (the merged fleet's live figures are in --metrics-listen)"
+        );
+    }
     // The plan is built and checked here first, so a bad flag fails once,
     // before any child starts.
     let scenario = scenario_from_args(run_args)?;

@@ -437,8 +437,22 @@ pub fn run(args: RunCmdArgs) -> anyhow::Result<i32> {
     let watch = watch_from_args(&args, &scenario.plan)?;
     check_event_targets(&scenario.plan, &watch)?;
     let exporter = super::metrics::Exporter::start(&args.metrics)?;
+    let dashboard = super::dashboard::Dashboard::start(
+        &args.dashboard,
+        &stop,
+        &format!(
+            "{}://{}",
+            if scenario.plan.endpoint.https {
+                "https"
+            } else {
+                "http"
+            },
+            scenario.plan.endpoint.host_header
+        ),
+    )?;
     let mut recording = recording(&args.buckets, &args.secret_header);
     recording.live = exporter.as_ref().map(|e| e.metrics.clone());
+    recording.dashboard = dashboard.as_ref().map(|d| d.feed.clone());
     let code = execute(
         &scenario,
         &stop,
@@ -448,6 +462,9 @@ pub fn run(args: RunCmdArgs) -> anyhow::Result<i32> {
         scale.start_at,
     );
     super::metrics::finish(exporter);
+    if let Some(d) = dashboard {
+        d.finish();
+    }
     code
 }
 

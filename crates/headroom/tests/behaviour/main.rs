@@ -10,6 +10,7 @@ mod common;
 
 mod cli;
 mod counts;
+mod dashboard;
 mod docs;
 mod errors;
 mod events;

@@ -30,8 +30,9 @@ pub fn chromium_args(profile: &Path) -> Vec<String> {
         "--disable-component-update",
         "--disable-sync",
         "--no-pings",
-        // Chromium's own background requests must not leave the machine either.
-        "--host-resolver-rules=MAP * ~NOTFOUND",
+        // Chromium's own background requests must not leave the machine
+        // either; loopback stays reachable (the live dashboard).
+        "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1",
     ]
     .iter()
     .map(|s| s.to_string())

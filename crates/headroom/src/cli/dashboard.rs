@@ -1,0 +1,257 @@
+//! `--dashboard`: a live page for a run, served by headroom itself — one
+//! self-contained HTML file (uPlot embedded, nothing fetched from the
+//! network), fed by server-sent events from [`Feed`], with a stop button.
+//! Loopback only unless a token is given; the token is checked on every
+//! request and never printed.
+
+use super::args::DashboardArgs;
+use headroom_engine::StopSignal;
+use headroom_measure::dashboard::Feed;
+use std::io::Write;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// Where `--dashboard` serves when given no address (k6's port).
+pub const DEFAULT_ADDR: &str = "127.0.0.1:5665";
+
+/// The page: uPlot (MIT, `assets/dashboard/uPlot-LICENSE`) and its CSS
+/// put inline, so it opens with no network at all.
+fn page() -> String {
+    include_str!("../../assets/dashboard/dashboard.html")
+        .replace(
+            "/*UPLOT_CSS*/",
+            include_str!("../../assets/dashboard/uPlot.min.css"),
+        )
+        .replace(
+            "/*UPLOT_JS*/",
+            include_str!("../../assets/dashboard/uPlot.iife.min.js"),
+        )
+}
+
+pub struct Dashboard {
+    pub feed: Feed,
+    server: Arc<tiny_http::Server>,
+    handle: JoinHandle<()>,
+    over: Arc<AtomicBool>,
+    linger: Duration,
+    stop: StopSignal,
+}
+
+impl Dashboard {
+    /// Starts serving when `--dashboard` asks for it; prints the URL.
+    /// `target` is what the page names as the run's target.
+    pub fn start(
+        args: &DashboardArgs,
+        stop: &StopSignal,
+        target: &str,
+    ) -> anyhow::Result<Option<Dashboard>> {
+        let Some(addr) = args.dashboard else {
+            return Ok(None);
+        };
+        check_address(addr, args.dashboard_token.as_deref())?;
+        let server = Arc::new(
+            tiny_http::Server::http(addr)
+                .map_err(|e| anyhow::anyhow!("--dashboard {addr}: {e}"))?,
+        );
+        let bound = server
+            .server_addr()
+            .to_ip()
+            .map_or(addr.to_string(), |a| a.to_string());
+        let token_hint = if args.dashboard_token.is_some() {
+            "?token=…"
+        } else {
+            ""
+        };
+        eprintln!("headroom: live dashboard at http://{bound}/{token_hint}");
+        let feed = Feed::new();
+        let over = Arc::new(AtomicBool::new(false));
+        let start = serde_json::json!({"kind": "start", "target": target}).to_string();
+        let serving = Serving {
+            feed: feed.clone(),
+            stop: stop.clone(),
+            token: args.dashboard_token.clone(),
+            over: over.clone(),
+            start,
+            page: Arc::new(page()),
+        };
+        let s = server.clone();
+        let handle = std::thread::Builder::new()
+            .name("headroom-dashboard".into())
+            .spawn(move || serving.serve(&s))?;
+        Ok(Some(Dashboard {
+            feed,
+            server,
+            handle,
+            over,
+            linger: args.dashboard_linger,
+            stop: stop.clone(),
+        }))
+    }
+
+    /// The run is over (its final event in the feed): the page stays up
+    /// for `--dashboard-linger` (a Ctrl-C or SIGTERM ends the wait), then
+    /// the server closes.
+    pub fn finish(self) {
+        // The streams' moment to send the final event.
+        std::thread::sleep(Duration::from_millis(200));
+        let until = Instant::now() + self.linger;
+        let interrupted = self.stop.was_interrupted();
+        while Instant::now() < until && (interrupted || !self.stop.was_interrupted()) {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        self.over.store(true, Ordering::SeqCst);
+        self.server.unblock();
+        let _ = self.handle.join();
+    }
+}
+
+/// A dashboard that can stop the run must not be reachable from the
+/// network without a token.
+fn check_address(addr: SocketAddr, token: Option<&str>) -> anyhow::Result<()> {
+    if !addr.ip().is_loopback() && token.is_none_or(str::is_empty) {
+        anyhow::bail!(
+            "--dashboard {addr}: not a loopback address; anyone who reaches it could stop the \
+             run — give --dashboard-token TOKEN, or serve on 127.0.0.1"
+        );
+    }
+    Ok(())
+}
+
+struct Serving {
+    feed: Feed,
+    stop: StopSignal,
+    token: Option<String>,
+    over: Arc<AtomicBool>,
+    /// The first event of every stream (the run's target).
+    start: String,
+    page: Arc<String>,
+}
+
+impl Serving {
+    fn serve(&self, server: &tiny_http::Server) {
+        let mut streams = Vec::new();
+        for request in server.incoming_requests() {
+            if !self.authorised(&request) {
+                let _ = request.respond(
+                    tiny_http::Response::from_string("a token is needed\n").with_status_code(401),
+                );
+                continue;
+            }
+            let path = request.url().split('?').next().unwrap_or("").to_string();
+            match (request.method(), path.as_str()) {
+                (tiny_http::Method::Get, "/") => {
+                    let html =
+                        tiny_http::Header::from_bytes("Content-Type", "text/html; charset=utf-8")
+                            .expect("a valid header");
+                    let _ = request.respond(
+                        tiny_http::Response::from_string(self.page.as_str()).with_header(html),
+                    );
+                }
+                (tiny_http::Method::Get, "/events") => {
+                    let (feed, over, start) =
+                        (self.feed.clone(), self.over.clone(), self.start.clone());
+                    // A thread per browser: each waits on the feed.
+                    if let Ok(t) = std::thread::Builder::new()
+                        .name("headroom-dashboard-stream".into())
+                        .spawn(move || stream(request, &feed, &over, &start))
+                    {
+                        streams.push(t);
+                    }
+                }
+                (tiny_http::Method::Post, "/stop") => {
+                    self.stop.interrupt("stopped from the dashboard".into());
+                    let _ = request.respond(tiny_http::Response::from_string("stopping\n"));
+                }
+                _ => {
+                    let _ = request.respond(
+                        tiny_http::Response::from_string("not found\n").with_status_code(404),
+                    );
+                }
+            }
+        }
+        for t in streams {
+            let _ = t.join();
+        }
+    }
+
+    /// With a token: `?token=` or `Authorization: Bearer`.
+    fn authorised(&self, request: &tiny_http::Request) -> bool {
+        let Some(token) = &self.token else {
+            return true;
+        };
+        let in_query = request
+            .url()
+            .split_once('?')
+            .map(|(_, q)| q.split('&').any(|kv| kv == format!("token={token}")))
+            .unwrap_or(false);
+        let in_header = request.headers().iter().any(|h| {
+            h.field.equiv("Authorization") && h.value.as_str() == format!("Bearer {token}")
+        });
+        in_query || in_header
+    }
+}
+
+/// One browser's event stream: the history, then each second as it
+/// comes, until the final event (or the dashboard closes).
+fn stream(request: tiny_http::Request, feed: &Feed, over: &AtomicBool, start: &str) {
+    let mut out = request.into_writer();
+    let head = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\nConnection: close\r\n\r\n";
+    if out.write_all(head.as_bytes()).is_err() {
+        return;
+    }
+    let mut send = |event: &str| {
+        out.write_all(format!("data: {event}\n\n").as_bytes())
+            .and_then(|()| out.flush())
+            .is_ok()
+    };
+    if !send(start) {
+        return;
+    }
+    let mut next = 0;
+    loop {
+        let (events, after, done) = feed.events_from(next, Duration::from_millis(500));
+        next = after;
+        for e in &events {
+            if !send(e) {
+                return;
+            }
+        }
+        if done && events.is_empty() || over.load(Ordering::SeqCst) {
+            return;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_loopback_goes_without_a_token() {
+        let a = |s: &str| s.parse::<SocketAddr>().unwrap();
+        assert!(check_address(a("127.0.0.1:5665"), None).is_ok());
+        assert!(check_address(a("[::1]:5665"), None).is_ok());
+        let e = check_address(a("0.0.0.0:5665"), None)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("--dashboard-token"), "{e}");
+        assert!(check_address(a("0.0.0.0:5665"), Some("")).is_err());
+        assert!(check_address(a("0.0.0.0:5665"), Some("s3cret")).is_ok());
+    }
+
+    #[test]
+    fn the_page_is_whole_and_needs_no_network() {
+        let page = page();
+        assert!(!page.contains("/*UPLOT_JS*/") && !page.contains("/*UPLOT_CSS*/"));
+        assert!(page.contains("uPlot"));
+        for outside in ["http://", "https://", "//cdn"] {
+            assert!(
+                !page.contains(&format!("src=\"{outside}")),
+                "the page loads {outside}"
+            );
+        }
+    }
+}

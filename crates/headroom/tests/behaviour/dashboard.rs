@@ -1,0 +1,283 @@
+//! `--dashboard`: the live page in headless Chromium while a run goes and
+//! after it ended (its figures against results.json), the stop button's
+//! request, and the token.
+
+use crate::common::chromium::{chromium_args, shots};
+use crate::common::{free_port, headroom_bin, wait_for_port, ProcessGuard, Target};
+use std::io::{Read, Write};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// `headroom run ARGS --out OUT` in the background.
+fn start_run(args: &[&str], out: &Path) -> ProcessGuard {
+    let child = Command::new(headroom_bin())
+        .arg("run")
+        .args(args)
+        .arg("--out")
+        .arg(out)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    ProcessGuard { child }
+}
+
+/// The page's DOM once Chromium has run it (headless Chromium holds its
+/// virtual clock while the event stream is open: this is the page after
+/// the run's final event); a screenshot as `shot` when given.
+fn page_after(url: &str, ms: u32, shot: Option<&str>) -> String {
+    let work = tempfile::tempdir().unwrap();
+    let dom = Command::new("chromium")
+        .args(chromium_args(&work.path().join("profile")))
+        .arg(format!("--virtual-time-budget={ms}"))
+        .arg("--dump-dom")
+        .arg(url)
+        .output()
+        .expect("chromium is installed (.ci/run installs it)");
+    if let Some(shot) = shot {
+        let png = shots().join(shot);
+        let status = Command::new("chromium")
+            .args(chromium_args(&work.path().join("profile2")))
+            .args(["--window-size=1200,1500", "--hide-scrollbars"])
+            .arg(format!("--virtual-time-budget={ms}"))
+            .arg(format!("--screenshot={}", png.display()))
+            .arg(url)
+            .output()
+            .unwrap();
+        assert!(status.status.success(), "{status:?}");
+    }
+    String::from_utf8_lossy(&dom.stdout).into_owned()
+}
+
+/// The text of the element with this id.
+fn text_of(dom: &str, id: &str) -> String {
+    let at = dom
+        .find(&format!("id=\"{id}\""))
+        .unwrap_or_else(|| panic!("no #{id} in the page"));
+    let rest = &dom[at..];
+    let start = rest.find('>').unwrap() + 1;
+    let end = rest[start..].find('<').unwrap() + start;
+    rest[start..end].to_string()
+}
+
+fn number(text: &str) -> u64 {
+    text.replace(',', "")
+        .parse()
+        .unwrap_or_else(|_| panic!("not a number: {text}"))
+}
+
+/// One HTTP request to the dashboard; the status code.
+fn http(port: u16, method: &str, path: &str) -> u16 {
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut head = [0u8; 12];
+    s.read_exact(&mut head).unwrap();
+    String::from_utf8_lossy(&head[9..12]).parse().unwrap()
+}
+
+/// The event stream's `data:` lines read for `long`.
+fn events_for(port: u16, long: Duration) -> Vec<String> {
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    write!(s, "GET /events HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n").unwrap();
+    s.set_read_timeout(Some(Duration::from_millis(100)))
+        .unwrap();
+    let deadline = Instant::now() + long;
+    let mut text = Vec::new();
+    let mut buf = [0u8; 65536];
+    while Instant::now() < deadline {
+        match s.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => text.extend_from_slice(&buf[..n]),
+            Err(_) => {}
+        }
+    }
+    String::from_utf8_lossy(&text)
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .map(str::to_string)
+        .collect()
+}
+
+fn wait_for_exit(run: &mut ProcessGuard, within: Duration) -> i32 {
+    let deadline = Instant::now() + within;
+    loop {
+        if let Some(status) = run.child.try_wait().unwrap() {
+            return status.code().unwrap_or(-1);
+        }
+        assert!(Instant::now() < deadline, "the run did not end");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn the_page_follows_the_run_and_ends_on_the_results_figures() {
+    let target = Target::start(1, 4);
+    let port = free_port();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("results.json");
+    let url = format!("{}/sleep?ms=2", target.base);
+    let addr = format!("--dashboard=127.0.0.1:{port}");
+    let mut run = start_run(
+        &[
+            "--url",
+            &url,
+            "--rate",
+            "100",
+            "-d",
+            "6s",
+            &addr,
+            "--dashboard-linger",
+            "60s",
+        ],
+        &out,
+    );
+    wait_for_port(port);
+    let page = format!("http://127.0.0.1:{port}/");
+    // While it runs: one event per second, in order, the totals growing.
+    let seconds = events_for(port, Duration::from_millis(2500));
+    assert!(seconds[0].contains("\"kind\":\"start\""), "{seconds:?}");
+    let live: Vec<serde_json::Value> = seconds[1..]
+        .iter()
+        .map(|e| serde_json::from_str(e).unwrap())
+        .collect();
+    assert!(live.len() >= 2, "{seconds:?}");
+    for (i, pair) in live.windows(2).enumerate() {
+        assert_eq!(pair[0]["kind"], "second");
+        assert_eq!(
+            pair[1]["t_s"].as_u64(),
+            pair[0]["t_s"].as_u64().map(|t| t + 1),
+            "{i}"
+        );
+        assert!(pair[1]["total"]["requests"].as_u64() > pair[0]["total"]["requests"].as_u64());
+    }
+    let so_far = live.last().unwrap()["total"]["requests"].as_u64().unwrap();
+    // After it: the results' totals exactly (the page stays up for the
+    // linger, and the run's files are written before it).
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !out.exists() {
+        assert!(Instant::now() < deadline, "no results");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let results: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    let done = page_after(&page, 3000, Some("dashboard-run.png"));
+    assert_eq!(text_of(&done, "state"), "done");
+    // Every second of the 6 s run drawn (the last one ends with the run:
+    // it is in the final figures).
+    let body = &done[done.find("<body").unwrap()..];
+    let body = &body[..body.find('>').unwrap()];
+    assert!(
+        ["5", "6"]
+            .iter()
+            .any(|n| body.contains(&format!("data-points=\"{n}\""))),
+        "{body}"
+    );
+    assert!(done.contains("class=\"uplot"), "no chart drawn");
+    for (id, field) in [
+        ("total-requests", "total"),
+        ("total-ok", "ok"),
+        ("total-failed", "failed"),
+    ] {
+        assert_eq!(
+            number(&text_of(&done, id)),
+            results["requests"][field].as_u64().unwrap(),
+            "{id}"
+        );
+    }
+    assert!(results["requests"]["total"].as_u64().unwrap() > so_far);
+    // A second browser, joining late, gets the whole history.
+    let again = page_after(&page, 3000, None);
+    assert_eq!(
+        text_of(&again, "total-requests"),
+        text_of(&done, "total-requests")
+    );
+    unsafe { libc::kill(run.pid(), libc::SIGTERM) };
+    wait_for_exit(&mut run, Duration::from_secs(20));
+}
+
+#[test]
+fn the_stop_button_ends_the_run_gracefully_and_keeps_the_results() {
+    let target = Target::start(1, 4);
+    let port = free_port();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("results.json");
+    let url = format!("{}/hello", target.base);
+    let addr = format!("--dashboard=127.0.0.1:{port}");
+    let mut run = start_run(&["--url", &url, "--rate", "50", "-d", "60s", &addr], &out);
+    wait_for_port(port);
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(http(port, "POST", "/stop"), 200);
+    // As Ctrl-C: 130, and everything written.
+    assert_eq!(wait_for_exit(&mut run, Duration::from_secs(30)), 130);
+    let results: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    assert_eq!(results["stop_reason"], "stopped from the dashboard");
+    assert!(results["requests"]["ok"].as_u64().unwrap() > 0);
+    assert!(results["duration_s"].as_f64().unwrap() < 30.0);
+}
+
+#[test]
+fn with_a_token_every_request_needs_it_and_off_loopback_one_is_required() {
+    let target = Target::start(1, 4);
+    let port = free_port();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("results.json");
+    let url = format!("{}/hello", target.base);
+    let addr = format!("--dashboard=127.0.0.1:{port}");
+    let mut run = start_run(
+        &[
+            "--url",
+            &url,
+            "--rate",
+            "50",
+            "-d",
+            "3s",
+            &addr,
+            "--dashboard-token",
+            "s3cret",
+        ],
+        &out,
+    );
+    wait_for_port(port);
+    assert_eq!(http(port, "GET", "/"), 401);
+    assert_eq!(http(port, "GET", "/events"), 401);
+    assert_eq!(http(port, "POST", "/stop"), 401);
+    assert_eq!(http(port, "GET", "/?token=s3cret"), 200);
+    // The refused stop did not stop it.
+    assert_eq!(wait_for_exit(&mut run, Duration::from_secs(30)), 0);
+    let results: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    assert!(
+        results["stop_reason"].is_null(),
+        "{}",
+        results["stop_reason"]
+    );
+    let mut stderr = String::new();
+    run.child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    assert!(
+        !stderr.contains("s3cret"),
+        "the token was printed: {stderr}"
+    );
+
+    // Off loopback without a token: refused before any load.
+    let refused = Command::new(headroom_bin())
+        .args(["run", "--url", &url, "-d", "2s", "--dashboard=0.0.0.0:1"])
+        .output()
+        .unwrap();
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("--dashboard-token"),
+        "{refused:?}"
+    );
+}
