@@ -82,7 +82,7 @@ fn http(port: u16, method: &str, path: &str) -> u16 {
 }
 
 /// The event stream's `data:` lines read for `long`.
-fn events_for(port: u16, long: Duration) -> Vec<String> {
+pub fn events_for(port: u16, long: Duration) -> Vec<String> {
     let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
     write!(s, "GET /events HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n").unwrap();
     s.set_read_timeout(Some(Duration::from_millis(100)))

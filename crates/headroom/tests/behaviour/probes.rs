@@ -88,7 +88,14 @@ backend app
     let haproxy = ProcessGuard { child };
     wait_for_port(port);
     let html = dir.path().join("report.html");
+    // The live dashboard's events, read while the run goes.
+    let dashboard = free_port();
+    let watching = std::thread::spawn(move || {
+        wait_for_port(dashboard);
+        crate::dashboard::events_for(dashboard, std::time::Duration::from_millis(2500))
+    });
     let r = run(&[
+        &format!("--dashboard=127.0.0.1:{dashboard}"),
         "--url",
         &format!("http://127.0.0.1:{port}/sleep?ms=50"),
         "--vus",
@@ -124,6 +131,15 @@ backend app
         pool["message"].as_str().unwrap().contains("own queue"),
         "{pool}"
     );
+    // The dashboard showed it as it filled.
+    let shown = watching
+        .join()
+        .unwrap()
+        .iter()
+        .filter_map(|e| serde_json::from_str::<serde_json::Value>(e).ok())
+        .filter_map(|e| e["queued_inside"].as_f64())
+        .fold(0.0, f64::max);
+    assert!(shown >= 4.0, "the dashboard showed at most {shown} queued");
     // The report draws the queue over time beside the accept queues, and
     // every gauge of the probe.
     let html = std::fs::read_to_string(&html).unwrap();
