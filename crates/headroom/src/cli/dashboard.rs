@@ -5,6 +5,7 @@
 //! request and never printed.
 
 use super::args::DashboardArgs;
+use headroom_engine::stop::Phase;
 use headroom_engine::StopSignal;
 use headroom_measure::dashboard::Feed;
 use std::io::Write;
@@ -92,14 +93,21 @@ impl Dashboard {
     }
 
     /// The run is over (its final event in the feed): the page stays up
-    /// for `--dashboard-linger` (a Ctrl-C or SIGTERM ends the wait), then
-    /// the server closes.
+    /// for `--dashboard-linger`, then the server closes. Ctrl-C or SIGTERM
+    /// ends the wait (a second one, when the run was stopped by one).
     pub fn finish(self) {
         // The streams' moment to send the final event.
         std::thread::sleep(Duration::from_millis(200));
         let until = Instant::now() + self.linger;
         let interrupted = self.stop.was_interrupted();
-        while Instant::now() < until && (interrupted || !self.stop.was_interrupted()) {
+        let told_to_go = || {
+            if interrupted {
+                self.stop.phase() == Phase::Abort
+            } else {
+                self.stop.was_interrupted()
+            }
+        };
+        while Instant::now() < until && !told_to_go() {
             std::thread::sleep(Duration::from_millis(50));
         }
         self.over.store(true, Ordering::SeqCst);
