@@ -936,6 +936,9 @@ impl From<ProgressFlag> for crate::cli::live::ProgressMode {
     }
 }
 
+/// Where `--dashboard` serves when given no address (k6's port).
+pub const DASHBOARD_ADDR: &str = "127.0.0.1:5665";
+
 /// The live dashboard (`run`).
 #[derive(Args, Debug, Clone, Default)]
 pub struct DashboardArgs {
@@ -948,7 +951,7 @@ pub struct DashboardArgs {
         value_name = "ADDR",
         num_args = 0..=1,
         require_equals = true,
-        default_missing_value = super::dashboard::DEFAULT_ADDR
+        default_missing_value = DASHBOARD_ADDR
     )]
     pub dashboard: Option<std::net::SocketAddr>,
 

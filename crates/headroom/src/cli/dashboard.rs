@@ -15,9 +15,6 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-/// Where `--dashboard` serves when given no address (k6's port).
-pub const DEFAULT_ADDR: &str = "127.0.0.1:5665";
-
 /// The page: uPlot (MIT, `assets/dashboard/uPlot-LICENSE`) and its CSS
 /// put inline, so it opens with no network at all.
 fn page() -> String {
