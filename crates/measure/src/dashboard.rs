@@ -128,7 +128,18 @@ impl Feed {
         self.push(event, false);
     }
 
-    /// The run is over: its exact totals, from the results.
+    /// An event of the caller's (a capacity search's steps).
+    pub fn event(&self, event: Value) {
+        self.push(event, false);
+    }
+
+    /// Nothing follows: browsers' streams end after this.
+    pub fn close(&self) {
+        self.push(json!({"kind": "end"}), true);
+    }
+
+    /// A run is over: its exact totals, from the results (`run_end`; the
+    /// command that ran it closes the feed when nothing follows).
     pub fn finish(&self, r: &Results) {
         let l = &r.summary.latency_ms;
         let per_request: Vec<Value> = r
@@ -141,7 +152,7 @@ impl Feed {
             })
             .collect();
         let event = json!({
-            "kind": "final",
+            "kind": "run_end",
             "per_request": per_request,
             "duration_s": r.duration_s,
             "stop_reason": r.stop_reason,
@@ -155,7 +166,7 @@ impl Feed {
             "findings": r.server.as_ref().map(|s| s.findings.iter().map(|f| f.message.clone()).collect::<Vec<_>>()),
             "generator_bound": r.generator_bound,
         });
-        self.push(event, true);
+        self.push(event, false);
     }
 
     /// Events from number `from` on (the history, for a browser that just

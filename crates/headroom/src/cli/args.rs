@@ -939,7 +939,7 @@ impl From<ProgressFlag> for crate::cli::live::ProgressMode {
 /// Where `--dashboard` serves when given no address (k6's port).
 pub const DASHBOARD_ADDR: &str = "127.0.0.1:5665";
 
-/// The live dashboard (`run`).
+/// The live dashboard (`run`, `capacity`).
 #[derive(Args, Debug, Clone, Default)]
 pub struct DashboardArgs {
     /// Serve a live dashboard while the load runs: charts updated every

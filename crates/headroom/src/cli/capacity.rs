@@ -117,9 +117,24 @@ pub fn capacity(args: CapacityArgs) -> anyhow::Result<i32> {
     super::common::check_protocol(plan)?;
     let mut save_error = None;
     let exporter = super::metrics::Exporter::start(&args.run.metrics)?;
+    let dashboard = super::dashboard::Dashboard::start(
+        &args.run.dashboard,
+        &stop,
+        &format!(
+            "capacity of {}://{} ({})",
+            if plan.endpoint.https { "https" } else { "http" },
+            plan.endpoint.host_header,
+            opts.slo
+        ),
+    )?;
     let mut record = recording(&args.run.buckets, &args.run.secret_header);
     record.live = exporter.as_ref().map(|e| e.metrics.clone());
+    record.dashboard = dashboard.as_ref().map(|d| d.feed.clone());
+    let feed = record.dashboard.clone();
     let report = headroom_capacity::run(plan, &opts, &watch.config, &stop, &record, |e| {
+        if let Some(feed) = &feed {
+            super::dashboard::capacity_event(feed, &e, unit);
+        }
         match e {
             Event::Snapshot(so_far) => {
                 if let Err(e) = save(so_far) {
@@ -172,6 +187,16 @@ pub fn capacity(args: CapacityArgs) -> anyhow::Result<i32> {
     });
     drop(watch.server);
     super::metrics::finish(exporter);
+    if let Some(d) = &dashboard {
+        d.feed.event(serde_json::json!({
+            "kind": "capacity",
+            "capacity": report.capacity,
+            "unit": report.unit,
+            "verdict": report.verdict,
+            "limited_by": report.limited_by,
+            "knee": report.knee,
+        }));
+    }
     save(&report)?;
     if let Some(e) = save_error {
         eprintln!("warning: a snapshot of the search could not be written: {e:#}");
@@ -192,6 +217,10 @@ pub fn capacity(args: CapacityArgs) -> anyhow::Result<i32> {
         if let Some(path) = &args.run.out {
             writeln!(out, "\ncapacity report written to {}", path.display())?;
         }
+    }
+    // Everything written: the page may stay up (--dashboard-linger).
+    if let Some(d) = dashboard {
+        d.finish();
     }
     Ok(match report.outcome {
         Outcome::Interrupted => exit_interrupted(),

@@ -93,7 +93,8 @@ impl Dashboard {
     /// for `--dashboard-linger`, then the server closes. Ctrl-C or SIGTERM
     /// ends the wait (a second one, when the run was stopped by one).
     pub fn finish(self) {
-        // The streams' moment to send the final event.
+        self.feed.close();
+        // The streams' moment to send the last events.
         std::thread::sleep(Duration::from_millis(200));
         let until = Instant::now() + self.linger;
         let interrupted = self.stop.was_interrupted();
@@ -110,6 +111,45 @@ impl Dashboard {
         self.over.store(true, Ordering::SeqCst);
         self.server.unblock();
         let _ = self.handle.join();
+    }
+}
+
+/// A capacity search's step, started or finished, for the page.
+pub fn capacity_event(feed: &Feed, event: &headroom_capacity::Event, unit: &str) {
+    use headroom_capacity::Event;
+    match event {
+        Event::Starting {
+            index,
+            load,
+            retest,
+        } => feed.event(serde_json::json!({
+            "kind": "step_start", "index": index, "load": load, "unit": unit, "retest": retest,
+        })),
+        Event::Finished(step) => {
+            let r = step.results.as_ref();
+            let latency = r.map(|r| &r.summary.latency_ms);
+            let failed: Vec<String> = step
+                .checks
+                .iter()
+                .filter(|c| !c.passed)
+                .map(|c| c.describe())
+                .collect();
+            feed.event(serde_json::json!({
+                "kind": "step",
+                "index": step.index,
+                "offered": step.offered,
+                "unit": unit,
+                "achieved": step.achieved,
+                "passed": step.passed,
+                "retest": step.retest,
+                "discarded": step.discarded,
+                "p90_ms": latency.map(|l| l.p90),
+                "p99_ms": latency.map(|l| l.p99),
+                "error_pct": r.map_or(0.0, |r| r.summary.requests.error_rate * 100.0),
+                "failed": failed,
+            }));
+        }
+        Event::Snapshot(_) => {}
     }
 }
 

@@ -11,8 +11,13 @@ use std::time::{Duration, Instant};
 
 /// `headroom run ARGS --out OUT` in the background.
 fn start_run(args: &[&str], out: &Path) -> ProcessGuard {
+    start("run", args, out)
+}
+
+/// `headroom SUBCOMMAND ARGS --out OUT` in the background.
+fn start(sub: &str, args: &[&str], out: &Path) -> ProcessGuard {
     let child = Command::new(headroom_bin())
-        .arg("run")
+        .arg(sub)
         .args(args)
         .arg("--out")
         .arg(out)
@@ -280,4 +285,93 @@ fn with_a_token_every_request_needs_it_and_off_loopback_one_is_required() {
         String::from_utf8_lossy(&refused.stderr).contains("--dashboard-token"),
         "{refused:?}"
     );
+}
+
+#[test]
+fn a_capacity_search_streams_its_steps_and_its_answer() {
+    let target = Target::start(1, 4);
+    let port = free_port();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("cap.json");
+    let url = format!("{}/sleep?ms=5", target.base);
+    let addr = format!("--dashboard=127.0.0.1:{port}");
+    let mut search = start(
+        "capacity",
+        &[
+            "--url",
+            &url,
+            "--slo",
+            "p90<500ms",
+            "--min",
+            "20",
+            "--max",
+            "40",
+            "--step-duration",
+            "2s",
+            "--warmup",
+            "0s",
+            "--pause",
+            "0s",
+            &addr,
+            "--dashboard-linger",
+            "60s",
+        ],
+        &out,
+    );
+    wait_for_port(port);
+    // The whole stream, once the search is over (cap.json is written after
+    // each step, and for the last time before the stream ends): each step
+    // announced, then its verdict as cap.json has it, then the answer.
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let events: Vec<serde_json::Value> = loop {
+        let events: Vec<serde_json::Value> = events_for(port, Duration::from_millis(1000))
+            .iter()
+            .map(|e| serde_json::from_str(e).unwrap())
+            .collect();
+        if events.last().is_some_and(|e| e["kind"] == "end") {
+            break events;
+        }
+        assert!(Instant::now() < deadline, "the search did not end");
+    };
+    let cap: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    let steps = cap["steps"].as_array().unwrap();
+    let kinds: Vec<&str> = events.iter().map(|e| e["kind"].as_str().unwrap()).collect();
+    let verdicts: Vec<&serde_json::Value> = events.iter().filter(|e| e["kind"] == "step").collect();
+    assert_eq!(verdicts.len(), steps.len(), "{kinds:?}");
+    for (shown, step) in verdicts.iter().zip(steps) {
+        assert_eq!(shown["index"], step["index"]);
+        assert_eq!(shown["offered"], step["offered"]);
+        assert_eq!(shown["passed"], step["passed"]);
+    }
+    assert_eq!(
+        kinds.iter().filter(|k| **k == "step_start").count(),
+        steps.len()
+    );
+    assert!(kinds.contains(&"second"), "{kinds:?}");
+    let answer = events
+        .iter()
+        .find(|e| e["kind"] == "capacity")
+        .expect("the answer");
+    assert_eq!(answer["capacity"], cap["capacity"]);
+    assert_eq!(kinds.last(), Some(&"end"));
+    // ... and the page draws a row per step.
+    let page = page_after(
+        &format!("http://127.0.0.1:{port}/"),
+        3000,
+        Some("dashboard-capacity.png"),
+    );
+    let body = &page[page.find("<body").unwrap()..];
+    let body = &body[..body.find('>').unwrap()];
+    assert!(
+        body.contains(&format!("data-steps=\"{}\"", steps.len())),
+        "{body}"
+    );
+    assert!(
+        text_of(&page, "capacity").contains("req/s"),
+        "{}",
+        text_of(&page, "capacity")
+    );
+    unsafe { libc::kill(search.pid(), libc::SIGTERM) };
+    wait_for_exit(&mut search, Duration::from_secs(20));
 }
