@@ -372,6 +372,8 @@ fn a_capacity_search_streams_its_steps_and_its_answer() {
         "{}",
         text_of(&page, "capacity")
     );
+    // The load curve is drawn beside the rows.
+    assert!(page.contains("Response time by load"), "no load curve");
     unsafe { libc::kill(search.pid(), libc::SIGTERM) };
     wait_for_exit(&mut search, Duration::from_secs(20));
 }
