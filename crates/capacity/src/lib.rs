@@ -22,7 +22,6 @@ use headroom_engine::plan::{ClosedLoad, Load, OpenLoad, Plan, DEFAULT_MAX_CONNEC
 use headroom_engine::StopSignal;
 use headroom_measure::{measure, Recording};
 use headroom_monitor::MonitorConfig;
-use headroom_objectives::slo::BoundCheck;
 use headroom_records::capacity::{analysis, CapacityReport, Outcome, Step};
 use headroom_records::check::ok_rate;
 use headroom_records::results::Results;
@@ -255,14 +254,7 @@ fn report(
     let generator_bound =
         kind == Outcome::GeneratorBound || limit.as_ref().is_some_and(|l| l.kind == "generator");
     let failed_bounds = first_fail
-        .map(|s| {
-            s.checks
-                .iter()
-                .filter(|c| !c.passed)
-                .map(BoundCheck::describe)
-                .collect::<Vec<_>>()
-                .join(", ")
-        })
+        .map(|s| s.failed_checks().join(", "))
         .unwrap_or_default();
     let at_least = |x: Option<f64>| {
         x.map_or("no load passed".to_string(), |x| {

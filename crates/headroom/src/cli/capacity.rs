@@ -158,12 +158,7 @@ pub fn capacity(args: CapacityArgs) -> anyhow::Result<i32> {
                         r.summary.requests.error_rate * 100.0,
                     )
                 });
-                let failed: Vec<String> = step
-                    .checks
-                    .iter()
-                    .filter(|c| !c.passed)
-                    .map(|c| c.describe())
-                    .collect();
+                let failed = step.failed_checks();
                 println!(
                     "{:.1} req/s, p90 {p90:.2} ms, errors {errors:.2} % — {}",
                     step.achieved,

@@ -128,12 +128,6 @@ pub fn capacity_event(feed: &Feed, event: &headroom_capacity::Event, unit: &str)
         Event::Finished(step) => {
             let r = step.results.as_ref();
             let latency = r.map(|r| &r.summary.latency_ms);
-            let failed: Vec<String> = step
-                .checks
-                .iter()
-                .filter(|c| !c.passed)
-                .map(|c| c.describe())
-                .collect();
             feed.event(serde_json::json!({
                 "kind": "step",
                 "index": step.index,
@@ -146,7 +140,7 @@ pub fn capacity_event(feed: &Feed, event: &headroom_capacity::Event, unit: &str)
                 "p90_ms": latency.map(|l| l.p90),
                 "p99_ms": latency.map(|l| l.p99),
                 "error_pct": r.map_or(0.0, |r| r.summary.requests.error_rate * 100.0),
-                "failed": failed,
+                "failed": step.failed_checks(),
             }));
         }
         Event::Snapshot(_) => {}

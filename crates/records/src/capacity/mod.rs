@@ -31,6 +31,17 @@ pub struct Step {
     pub results: Option<Results>,
 }
 
+impl Step {
+    /// Each bound the step failed, described with its figure.
+    pub fn failed_checks(&self) -> Vec<String> {
+        self.checks
+            .iter()
+            .filter(|c| !c.passed)
+            .map(BoundCheck::describe)
+            .collect()
+    }
+}
+
 /// How the search ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
