@@ -27,6 +27,9 @@ struct Inner {
     interrupted: AtomicBool,
     reason: Mutex<Option<String>>,
     phase: watch::Sender<Phase>,
+    /// Signals made by [`StopSignal::child`]: each stop, abort and
+    /// interrupt of this one is passed on to them.
+    children: Mutex<Vec<std::sync::Weak<Inner>>>,
 }
 
 impl Default for StopSignal {
@@ -44,7 +47,41 @@ impl StopSignal {
                 interrupted: AtomicBool::new(false),
                 reason: Mutex::new(None),
                 phase: watch::channel(Phase::Running).0,
+                children: Mutex::new(Vec::new()),
             }),
+        }
+    }
+
+    /// A signal of its own that follows this one: stopping, aborting or
+    /// interrupting this one does the same to it, while stopping it
+    /// leaves this one running (a study's configuration skipped).
+    pub fn child(&self) -> StopSignal {
+        let child = StopSignal::new();
+        let mut children = self.inner.children.lock().expect("stop children lock");
+        children.retain(|c| c.strong_count() > 0);
+        children.push(Arc::downgrade(&child.inner));
+        drop(children);
+        // Already stopping: so is the child, for the same reason.
+        if self.was_interrupted() {
+            child.interrupt(self.reason().unwrap_or_default());
+        } else if let Some(reason) = self.reason() {
+            child.stop_because(reason);
+        }
+        child.follow(self);
+        child
+    }
+
+    fn each_child(&self, f: impl Fn(&StopSignal)) {
+        let children: Vec<StopSignal> = self
+            .inner
+            .children
+            .lock()
+            .expect("stop children lock")
+            .iter()
+            .filter_map(|c| c.upgrade().map(|inner| StopSignal { inner }))
+            .collect();
+        for c in &children {
+            f(c);
         }
     }
 
@@ -55,6 +92,7 @@ impl StopSignal {
         if self.inner.interrupted.swap(true, Ordering::SeqCst) {
             self.abort();
         } else {
+            self.each_child(|c| c.interrupt(reason.clone()));
             self.stop_because(reason);
         }
     }
@@ -70,7 +108,8 @@ impl StopSignal {
             .reason
             .lock()
             .expect("stop reason lock")
-            .get_or_insert(reason);
+            .get_or_insert(reason.clone());
+        self.each_child(|c| c.stop_because(reason.clone()));
         self.stop();
     }
 
@@ -93,6 +132,7 @@ impl StopSignal {
 
     /// No new requests from now on.
     pub fn stop(&self) {
+        self.each_child(StopSignal::stop);
         self.mark_stopped_at();
         self.inner.stopping.store(true, Ordering::SeqCst);
         self.inner.phase.send_if_modified(|p| {
@@ -104,6 +144,7 @@ impl StopSignal {
 
     /// Cut off everything in flight.
     pub fn abort(&self) {
+        self.each_child(StopSignal::abort);
         self.mark_stopped_at();
         self.inner.stopping.store(true, Ordering::SeqCst);
         self.inner.phase.send_replace(Phase::Abort);
@@ -142,5 +183,32 @@ impl StopSignal {
 
     pub fn subscribe(&self) -> watch::Receiver<Phase> {
         self.inner.phase.subscribe()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_child_follows_its_parent_but_not_the_other_way() {
+        let parent = StopSignal::new();
+        let skipped = parent.child();
+        skipped.stop_because("skipped".into());
+        assert!(skipped.is_stopping() && !parent.is_stopping());
+
+        let child = parent.child();
+        parent.interrupt("interrupted by SIGINT".into());
+        assert!(child.was_interrupted() && child.is_stopping());
+        assert_eq!(child.reason().as_deref(), Some("interrupted by SIGINT"));
+        assert_eq!(child.phase(), Phase::Stopping);
+        parent.interrupt("again".into());
+        assert_eq!(child.phase(), Phase::Abort);
+
+        // Made after the stop: stopped already, for the same reason.
+        let late = parent.child();
+        assert!(late.was_interrupted());
+        assert_eq!(late.phase(), Phase::Abort);
+        assert_eq!(late.reason().as_deref(), Some("interrupted by SIGINT"));
     }
 }

@@ -1,19 +1,32 @@
 //! The live dashboard's feed (`--dashboard`): one JSON event per finished
 //! second — the second's own figures, the run's totals so far and the
 //! monitor's latest sample — then a final event with the results' exact
-//! totals. The CLI serves it as server-sent events; a browser that joins
-//! late, or reconnects, is sent the history first.
+//! totals. Studies, capacity searches and fleets add events of their own
+//! ([`Feed::event`]). The CLI serves it as server-sent events; a browser
+//! that joins late, or reconnects, is sent the history first.
 
 use headroom_engine::plan::{Load, Plan};
 use headroom_engine::Progress;
+use headroom_metrics::histogram;
 use headroom_records::results::Results;
+use headroom_records::server::findings::CPU_SATURATED;
+use headroom_records::server::machine::available_cores;
 use headroom_records::server::sample::Sample;
 use serde_json::{json, Value};
+use std::collections::VecDeque;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
-/// Seconds kept for browsers that join late: the last hour.
+/// Seconds kept at full resolution for browsers that join late: the
+/// last hour.
 pub const KEPT_SECONDS: usize = 3600;
+/// Older seconds are kept one in this many (a point a minute).
+pub const OLDER_ONE_IN: usize = 60;
+/// At most this many older seconds; past it they are thinned again (one
+/// in two), so a run of days still fits in a few MB.
+pub const OLDER_SECONDS_MAX: usize = 1440;
+/// The percentiles of the response-time distribution sent every second.
+const DISTRIBUTION: [f64; 9] = [0.0, 50.0, 75.0, 90.0, 95.0, 99.0, 99.9, 99.99, 100.0];
 
 /// The events so far, shared by the run and every browser's stream.
 #[derive(Clone, Default)]
@@ -21,13 +34,80 @@ pub struct Feed {
     inner: Arc<(Mutex<State>, Condvar)>,
 }
 
+/// One event as sent, numbered in the order it came.
+struct Kept {
+    number: usize,
+    text: String,
+    second: bool,
+}
+
 #[derive(Default)]
 struct State {
-    /// Events as JSON text, oldest first; `first` is the number of the
-    /// oldest kept (older ones were dropped past [`KEPT_SECONDS`]).
-    events: std::collections::VecDeque<String>,
-    first: usize,
+    /// Older events: every one that is not a second, and one second in
+    /// [`OLDER_ONE_IN`] (numbers ascending, with gaps).
+    older: VecDeque<Kept>,
+    /// The newest events, holding at most [`KEPT_SECONDS`] seconds.
+    recent: VecDeque<Kept>,
+    seconds_in_recent: usize,
+    seconds_moved: usize,
+    next: usize,
     done: bool,
+    /// The HTML report of what was measured, once there is one.
+    report: Option<Arc<str>>,
+}
+
+impl State {
+    fn push(&mut self, text: String, second: bool) {
+        self.recent.push_back(Kept {
+            number: self.next,
+            text,
+            second,
+        });
+        self.next += 1;
+        self.seconds_in_recent += usize::from(second);
+        while self.seconds_in_recent > KEPT_SECONDS {
+            let Some(oldest) = self.recent.pop_front() else {
+                break;
+            };
+            if !oldest.second {
+                self.older.push_back(oldest);
+                continue;
+            }
+            self.seconds_in_recent -= 1;
+            self.seconds_moved += 1;
+            if (self.seconds_moved - 1).is_multiple_of(OLDER_ONE_IN) {
+                self.older.push_back(oldest);
+                self.thin_older();
+            }
+        }
+    }
+
+    /// Past [`OLDER_SECONDS_MAX`] older seconds, every other one goes
+    /// (the other events stay).
+    fn thin_older(&mut self) {
+        if self.older.iter().filter(|k| k.second).count() <= OLDER_SECONDS_MAX {
+            return;
+        }
+        let mut nth = 0;
+        self.older.retain(|k| {
+            if !k.second {
+                return true;
+            }
+            nth += 1;
+            nth % 2 == 1
+        });
+    }
+
+    /// Kept events numbered `from` or later, oldest first.
+    fn from(&self, from: usize) -> Vec<String> {
+        let older = self.older.partition_point(|k| k.number < from);
+        let recent = self.recent.partition_point(|k| k.number < from);
+        self.older
+            .range(older..)
+            .chain(self.recent.range(recent..))
+            .map(|k| k.text.clone())
+            .collect()
+    }
 }
 
 /// The same feed (a recording's copies share one).
@@ -51,15 +131,33 @@ impl Feed {
     }
 
     fn push(&self, event: Value, done: bool) {
+        let second = event["kind"] == "second";
         let (lock, changed) = &*self.inner;
         let mut state = lock.lock().expect("dashboard feed lock");
-        state.events.push_back(event.to_string());
-        if state.events.len() > KEPT_SECONDS + 1 {
-            state.events.pop_front();
-            state.first += 1;
-        }
+        state.push(event.to_string(), second);
         state.done |= done;
         changed.notify_all();
+    }
+
+    /// A run begins: its planned length and events (markers on the
+    /// charts).
+    pub fn run_start(&self, plan: &Plan) {
+        let events: Vec<Value> = plan
+            .events
+            .iter()
+            .filter_map(|e| {
+                let at = plan.event_time(e.at)?;
+                Some(json!({"label": e.label, "at_s": at.as_secs_f64()}))
+            })
+            .collect();
+        let planned_s = match &plan.load {
+            Load::Open(o) => Some(o.schedule.duration().as_secs_f64()),
+            Load::Closed(c) => c.duration.map(|d| d.as_secs_f64()),
+        };
+        self.push(
+            json!({"kind": "run_start", "planned_s": planned_s, "events": events}),
+            false,
+        );
     }
 
     /// A second of the run, with the monitor's latest sample.
@@ -82,12 +180,40 @@ impl Feed {
             .filter(|(_, n)| **n > 0)
             .map(|(code, n)| (code.to_string(), json!(n)))
             .collect();
+        // This second's statuses by class: 2xx, 3xx, 4xx, 5xx.
+        let mut classes = serde_json::Map::new();
+        if let Some(this) = p.recent.back() {
+            for class in 1..=5 {
+                let n: u64 = this.status[class * 100..(class + 1) * 100].iter().sum();
+                if n > 0 {
+                    classes.insert(format!("{class}xx"), json!(n));
+                }
+            }
+        }
         let requests: Vec<Value> = plan
             .requests
             .iter()
             .zip(p.by_request)
-            .map(|(spec, c)| json!({"name": spec.name, "ok": c.ok, "failed": c.failed}))
+            .enumerate()
+            .map(|(i, (spec, c))| {
+                let last = s.per_request.get(i);
+                json!({
+                    "name": spec.name, "ok": c.ok, "failed": c.failed,
+                    "p50_ms": last.and_then(|r| r.p50_ms),
+                    "p95_ms": last.and_then(|r| r.p95_ms),
+                    "p99_ms": last.and_then(|r| r.p99_ms),
+                })
+            })
             .collect();
+        let latency = &p.total.latency;
+        let distribution: Vec<Value> = if latency.is_empty() {
+            Vec::new()
+        } else {
+            DISTRIBUTION
+                .iter()
+                .map(|&pct| json!([pct, histogram::ms(latency.value_at_percentile(pct))]))
+                .collect()
+        };
         let server = sample
             .and_then(|x| x.server.as_ref())
             .filter(|t| t.alive)
@@ -100,6 +226,11 @@ impl Feed {
                     "accept_queue": (!t.accept_queues.is_empty()).then(|| t.accept_queue_depth()),
                 })
             });
+        let generator_cpu = sample.and_then(|x| x.generator.as_ref()).map(|g| g.cpu_pct);
+        // The rule the results' `generator_cpu` finding applies, on one
+        // sample: the page warns when it holds for consecutive seconds.
+        let generator_saturated =
+            generator_cpu.is_some_and(|c| c >= CPU_SATURATED * available_cores() as f64 * 100.0);
         let event = json!({
             "kind": "second",
             "t_s": s.t_s,
@@ -110,25 +241,31 @@ impl Feed {
             "failed": s.failed,
             "p50_ms": s.p50_ms, "p90_ms": s.p90_ms, "p95_ms": s.p95_ms,
             "p99_ms": s.p99_ms, "max_ms": s.max_ms,
+            "send_lag_p99_ms": s.send_lag_p99_ms,
             "active_users": s.active_users,
             "in_flight": s.in_flight,
             "errors": errors,
+            "status_classes": classes,
             "total": {
                 "requests": p.total.requests,
                 "ok": p.total.ok,
                 "failed": p.total.failed,
                 "statuses": statuses,
             },
+            "distribution": distribution,
             "per_request": requests,
             "server": server,
             "queued_inside": sample.and_then(Sample::probe_queued),
             "machine_cpu_pct": sample.and_then(|x| x.machine.as_ref()).map(|m| 100.0 - m.cpu_idle_pct),
-            "generator_cpu_pct": sample.and_then(|x| x.generator.as_ref()).map(|g| g.cpu_pct),
+            "machine_memory_pct": sample.and_then(|x| x.machine.as_ref()).and_then(memory_used_pct),
+            "generator_cpu_pct": generator_cpu,
+            "generator_saturated": generator_saturated,
         });
         self.push(event, false);
     }
 
-    /// An event of the caller's (a capacity search's steps).
+    /// An event of the caller's (a capacity search's steps, a study's
+    /// configurations, a fleet's shards).
     pub fn event(&self, event: Value) {
         self.push(event, false);
     }
@@ -141,32 +278,21 @@ impl Feed {
     /// A run is over: its exact totals, from the results (`run_end`; the
     /// command that ran it closes the feed when nothing follows).
     pub fn finish(&self, r: &Results) {
-        let l = &r.summary.latency_ms;
-        let per_request: Vec<Value> = r
-            .config
-            .requests
-            .iter()
-            .filter_map(|c| {
-                let s = r.per_request.get(&c.name)?;
-                Some(json!({"name": c.name, "ok": s.requests.ok, "failed": s.requests.failed}))
-            })
-            .collect();
-        let event = json!({
-            "kind": "run_end",
-            "per_request": per_request,
-            "duration_s": r.duration_s,
-            "stop_reason": r.stop_reason,
-            "total": {
-                "requests": r.summary.requests.total,
-                "ok": r.summary.requests.ok,
-                "failed": r.summary.requests.failed,
-            },
-            "throughput_rps": r.summary.throughput_rps,
-            "latency_ms": {"p50": l.p50, "p90": l.p90, "p95": l.p95, "p99": l.p99, "max": l.max},
-            "findings": r.server.as_ref().map(|s| s.findings.iter().map(|f| f.message.clone()).collect::<Vec<_>>()),
-            "generator_bound": r.generator_bound,
-        });
-        self.push(event, false);
+        self.push(run_end(r), false);
+    }
+
+    /// The HTML report is ready: the page links it (served at `/report`).
+    pub fn offer_report(&self, html: String) {
+        {
+            let (lock, _) = &*self.inner;
+            lock.lock().expect("dashboard feed lock").report = Some(html.into());
+        }
+        self.push(json!({"kind": "report", "path": "/report"}), false);
+    }
+
+    pub fn report(&self) -> Option<Arc<str>> {
+        let (lock, _) = &*self.inner;
+        lock.lock().expect("dashboard feed lock").report.clone()
     }
 
     /// Events from number `from` on (the history, for a browser that just
@@ -175,22 +301,67 @@ impl Feed {
     pub fn events_from(&self, from: usize, wait: Duration) -> (Vec<String>, usize, bool) {
         let (lock, changed) = &*self.inner;
         let mut state = lock.lock().expect("dashboard feed lock");
-        if state.first + state.events.len() <= from && !state.done {
+        if state.next <= from && !state.done {
             state = changed
                 .wait_timeout(state, wait)
                 .expect("dashboard feed lock")
                 .0;
         }
-        let start = from.max(state.first);
-        let events: Vec<String> = state
-            .events
-            .iter()
-            .skip(start - state.first)
-            .cloned()
-            .collect();
-        let next = state.first + state.events.len();
-        (events, next, state.done)
+        (state.from(from), state.next, state.done)
     }
+}
+
+/// Memory in use, % of the machine's.
+fn memory_used_pct(m: &headroom_records::server::sample::MachineSample) -> Option<f64> {
+    (m.mem_total_bytes > 0)
+        .then(|| 100.0 * (1.0 - m.mem_available_bytes as f64 / m.mem_total_bytes as f64))
+}
+
+/// The `run_end` event of finished results (a run's, or a fleet's merged
+/// results): exact totals, latency, findings, event windows.
+pub fn run_end(r: &Results) -> Value {
+    let l = &r.summary.latency_ms;
+    let per_request: Vec<Value> = r
+        .config
+        .requests
+        .iter()
+        .filter_map(|c| {
+            let s = r.per_request.get(&c.name)?;
+            let l = &s.latency_ms;
+            Some(json!({
+                "name": c.name, "ok": s.requests.ok, "failed": s.requests.failed,
+                "p50_ms": l.p50, "p95_ms": l.p95, "p99_ms": l.p99,
+            }))
+        })
+        .collect();
+    let events: Vec<Value> = r
+        .events
+        .iter()
+        .map(|e| {
+            json!({
+                "label": e.label, "started_s": e.started_s, "ended_s": e.ended_s,
+                "window_to_s": e.after.as_ref().map(|a| a.to_s),
+                "error": e.error,
+            })
+        })
+        .collect();
+    json!({
+        "kind": "run_end",
+        "per_request": per_request,
+        "duration_s": r.duration_s,
+        "stop_reason": r.stop_reason,
+        "total": {
+            "requests": r.summary.requests.total,
+            "ok": r.summary.requests.ok,
+            "failed": r.summary.requests.failed,
+        },
+        "throughput_rps": r.summary.throughput_rps,
+        "latency_ms": {"p50": l.p50, "p90": l.p90, "p95": l.p95, "p99": l.p99, "max": l.max},
+        "findings": r.server.as_ref().map(|s| s.findings.iter().map(|f| f.message.clone()).collect::<Vec<_>>()),
+        "generator_bound": r.generator_bound,
+        "generator_bound_reasons": r.generator_bound_reasons,
+        "events": events,
+    })
 }
 
 #[cfg(test)]
@@ -214,14 +385,55 @@ mod tests {
     }
 
     #[test]
-    fn only_the_last_hour_is_kept() {
+    fn the_last_hour_is_whole_older_seconds_one_a_minute_and_other_events_all_kept() {
         let feed = Feed::new();
-        for t in 0..KEPT_SECONDS + 10 {
-            feed.push(json!({"t_s": t}), false);
+        let extra = 2 * 3600;
+        for t in 0..KEPT_SECONDS + extra {
+            feed.push(json!({"kind": "second", "t_s": t}), false);
+            if t % 1000 == 0 {
+                feed.push(json!({"kind": "step", "at": t}), false);
+            }
         }
         let (events, next, _) = feed.events_from(0, Duration::ZERO);
-        assert_eq!(events.len(), KEPT_SECONDS + 1);
-        assert_eq!(next, KEPT_SECONDS + 10);
-        assert_eq!(events[0], json!({"t_s": 9}).to_string());
+        assert_eq!(
+            next,
+            KEPT_SECONDS + extra + (KEPT_SECONDS + extra).div_ceil(1000)
+        );
+        let seconds: Vec<u64> = events
+            .iter()
+            .map(|e| serde_json::from_str::<Value>(e).unwrap())
+            .filter(|v| v["kind"] == "second")
+            .map(|v| v["t_s"].as_u64().unwrap())
+            .collect();
+        // The last hour, every second of it ...
+        let last_hour = &seconds[seconds.len() - KEPT_SECONDS..];
+        assert!(last_hour.windows(2).all(|w| w[1] == w[0] + 1));
+        assert_eq!(
+            *last_hour.last().unwrap(),
+            (KEPT_SECONDS + extra - 1) as u64
+        );
+        // ... and before it, a second a minute, from the first.
+        let older = &seconds[..seconds.len() - KEPT_SECONDS];
+        assert_eq!(older.len(), extra / OLDER_ONE_IN);
+        assert!(older.iter().enumerate().all(|(i, &t)| t == (i * 60) as u64));
+        // No step is lost, however old.
+        let steps = events.iter().filter(|e| e.contains("\"step\"")).count();
+        assert_eq!(steps, (KEPT_SECONDS + extra).div_ceil(1000));
+        // A browser that reconnects after number n gets what follows it.
+        let (after, _, _) = feed.events_from(next - 3, Duration::ZERO);
+        assert_eq!(after.len(), 3);
+    }
+
+    #[test]
+    fn a_run_of_days_is_thinned_past_the_older_bound() {
+        let mut state = State::default();
+        let seconds = KEPT_SECONDS + OLDER_ONE_IN * (OLDER_SECONDS_MAX + 10);
+        for t in 0..seconds {
+            state.push(format!("{t}"), true);
+        }
+        let older = state.older.len();
+        assert!(older <= OLDER_SECONDS_MAX, "{older}");
+        assert!(older > OLDER_SECONDS_MAX / 2 - 10, "{older}");
+        assert_eq!(state.recent.len(), KEPT_SECONDS);
     }
 }

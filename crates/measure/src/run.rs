@@ -118,6 +118,9 @@ pub fn measure_from(
     let acting = act::start(&events, start.at(), &target, stop);
     let aborts = AbortWatch::new(&during.aborts, plan);
     let mut aborted = None;
+    if let Some(feed) = &recording.dashboard {
+        feed.run_start(plan);
+    }
     let outcome = headroom_engine::run_at(plan, stop, start, |p| {
         if aborted.is_none() {
             aborted = aborts.judge(&p);

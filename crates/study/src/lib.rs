@@ -31,7 +31,9 @@ use headroom_records::write_replacing;
 use headroom_scenario::raw::{RawEvent, RawRoutes};
 use headroom_scenario::Scenario;
 use services::Running;
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 pub struct StudyOptions {
@@ -40,6 +42,59 @@ pub struct StudyOptions {
     pub fresh: bool,
     /// How each run is recorded (distribution buckets, command line).
     pub recording: Recording,
+    /// Configurations the user asked to skip while the study runs.
+    pub skips: Skips,
+}
+
+/// The status of a configuration skipped while the study ran.
+pub const SKIPPED: &str = "skipped from the dashboard";
+
+/// Configurations to skip, asked for while the study runs (the
+/// dashboard's "skip this configuration"): the one under load stops
+/// gracefully, one still waiting is never started; either is recorded as
+/// [`SKIPPED`], unranked, for every round.
+#[derive(Clone, Default)]
+pub struct Skips {
+    inner: Arc<Mutex<SkipState>>,
+}
+
+#[derive(Default)]
+struct SkipState {
+    /// The study's configurations.
+    labels: BTreeSet<String>,
+    asked: BTreeSet<String>,
+    /// The configuration under way and its own stop signal.
+    running: Option<(String, StopSignal)>,
+}
+
+impl Skips {
+    /// Skip the configuration labelled `label`; false when the study has
+    /// none of that name.
+    pub fn skip(&self, label: &str) -> bool {
+        let mut state = self.inner.lock().expect("skips lock");
+        if !state.labels.contains(label) {
+            return false;
+        }
+        state.asked.insert(label.to_string());
+        if let Some((running, stop)) = &state.running {
+            if running == label {
+                stop.stop_because(SKIPPED.into());
+            }
+        }
+        true
+    }
+
+    pub fn asked(&self, label: &str) -> bool {
+        self.inner.lock().expect("skips lock").asked.contains(label)
+    }
+
+    fn running(&self, label: &str, stop: &StopSignal) {
+        self.inner.lock().expect("skips lock").running = Some((label.to_string(), stop.clone()));
+    }
+
+    fn over(&self) {
+        self.inner.lock().expect("skips lock").running = None;
+    }
 }
 
 /// What the runner tells the terminal as it goes.
@@ -53,6 +108,19 @@ pub enum Event<'a> {
         round: u32,
         index: usize,
         total: usize,
+    },
+    /// What the configuration under way is doing: "warming", "loading"
+    /// or "searching" (objective capacity).
+    Phase {
+        label: &'a str,
+        round: u32,
+        phase: &'static str,
+    },
+    /// A step of the configuration's capacity search (objective capacity),
+    /// its load in `unit`.
+    Capacity {
+        event: headroom_capacity::Event<'a>,
+        unit: &'static str,
     },
     Finished {
         label: &'a str,
@@ -219,21 +287,13 @@ fn run_config(
     opts: &StudyOptions,
     stop: &StopSignal,
     study_wide: &Running,
+    tell: &mut dyn FnMut(&'static str, Option<Event>),
 ) -> RunRecord {
     let server = &study.servers[config.server];
     let recording = opts
         .recording
         .labelled("config", label(&server.name, &config.params));
-    let mut record = RunRecord {
-        round,
-        status: String::new(),
-        results: None,
-        stderr_tail: None,
-        capacity: None,
-        pgid: 0,
-        survivors: 0,
-        stray_killed: 0,
-    };
+    let mut record = unmeasured(round, String::new());
     // This configuration's own services, before its server.
     let own: Vec<&file::Service> = study
         .services
@@ -397,7 +457,8 @@ fn run_config(
     };
     if study.objective == Objective::Capacity {
         let settings = scenario.capacity.overlay(&study.capacity);
-        capacity_search(plan, &settings, &watch, &recording, stop, &mut record);
+        tell("searching", None);
+        capacity_search(plan, &settings, &watch, &recording, stop, &mut record, tell);
         if record.status != "ok" {
             record.stderr_tail = Some(process.stderr_tail(20));
         }
@@ -405,6 +466,7 @@ fn run_config(
         return record;
     }
     if !study.warmup.is_zero() {
+        tell("warming", None);
         let mut warm = with_duration(plan, study.warmup);
         warm.events.clear();
         let _ = headroom_engine::run(&warm, stop, |_| {});
@@ -416,6 +478,7 @@ fn run_config(
     let results = if stop.is_stopping() {
         None
     } else {
+        tell("loading", None);
         let during = During {
             aborts: Vec::new(),
             event_group: Some(process.pid()),
@@ -471,6 +534,7 @@ fn capacity_search(
     recording: &Recording,
     stop: &StopSignal,
     record: &mut RunRecord,
+    tell: &mut dyn FnMut(&'static str, Option<Event>),
 ) {
     use headroom_records::capacity::Outcome;
     let options = match settings.resolve() {
@@ -480,7 +544,10 @@ fn capacity_search(
             return;
         }
     };
-    let report = headroom_capacity::run(plan, &options, watch, stop, recording, |_| {});
+    let unit = headroom_capacity::unit(options.axis, plan);
+    let report = headroom_capacity::run(plan, &options, watch, stop, recording, |event| {
+        tell("searching", Some(Event::Capacity { event, unit }))
+    });
     record.results = report.capacity.and_then(|cap| {
         report
             .steps
@@ -497,6 +564,20 @@ fn capacity_search(
         _ => report.verdict.clone(),
     };
     record.capacity = Some(report);
+}
+
+/// A run's record before anything is measured.
+fn unmeasured(round: u32, status: String) -> RunRecord {
+    RunRecord {
+        round,
+        status,
+        results: None,
+        stderr_tail: None,
+        capacity: None,
+        pgid: 0,
+        survivors: 0,
+        stray_killed: 0,
+    }
 }
 
 /// Stops the configuration's whole process group (and any process of its
@@ -568,6 +649,8 @@ pub fn run(
         })
         .collect();
     let total = configs.len() * study.repeat as usize;
+    opts.skips.inner.lock().expect("skips lock").labels =
+        configs.iter().map(|c| c.label.clone()).collect();
     let wide: Vec<&file::Service> = study
         .services
         .iter()
@@ -588,13 +671,42 @@ pub fn run(
                 });
                 continue;
             }
-            event(Event::Starting {
-                label: &configs[i].label,
-                round,
-                index,
-                total,
-            });
-            let record = run_config(study, config, round, opts, stop, &study_wide);
+            let label = configs[i].label.clone();
+            let record = if opts.skips.asked(&label) {
+                unmeasured(round, SKIPPED.into())
+            } else {
+                event(Event::Starting {
+                    label: &label,
+                    round,
+                    index,
+                    total,
+                });
+                // A signal of the configuration's own, for a skip.
+                let config_stop = stop.child();
+                opts.skips.running(&label, &config_stop);
+                let mut tell = |phase, inner: Option<Event>| match inner {
+                    Some(e) => event(e),
+                    None => event(Event::Phase {
+                        label: &label,
+                        round,
+                        phase,
+                    }),
+                };
+                let mut record = run_config(
+                    study,
+                    config,
+                    round,
+                    opts,
+                    &config_stop,
+                    &study_wide,
+                    &mut tell,
+                );
+                opts.skips.over();
+                if opts.skips.asked(&label) && !stop.is_stopping() {
+                    record.status = SKIPPED.into();
+                }
+                record
+            };
             // An interrupted run is not kept: resuming measures it again.
             if record.status == "interrupted" {
                 break 'rounds;

@@ -647,6 +647,8 @@ pub struct StudyArgs {
     pub reports: ReportArgs,
     #[command(flatten)]
     pub metrics: MetricsArgs,
+    #[command(flatten)]
+    pub dashboard: DashboardArgs,
     /// Bounds of the response-time distribution in ms.
     #[arg(
         long,
@@ -668,6 +670,8 @@ pub struct DemoArgs {
     pub out: Option<std::path::PathBuf>,
     #[command(flatten)]
     pub reports: ReportArgs,
+    #[command(flatten)]
+    pub dashboard: DashboardArgs,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -939,7 +943,7 @@ impl From<ProgressFlag> for crate::cli::live::ProgressMode {
 /// Where `--dashboard` serves when given no address (k6's port).
 pub const DASHBOARD_ADDR: &str = "127.0.0.1:5665";
 
-/// The live dashboard (`run`, `capacity`).
+/// The live dashboard (`run`, `capacity`, `study`, `demo`).
 #[derive(Args, Debug, Clone, Default)]
 pub struct DashboardArgs {
     /// Serve a live dashboard while the load runs: charts updated every

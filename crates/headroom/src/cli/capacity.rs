@@ -126,6 +126,7 @@ pub fn capacity(args: CapacityArgs) -> anyhow::Result<i32> {
             plan.endpoint.host_header,
             opts.slo
         ),
+        None,
     )?;
     let mut record = recording(&args.run.buckets, &args.run.secret_header);
     record.live = exporter.as_ref().map(|e| e.metrics.clone());
@@ -196,12 +197,13 @@ pub fn capacity(args: CapacityArgs) -> anyhow::Result<i32> {
     if let Some(e) = save_error {
         eprintln!("warning: a snapshot of the search could not be written: {e:#}");
     }
-    if let Some(path) = &args.run.reports.html {
-        super::report::write_file(
-            path,
-            "HTML report",
-            headroom_report::html::capacity_report(&report).as_bytes(),
-        )?;
+    let html = (args.run.reports.html.is_some() || dashboard.is_some())
+        .then(|| headroom_report::html::capacity_report(&report));
+    if let (Some(path), Some(html)) = (&args.run.reports.html, &html) {
+        super::report::write_file(path, "HTML report", html.as_bytes())?;
+    }
+    if let (Some(d), Some(html)) = (&dashboard, html) {
+        d.feed.offer_report(html);
     }
     if args.run.reports.markdown {
         print!("{}", capacity_table::steps(&report).markdown());

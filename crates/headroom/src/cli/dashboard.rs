@@ -8,7 +8,8 @@ use super::args::DashboardArgs;
 use headroom_engine::stop::Phase;
 use headroom_engine::StopSignal;
 use headroom_measure::dashboard::Feed;
-use std::io::Write;
+use headroom_study::Skips;
+use std::io::{Read, Write};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -40,11 +41,13 @@ pub struct Dashboard {
 
 impl Dashboard {
     /// Starts serving when `--dashboard` asks for it; prints the URL.
-    /// `target` is what the page names as the run's target.
+    /// `target` is what the page names as the run's target; `skips`, a
+    /// study's, lets the page skip a configuration.
     pub fn start(
         args: &DashboardArgs,
         stop: &StopSignal,
         target: &str,
+        skips: Option<Skips>,
     ) -> anyhow::Result<Option<Dashboard>> {
         let Some(addr) = args.dashboard else {
             return Ok(None);
@@ -74,6 +77,7 @@ impl Dashboard {
             over: over.clone(),
             start,
             page: Arc::new(page()),
+            skips,
         };
         let s = server.clone();
         let handle = std::thread::Builder::new()
@@ -143,7 +147,10 @@ pub fn capacity_event(feed: &Feed, event: &headroom_capacity::Event, unit: &str)
                 "failed": step.failed_checks(),
             }));
         }
-        Event::Snapshot(_) => {}
+        // Where latency bends, as the steps so far place it.
+        Event::Snapshot(so_far) => feed.event(serde_json::json!({
+            "kind": "knee", "knee": so_far.knee, "metric": so_far.knee_metric,
+        })),
     }
 }
 
@@ -167,12 +174,13 @@ struct Serving {
     /// The first event of every stream (the run's target).
     start: String,
     page: Arc<String>,
+    skips: Option<Skips>,
 }
 
 impl Serving {
     fn serve(&self, server: &tiny_http::Server) {
         let mut streams = Vec::new();
-        for request in server.incoming_requests() {
+        for mut request in server.incoming_requests() {
             if !self.authorised(&request) {
                 let _ = request.respond(
                     tiny_http::Response::from_string("a token is needed\n").with_status_code(401),
@@ -203,6 +211,37 @@ impl Serving {
                 (tiny_http::Method::Post, "/stop") => {
                     self.stop.interrupt("stopped from the dashboard".into());
                     let _ = request.respond(tiny_http::Response::from_string("stopping\n"));
+                }
+                // The body is the configuration's label.
+                (tiny_http::Method::Post, "/skip") if self.skips.is_some() => {
+                    let mut label = String::new();
+                    let read = request.as_reader().take(4096).read_to_string(&mut label);
+                    let answer = match (read, &self.skips) {
+                        (Ok(_), Some(skips)) if skips.skip(label.trim()) => {
+                            tiny_http::Response::from_string("skipping\n")
+                        }
+                        _ => tiny_http::Response::from_string(format!(
+                            "no configuration labelled {:?}\n",
+                            label.trim()
+                        ))
+                        .with_status_code(404),
+                    };
+                    let _ = request.respond(answer);
+                }
+                (tiny_http::Method::Get, "/report") => {
+                    let answer = match self.feed.report() {
+                        Some(html) => tiny_http::Response::from_string(html.to_string())
+                            .with_header(
+                                tiny_http::Header::from_bytes(
+                                    "Content-Type",
+                                    "text/html; charset=utf-8",
+                                )
+                                .expect("a valid header"),
+                            ),
+                        None => tiny_http::Response::from_string("no report yet\n")
+                            .with_status_code(404),
+                    };
+                    let _ = request.respond(answer);
                 }
                 _ => {
                     let _ = request.respond(

@@ -68,6 +68,7 @@ pub fn demo(args: DemoArgs) -> anyhow::Result<i32> {
         &DEFAULT_BUCKETS_MS,
         &args.reports,
         &Default::default(),
+        &args.dashboard,
     )?;
     if !keep {
         println!("(the demo's results were in a temporary folder: pass --out DIR to keep them)");

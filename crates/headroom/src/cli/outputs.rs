@@ -32,6 +32,8 @@ pub struct Outputs<'args> {
     pub progress: crate::cli::live::ProgressMode,
     /// Flags' thresholds (the plan's own are added).
     pub thresholds: Slo,
+    /// The live dashboard, which links the HTML report at the end.
+    pub dashboard: Option<headroom_measure::dashboard::Feed>,
 }
 
 impl<'args> Outputs<'args> {
@@ -73,6 +75,7 @@ impl<'args> Outputs<'args> {
                     .flat_map(|s| s.bounds.clone())
                     .collect(),
             },
+            dashboard: None,
         }
     }
 }
@@ -174,12 +177,13 @@ pub fn finish(
             keep(write_results(path, outputs.out_fallback, &json));
         }
     }
-    if let Some(path) = outputs.html {
-        keep(write_silently(
-            path,
-            "HTML report",
-            html::run_report(&results).as_bytes(),
-        ));
+    let report =
+        (outputs.html.is_some() || outputs.dashboard.is_some()).then(|| html::run_report(&results));
+    if let (Some(path), Some(report)) = (outputs.html, &report) {
+        keep(write_silently(path, "HTML report", report.as_bytes()));
+    }
+    if let (Some(feed), Some(report)) = (&outputs.dashboard, report) {
+        feed.offer_report(report);
     }
     if let Some(dir) = outputs.csv {
         keep(

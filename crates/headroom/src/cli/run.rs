@@ -429,7 +429,7 @@ pub fn run(args: RunCmdArgs) -> anyhow::Result<i32> {
     if let Some(shard) = scale.shard {
         scenario.plan.set_shard(shard);
     }
-    let outputs = Outputs::from_args(&args);
+    let mut outputs = Outputs::from_args(&args);
     check_request_names(&outputs.thresholds, &scenario.plan, "--threshold")?;
     outputs.check_writable()?;
     let stop = StopSignal::new();
@@ -449,10 +449,12 @@ pub fn run(args: RunCmdArgs) -> anyhow::Result<i32> {
             },
             scenario.plan.endpoint.host_header
         ),
+        None,
     )?;
     let mut recording = recording(&args.buckets, &args.secret_header);
     recording.live = exporter.as_ref().map(|e| e.metrics.clone());
     recording.dashboard = dashboard.as_ref().map(|d| d.feed.clone());
+    outputs.dashboard = recording.dashboard.clone();
     let code = execute(
         &scenario,
         &stop,

@@ -86,6 +86,40 @@ fn http(port: u16, method: &str, path: &str) -> u16 {
     String::from_utf8_lossy(&head[9..12]).parse().unwrap()
 }
 
+/// A GET's status code and body.
+fn http_body(port: u16, path: &str) -> (u16, String) {
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut text = String::new();
+    let _ = s.read_to_string(&mut text);
+    let status = text.get(9..12).and_then(|c| c.parse().ok()).unwrap_or(0);
+    let body = text
+        .split_once("\r\n\r\n")
+        .map_or("", |(_, b)| b)
+        .to_string();
+    (status, body)
+}
+
+/// POST `body` to `path`; the status code.
+fn post(port: u16, path: &str, body: &str) -> u16 {
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(
+        s,
+        "POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut head = [0u8; 12];
+    s.read_exact(&mut head).unwrap();
+    String::from_utf8_lossy(&head[9..12]).parse().unwrap()
+}
+
 /// The event stream's `data:` lines read for `long`.
 pub fn events_for(port: u16, long: Duration) -> Vec<String> {
     let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
@@ -147,11 +181,28 @@ fn the_page_follows_the_run_and_ends_on_the_results_figures() {
     // While it runs: one event per second, in order, the totals growing.
     let seconds = events_for(port, Duration::from_millis(2500));
     assert!(seconds[0].contains("\"kind\":\"start\""), "{seconds:?}");
-    let live: Vec<serde_json::Value> = seconds[1..]
+    assert!(seconds[1].contains("\"kind\":\"run_start\""), "{seconds:?}");
+    let live: Vec<serde_json::Value> = seconds[2..]
         .iter()
         .map(|e| serde_json::from_str(e).unwrap())
         .collect();
     assert!(live.len() >= 2, "{seconds:?}");
+    // Each second: its statuses by class, and the distribution so far
+    // (percentiles rising to the max).
+    for second in &live {
+        assert_eq!(
+            second["status_classes"]["2xx"], second["requests"],
+            "{second}"
+        );
+        let d: Vec<f64> = second["distribution"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p[1].as_f64().unwrap())
+            .collect();
+        assert_eq!(d.len(), 9, "{second}");
+        assert!(d.windows(2).all(|w| w[0] <= w[1]), "{d:?}");
+    }
     for (i, pair) in live.windows(2).enumerate() {
         assert_eq!(pair[0]["kind"], "second");
         assert_eq!(
@@ -196,6 +247,15 @@ fn the_page_follows_the_run_and_ends_on_the_results_figures() {
         );
     }
     assert!(results["requests"]["total"].as_u64().unwrap() > so_far);
+    // The HTML report of the same results, linked at the end.
+    assert!(done.contains("id=\"report-link\""), "no report link");
+    let (status, report) = http_body(port, "/report");
+    assert_eq!(status, 200);
+    assert!(
+        report.contains("<!DOCTYPE html>") && report.contains(&url),
+        "{}",
+        &report[..200.min(report.len())]
+    );
     // A second browser, joining late, gets the whole history.
     let again = page_after(&page, 3000, None);
     assert_eq!(
@@ -376,4 +436,178 @@ fn a_capacity_search_streams_its_steps_and_its_answer() {
     assert!(page.contains("Response time by load"), "no load curve");
     unsafe { libc::kill(search.pid(), libc::SIGTERM) };
     wait_for_exit(&mut search, Duration::from_secs(20));
+}
+
+#[test]
+fn a_study_streams_its_grid_and_ranking_and_a_configuration_can_be_skipped() {
+    let port = free_port();
+    let dir = tempfile::tempdir().unwrap();
+    let study = dir.path().join("s.toml");
+    std::fs::write(
+        &study,
+        format!(
+            r#"
+[scenario.load]
+vus = 2
+duration = "3s"
+[[scenario.request]]
+name = "sleep"
+path = "/sleep?ms=5"
+
+[[server]]
+name = "target"
+command = "'{}' target --listen 127.0.0.1:{{port}} --workers 1 --threads {{threads}}"
+ready = "/health"
+[server.grid]
+threads = [1, 2, 4]
+
+[measure]
+warmup = "500ms"
+"#,
+            headroom_bin()
+        ),
+    )
+    .unwrap();
+    let out = dir.path().join("out");
+    let addr = format!("--dashboard=127.0.0.1:{port}");
+    let mut run = ProcessGuard {
+        child: Command::new(headroom_bin())
+            .arg("study")
+            .arg(&study)
+            .arg("--out")
+            .arg(&out)
+            .args([addr.as_str(), "--dashboard-linger", "60s"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    };
+    wait_for_port(port);
+    let skipped = "target threads=2";
+    // The second configuration, skipped while it is under load.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let events = events_for(port, Duration::from_millis(300));
+        let loading = events
+            .iter()
+            .any(|e| e.contains("\"state\":\"loading\"") && e.contains(&format!("\"{skipped}\"")));
+        if loading {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{skipped} never loaded");
+    }
+    assert_eq!(post(port, "/skip", skipped), 200);
+    assert_eq!(post(port, "/skip", "target threads=9"), 404);
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let events: Vec<serde_json::Value> = loop {
+        let events: Vec<serde_json::Value> = events_for(port, Duration::from_millis(1000))
+            .iter()
+            .map(|e| serde_json::from_str(e).unwrap())
+            .collect();
+        if events.last().is_some_and(|e| e["kind"] == "end") {
+            break events;
+        }
+        assert!(Instant::now() < deadline, "the study did not end");
+    };
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("study.json")).unwrap()).unwrap();
+    // The grid first, then each configuration in order: starting,
+    // warming, loading, its seconds, its row, the ranking so far.
+    assert_eq!(events[1]["kind"], "study_start");
+    assert_eq!(
+        events[1]["configs"],
+        serde_json::json!(["target threads=1", "target threads=2", "target threads=4"])
+    );
+    let states: Vec<(String, String)> = events
+        .iter()
+        .filter(|e| e["kind"] == "config_state")
+        .map(|e| {
+            (
+                e["label"].as_str().unwrap().to_string(),
+                e["state"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    let expected: Vec<(String, String)> = [
+        ("target threads=1", "starting"),
+        ("target threads=1", "warming"),
+        ("target threads=1", "loading"),
+        ("target threads=1", "done"),
+        (skipped, "starting"),
+        (skipped, "warming"),
+        (skipped, "loading"),
+        (skipped, "skipped"),
+        ("target threads=4", "starting"),
+        ("target threads=4", "warming"),
+        ("target threads=4", "loading"),
+        ("target threads=4", "done"),
+    ]
+    .iter()
+    .map(|(l, s)| (l.to_string(), s.to_string()))
+    .collect();
+    assert_eq!(states, expected);
+    let rankings: Vec<&serde_json::Value> =
+        events.iter().filter(|e| e["kind"] == "ranking").collect();
+    assert!(rankings.len() >= 3, "a ranking after every run");
+    let last = rankings.last().unwrap();
+    let ranked: Vec<&str> = report["ranking"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l.as_str().unwrap())
+        .collect();
+    assert_eq!(ranked.len(), 2, "the skipped one is not ranked: {ranked:?}");
+    for (row, label) in last["rows"].as_array().unwrap().iter().zip(&ranked) {
+        assert_eq!(row[1], *label);
+    }
+    let skipped_config = report["configs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["label"] == skipped)
+        .unwrap();
+    assert_eq!(skipped_config["status"], "skipped from the dashboard");
+    // Each configuration's row on the stream equals study.json's run.
+    for done in events
+        .iter()
+        .filter(|e| e["kind"] == "config_state" && e["state"] == "done")
+    {
+        let config = report["configs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["label"] == done["label"])
+            .unwrap();
+        let run = &config["runs"][0]["results"];
+        assert_eq!(
+            done["throughput_rps"], run["throughput_rps"],
+            "{}",
+            done["label"]
+        );
+    }
+    assert!(events.iter().any(|e| e["kind"] == "study_end"));
+    // The page: a row per configuration with its state, the ranking.
+    let page = page_after(
+        &format!("http://127.0.0.1:{port}/"),
+        3000,
+        Some("dashboard-study.png"),
+    );
+    assert_eq!(text_of(&page, "state"), "done");
+    for label in ["target threads=1", skipped, "target threads=4"] {
+        assert!(
+            page.contains(&format!("<td>{label}</td>")),
+            "no row for {label}"
+        );
+    }
+    assert!(
+        page.contains("class=\"left state-skipped\">skipped<"),
+        "the skip is not shown"
+    );
+    assert!(text_of(&page, "winner").contains(ranked[0]));
+    crate::common::chromium::dark_screenshot_of_url(
+        &format!("http://127.0.0.1:{port}/"),
+        "dashboard-study-dark.png",
+    );
+    unsafe { libc::kill(run.pid(), libc::SIGTERM) };
+    wait_for_exit(&mut run, Duration::from_secs(20));
 }

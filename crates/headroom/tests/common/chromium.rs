@@ -42,6 +42,15 @@ pub fn chromium_args(profile: &Path) -> Vec<String> {
 
 /// A screenshot of `page` with the reader's system in dark mode.
 pub fn dark_screenshot(page: &Path, shot: &str) {
+    dark_screenshot_of_url(
+        &format!("file://{}", page.canonicalize().unwrap().display()),
+        shot,
+    );
+}
+
+/// A screenshot of the page at `url` (given 3 s of its own time to draw)
+/// with the reader's system in dark mode.
+pub fn dark_screenshot_of_url(url: &str, shot: &str) {
     let work = tempfile::tempdir().unwrap();
     let png = shots().join(shot);
     let out = Command::new("chromium")
@@ -51,9 +60,10 @@ pub fn dark_screenshot(page: &Path, shot: &str) {
             "--hide-scrollbars",
             "--force-dark-mode",
             "--blink-settings=preferredColorScheme=0",
+            "--virtual-time-budget=3000",
         ])
         .arg(format!("--screenshot={}", png.display()))
-        .arg(format!("file://{}", page.canonicalize().unwrap().display()))
+        .arg(url)
         .output()
         .unwrap();
     assert!(out.status.success(), "{out:?}");
