@@ -16,16 +16,21 @@
 
 use super::args::RunCmdArgs;
 use super::common::recording;
+use super::dashboard::{follow_shard, Dashboard};
 use super::exit::{install_interrupt, interrupting_signal};
 use super::outputs::{finish, Outputs};
 use super::run::{self, scenario_from_args, watch_from_args};
 use anyhow::{bail, Context};
 use headroom_engine::StopSignal;
+use headroom_measure::dashboard::fleet::{Fleet, GRACE};
+use headroom_measure::dashboard::Feed;
 use headroom_monitor::Monitor;
 use headroom_records::merge::{merge, ShardFile};
 use headroom_records::server::machine;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, SystemTime};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
 
 /// Flags the children do not get: the parent writes the outputs, watches
 /// the server and checks the thresholds; the children get their own
@@ -112,12 +117,6 @@ impl Drop for ShardChild {
 
 pub fn run(args: &RunCmdArgs, processes: u32) -> anyhow::Result<i32> {
     let run_args = &args.run;
-    if run_args.dashboard.dashboard.is_some() {
-        anyhow::bail!(
-            "--dashboard with --processes: not yet — the dashboard follows one process's run \
-             (the merged fleet's live figures are in --metrics-listen)"
-        );
-    }
     // The plan is built and checked here first, so a bad flag fails once,
     // before any child starts.
     let scenario = scenario_from_args(run_args)?;
@@ -127,6 +126,17 @@ pub fn run(args: &RunCmdArgs, processes: u32) -> anyhow::Result<i32> {
     let stop = StopSignal::new();
     install_interrupt(&stop)?;
     let watch = watch_from_args(run_args, &scenario.plan)?;
+    let plan = &scenario.plan;
+    let dashboard = Dashboard::start(
+        &run_args.dashboard,
+        &stop,
+        &format!(
+            "{}://{} — {processes} processes",
+            if plan.endpoint.https { "https" } else { "http" },
+            plan.endpoint.host_header
+        ),
+        None,
+    )?;
 
     let start = args.scale.start_at.unwrap_or_else(|| {
         SystemTime::now() + Duration::from_millis(1000 + 100 * processes as u64)
@@ -145,6 +155,16 @@ pub fn run(args: &RunCmdArgs, processes: u32) -> anyhow::Result<i32> {
         // The machine's cores shared out, rather than P × all of them.
         let threads = (machine::available_cores() / processes as usize).max(1);
         common.extend(["--threads".into(), threads.to_string()]);
+    }
+    // Each shard serves its own dashboard on a port of its choosing, for
+    // this process to follow and merge (a token of this run's).
+    let shard_token = random_token()?;
+    if dashboard.is_some() {
+        common.extend([
+            "--dashboard=127.0.0.1:0".to_string(),
+            "--dashboard-token".to_string(),
+            shard_token.clone(),
+        ]);
     }
     let exe = std::env::current_exe().context("cannot find headroom's own executable")?;
     let start_text = humantime::format_rfc3339_millis(start).to_string();
@@ -178,6 +198,7 @@ pub fn run(args: &RunCmdArgs, processes: u32) -> anyhow::Result<i32> {
     let start_instant = run::instant_of(start);
     let monitor = Monitor::start(watch.config.clone(), start_instant, start);
 
+    let following = Following::start(dashboard.as_ref(), &children, &shard_token, plan)?;
     let mut passed_on = false;
     let mut exits = vec![None; children.len()];
     while exits.iter().any(Option::is_none) {
@@ -190,12 +211,21 @@ pub fn run(args: &RunCmdArgs, processes: u32) -> anyhow::Result<i32> {
                 unsafe { libc::kill(c.child.id() as i32, signal) };
             }
         }
-        for (c, exit) in children.iter_mut().zip(exits.iter_mut()) {
+        for (k, (c, exit)) in children.iter_mut().zip(exits.iter_mut()).enumerate() {
             if exit.is_none() {
                 *exit = c.child.try_wait()?;
+                if let (Some(status), Some(f)) = (exit, &following) {
+                    f.ended(k, *status);
+                }
             }
         }
+        if let Some(f) = &following {
+            f.tick(monitor.latest().as_ref(), false);
+        }
         std::thread::sleep(Duration::from_millis(50));
+    }
+    if let Some(f) = &following {
+        f.tick(monitor.latest().as_ref(), true);
     }
     drop(watch.server);
 
@@ -245,7 +275,101 @@ pub fn run(args: &RunCmdArgs, processes: u32) -> anyhow::Result<i32> {
         exporter.metrics.finish(&Vec::new(), &results);
         super::metrics::finish(Some(exporter));
     }
-    finish(results, &scenario.thresholds, &outputs, &intervals)
+    let mut outputs = outputs;
+    if let Some(d) = &dashboard {
+        d.feed.finish(&results);
+        outputs.dashboard = Some(d.feed.clone());
+    }
+    let code = finish(results, &scenario.thresholds, &outputs, &intervals);
+    // Everything written: the page may stay up (--dashboard-linger).
+    if let Some(d) = dashboard {
+        d.finish();
+    }
+    code
+}
+
+/// 128 random bits as hex.
+fn random_token() -> anyhow::Result<String> {
+    use std::io::Read;
+    let mut bytes = [0u8; 16];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut bytes))
+        .context("cannot read /dev/urandom for the shards' dashboard token")?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// The shards' dashboards followed, their seconds merged into the
+/// fleet's on this process's dashboard.
+struct Following {
+    feed: Feed,
+    fleet: std::cell::RefCell<Fleet>,
+    events: std::sync::mpsc::Receiver<(usize, serde_json::Value)>,
+    over: Arc<AtomicBool>,
+}
+
+impl Following {
+    fn start(
+        dashboard: Option<&Dashboard>,
+        children: &[ShardChild],
+        token: &str,
+        plan: &headroom_engine::plan::Plan,
+    ) -> anyhow::Result<Option<Following>> {
+        let Some(d) = dashboard else {
+            return Ok(None);
+        };
+        let (to, events) = std::sync::mpsc::channel();
+        let over = Arc::new(AtomicBool::new(false));
+        for (k, c) in children.iter().enumerate() {
+            follow_shard(
+                k,
+                c.log.clone(),
+                token.to_string(),
+                to.clone(),
+                over.clone(),
+            )?;
+        }
+        d.feed.run_start(plan);
+        Ok(Some(Following {
+            feed: d.feed.clone(),
+            fleet: std::cell::RefCell::new(Fleet::new(children.len())),
+            events,
+            over,
+        }))
+    }
+
+    /// Shard `k`'s process ended with `status`.
+    fn ended(&self, k: usize, status: std::process::ExitStatus) {
+        // 130: stopped by the signal passed on, results written.
+        let failed = !(status.success() || status.code() == Some(130));
+        self.fleet
+            .borrow_mut()
+            .ended(k, failed.then(|| status.to_string()));
+    }
+
+    /// The shards' events so far into the fleet, and the merged seconds
+    /// out to the page; `last`: nothing more will come, send every second.
+    fn tick(&self, sample: Option<&headroom_records::server::sample::Sample>, last: bool) {
+        let now = Instant::now();
+        let mut fleet = self.fleet.borrow_mut();
+        if last {
+            // The shards' streams end with their processes: what is left
+            // arrives within moments.
+            while let Ok((k, e)) = self.events.recv_timeout(Duration::from_millis(300)) {
+                fleet.event(k, e, now);
+            }
+            self.over.store(true, Ordering::SeqCst);
+        }
+        while let Ok((k, e)) = self.events.try_recv() {
+            fleet.event(k, e, now);
+        }
+        let at = if last { now + GRACE } else { now };
+        for e in fleet.ready(at, sample) {
+            self.feed.event(e);
+        }
+        if last {
+            self.feed.event(fleet.rows());
+        }
+    }
 }
 
 #[cfg(test)]

@@ -611,3 +611,87 @@ warmup = "500ms"
     unsafe { libc::kill(run.pid(), libc::SIGTERM) };
     wait_for_exit(&mut run, Duration::from_secs(20));
 }
+
+#[test]
+fn a_fleet_streams_its_merged_seconds_and_a_row_per_shard() {
+    let target = Target::start(1, 4);
+    let port = free_port();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("results.json");
+    let url = format!("{}/sleep?ms=2", target.base);
+    let addr = format!("--dashboard=127.0.0.1:{port}");
+    let mut run = start_run(
+        &[
+            "--url",
+            &url,
+            "--rate",
+            "200",
+            "-d",
+            "5s",
+            "--processes",
+            "2",
+            &addr,
+            "--dashboard-linger",
+            "60s",
+        ],
+        &out,
+    );
+    wait_for_port(port);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let events: Vec<serde_json::Value> = loop {
+        let events: Vec<serde_json::Value> = events_for(port, Duration::from_millis(1000))
+            .iter()
+            .map(|e| serde_json::from_str(e).unwrap())
+            .collect();
+        if events.last().is_some_and(|e| e["kind"] == "end") {
+            break events;
+        }
+        assert!(Instant::now() < deadline, "the fleet did not end");
+    };
+    let results: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    let total = results["requests"]["total"].as_u64().unwrap();
+    let seconds: Vec<&serde_json::Value> =
+        events.iter().filter(|e| e["kind"] == "second").collect();
+    assert!(seconds.len() >= 4, "{} seconds", seconds.len());
+    // Whole seconds merged from both shards: the fleet's rate, offered
+    // and achieved.
+    for s in &seconds[..3] {
+        assert_eq!(s["shards_in"], 2, "{s}");
+        assert_eq!(s["offered_rps"].as_f64(), Some(200.0), "{s}");
+        let n = s["requests"].as_u64().unwrap();
+        assert!((150..=250).contains(&n), "{s}");
+        assert!(s["p99_ms"].as_f64().unwrap() >= s["p50_ms"].as_f64().unwrap());
+    }
+    let merged: u64 = seconds
+        .iter()
+        .map(|s| s["requests"].as_u64().unwrap())
+        .sum();
+    assert!(merged <= total, "{merged} > {total}");
+    // The rows: two shards, done, their requests adding up to the results'.
+    let rows = events.iter().rev().find(|e| e["kind"] == "shards").unwrap()["rows"]
+        .as_array()
+        .unwrap()
+        .clone();
+    assert_eq!(rows.len(), 2);
+    for r in &rows {
+        assert_eq!(r["state"], "done", "{r}");
+    }
+    let by_shard: u64 = rows.iter().map(|r| r["requests"].as_u64().unwrap()).sum();
+    assert_eq!(by_shard, total);
+    let end = events.iter().find(|e| e["kind"] == "run_end").unwrap();
+    assert_eq!(end["total"]["requests"].as_u64(), Some(total));
+    // The page shows the merged totals and a row per shard.
+    let page = page_after(
+        &format!("http://127.0.0.1:{port}/"),
+        3000,
+        Some("dashboard-fleet.png"),
+    );
+    assert_eq!(number(&text_of(&page, "total-requests")), total);
+    assert!(
+        page.contains("2 processes, figures merged"),
+        "no shard rows"
+    );
+    unsafe { libc::kill(run.pid(), libc::SIGTERM) };
+    wait_for_exit(&mut run, Duration::from_secs(20));
+}

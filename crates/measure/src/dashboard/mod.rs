@@ -5,6 +5,7 @@
 //! ([`Feed::event`]). The CLI serves it as server-sent events; a browser
 //! that joins late, or reconnects, is sent the history first.
 
+use hdrhistogram::Histogram;
 use headroom_engine::plan::{Load, Plan};
 use headroom_engine::Progress;
 use headroom_metrics::histogram;
@@ -16,6 +17,8 @@ use serde_json::{json, Value};
 use std::collections::VecDeque;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
+
+pub mod fleet;
 
 /// Seconds kept at full resolution for browsers that join late: the
 /// last hour.
@@ -163,8 +166,11 @@ impl Feed {
     /// A second of the run, with the monitor's latest sample.
     pub fn second(&self, plan: &Plan, p: &Progress, sample: Option<&Sample>) {
         let s = p.second;
+        // A shard sends one arrival in `count`.
         let offered = match &plan.load {
-            Load::Open(o) => Some(o.schedule.rate_at(p.elapsed)),
+            Load::Open(o) => {
+                Some(o.schedule.rate_at(p.elapsed) / f64::from(plan.shard.count.max(1)))
+            }
             Load::Closed(_) => None,
         };
         let errors: serde_json::Map<String, Value> = s
@@ -205,33 +211,7 @@ impl Feed {
                 })
             })
             .collect();
-        let latency = &p.total.latency;
-        let distribution: Vec<Value> = if latency.is_empty() {
-            Vec::new()
-        } else {
-            DISTRIBUTION
-                .iter()
-                .map(|&pct| json!([pct, histogram::ms(latency.value_at_percentile(pct))]))
-                .collect()
-        };
-        let server = sample
-            .and_then(|x| x.server.as_ref())
-            .filter(|t| t.alive)
-            .map(|t| {
-                json!({
-                    "cpu_pct": t.cpu_pct,
-                    "rss_mib": t.rss_bytes as f64 / 1048576.0,
-                    "threads": t.threads,
-                    "fds": t.fds,
-                    "accept_queue": (!t.accept_queues.is_empty()).then(|| t.accept_queue_depth()),
-                })
-            });
-        let generator_cpu = sample.and_then(|x| x.generator.as_ref()).map(|g| g.cpu_pct);
-        // The rule the results' `generator_cpu` finding applies, on one
-        // sample: the page warns when it holds for consecutive seconds.
-        let generator_saturated =
-            generator_cpu.is_some_and(|c| c >= CPU_SATURATED * available_cores() as f64 * 100.0);
-        let event = json!({
+        let mut event = json!({
             "kind": "second",
             "t_s": s.t_s,
             "elapsed_s": p.elapsed.as_secs_f64(),
@@ -252,15 +232,17 @@ impl Feed {
                 "failed": p.total.failed,
                 "statuses": statuses,
             },
-            "distribution": distribution,
+            "distribution": distribution(&p.total.latency),
             "per_request": requests,
-            "server": server,
-            "queued_inside": sample.and_then(Sample::probe_queued),
-            "machine_cpu_pct": sample.and_then(|x| x.machine.as_ref()).map(|m| 100.0 - m.cpu_idle_pct),
-            "machine_memory_pct": sample.and_then(|x| x.machine.as_ref()).and_then(memory_used_pct),
-            "generator_cpu_pct": generator_cpu,
-            "generator_saturated": generator_saturated,
         });
+        add_monitor(&mut event, sample);
+        // A fleet's shard: the second's histogram, for the parent to
+        // merge the fleet's percentiles exactly.
+        if !plan.shard.is_whole() {
+            if let Some(this) = p.recent.back() {
+                event["latency_hdr"] = json!(histogram::to_base64(&this.latency));
+            }
+        }
         self.push(event, false);
     }
 
@@ -309,6 +291,47 @@ impl Feed {
         }
         (state.from(from), state.next, state.done)
     }
+}
+
+/// Percentiles of the response times so far ([`DISTRIBUTION`]), as
+/// `[percentile, ms]` pairs.
+pub fn distribution(latency: &Histogram<u64>) -> Vec<Value> {
+    if latency.is_empty() {
+        return Vec::new();
+    }
+    DISTRIBUTION
+        .iter()
+        .map(|&pct| json!([pct, histogram::ms(latency.value_at_percentile(pct))]))
+        .collect()
+}
+
+/// The monitor's latest sample on a second's event: the server, the
+/// machine and the generator.
+pub fn add_monitor(event: &mut Value, sample: Option<&Sample>) {
+    let server = sample
+        .and_then(|x| x.server.as_ref())
+        .filter(|t| t.alive)
+        .map(|t| {
+            json!({
+                "cpu_pct": t.cpu_pct,
+                "rss_mib": t.rss_bytes as f64 / 1048576.0,
+                "threads": t.threads,
+                "fds": t.fds,
+                "accept_queue": (!t.accept_queues.is_empty()).then(|| t.accept_queue_depth()),
+            })
+        });
+    let generator_cpu = sample.and_then(|x| x.generator.as_ref()).map(|g| g.cpu_pct);
+    // The rule the results' `generator_cpu` finding applies, on one
+    // sample: the page warns when it holds for consecutive seconds.
+    let generator_saturated =
+        generator_cpu.is_some_and(|c| c >= CPU_SATURATED * available_cores() as f64 * 100.0);
+    let machine = sample.and_then(|x| x.machine.as_ref());
+    event["server"] = json!(server);
+    event["queued_inside"] = json!(sample.and_then(Sample::probe_queued));
+    event["machine_cpu_pct"] = json!(machine.map(|m| 100.0 - m.cpu_idle_pct));
+    event["machine_memory_pct"] = json!(machine.and_then(memory_used_pct));
+    event["generator_cpu_pct"] = json!(generator_cpu);
+    event["generator_saturated"] = json!(generator_saturated);
 }
 
 /// Memory in use, % of the machine's.
