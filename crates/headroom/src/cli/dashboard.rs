@@ -16,18 +16,14 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-/// The page: uPlot (MIT, `assets/dashboard/uPlot-LICENSE`) and its CSS
-/// put inline, so it opens with no network at all.
+/// The page, with uPlot (MIT) and the chart code the HTML report draws
+/// with put inline, so it opens with no network at all.
 fn page() -> String {
+    use headroom_report::html::charts::{CHARTS_JS, UPLOT_CSS, UPLOT_JS};
     include_str!("../../assets/dashboard/dashboard.html")
-        .replace(
-            "/*UPLOT_CSS*/",
-            include_str!("../../assets/dashboard/uPlot.min.css"),
-        )
-        .replace(
-            "/*UPLOT_JS*/",
-            include_str!("../../assets/dashboard/uPlot.iife.min.js"),
-        )
+        .replace("/*UPLOT_CSS*/", UPLOT_CSS)
+        .replace("/*UPLOT_JS*/", UPLOT_JS)
+        .replace("/*CHARTS_JS*/", CHARTS_JS)
 }
 
 pub struct Dashboard {
@@ -378,6 +374,7 @@ mod tests {
     fn the_page_is_whole_and_needs_no_network() {
         let page = page();
         assert!(!page.contains("/*UPLOT_JS*/") && !page.contains("/*UPLOT_CSS*/"));
+        assert!(!page.contains("/*CHARTS_JS*/") && page.contains("headroomCharts"));
         assert!(page.contains("uPlot"));
         for outside in ["http://", "https://", "//cdn"] {
             assert!(

@@ -123,19 +123,32 @@ pub fn open_in_chromium(page: &Path, shot: &str) -> Opened {
 
 /// Each `<svg class="chart">` in the DOM Chromium built, with its data marks.
 pub fn charts(dom: &str) -> Vec<(String, usize)> {
-    dom.split("<svg class=\"chart\"")
+    let label = |chunk: &str| {
+        chunk
+            .split("aria-label=\"")
+            .nth(1)
+            .and_then(|s| s.split('"').next())
+            .unwrap_or("?")
+            .to_string()
+    };
+    let svg = dom.split("<svg class=\"chart\"").skip(1).map(|chunk| {
+        let svg = chunk.split("</svg>").next().unwrap_or("");
+        (label(svg), svg.matches("class=\"pt ").count())
+    });
+    // Line charts drawn on a canvas say how many points they drew.
+    let canvas = dom
+        .split("<div class=\"chart uchart\"")
         .skip(1)
         .map(|chunk| {
-            let svg = chunk.split("</svg>").next().unwrap_or("");
-            let title = svg
-                .split("aria-label=\"")
+            // (The attribute follows the chart's JSON, which may hold a '>'.)
+            let points = chunk
+                .split("data-points=\"")
                 .nth(1)
-                .and_then(|s| s.split('"').next())
-                .unwrap_or("?")
-                .to_string();
-            (title, svg.matches("class=\"pt ").count())
-        })
-        .collect()
+                .and_then(|s| s.split('"').next()?.parse().ok())
+                .unwrap_or(0);
+            (label(chunk), points)
+        });
+    svg.chain(canvas).collect()
 }
 
 pub fn assert_clean(opened: &Opened, min_charts: usize) {

@@ -1,5 +1,5 @@
-//! The HTML report: one self-contained file (inline CSS and SVG, no
-//! script, no font or image fetched), for a run, a study, a capacity
+//! The HTML report: one self-contained file (inline CSS, SVG and script,
+//! no font, image or script fetched), for a run, a study, a capacity
 //! search or a comparison. Light and dark mode follow the reader's system;
 //! printing drops the colours of the page, not of the charts.
 //!
@@ -7,18 +7,21 @@
 //! value written into it (a URL, a request's name, an error message) is
 //! escaped unless marked `PreEscaped` — only the style sheet is.
 //!
-//! - [`svg`]: the charts.
+//! - [`charts`]: the line charts, drawn in the browser with the dashboard's code.
+//! - [`svg`]: bars and the heat-map, inline SVG.
 
+pub mod charts;
 pub mod svg;
 
 use crate::table::Table;
+use charts::{LineChart, Marker, Series};
 use headroom_metrics::aggregate::TimelinePoint;
 use headroom_metrics::histogram;
 use headroom_records::capacity::CapacityReport;
 use headroom_records::results::Results;
 use headroom_records::study::StudyReport;
 use maud::{html, Markup, PreEscaped, DOCTYPE};
-use svg::{BarChart, Heatmap, LineChart, Marker, Series};
+use svg::{BarChart, Heatmap};
 
 const CSS: &str = r#"
 :root { color-scheme: light dark; --bg: #ffffff; --fg: #1d232a; --muted: #5b6570; --grid: #e3e7eb;
@@ -40,6 +43,8 @@ tr.best td { background: var(--best); font-weight: 600; }
 .verdict.warn { border-left-color: var(--bad); }
 .charts { display: grid; grid-template-columns: 1fr; gap: 12px; }
 svg.chart { width: 100%; height: auto; background: var(--card); border-radius: 6px; }
+div.uchart { background: var(--card); border-radius: 6px; padding: 8px; min-height: 300px; } div.uchart h3 { font-size: 14px; margin: 4px 8px; }
+@media print { div.uchart { break-inside: avoid; } }
 svg .title { font-weight: 600; font-size: 14px; fill: var(--fg); }
 svg .tick, svg .legend, svg .cell-label { font-size: 11px; fill: var(--muted); } svg .cell-label { fill: var(--fg); }
 svg .label { font-size: 12px; fill: var(--fg); }
@@ -58,6 +63,7 @@ polyline.line { fill: none; }
 
 /// The page around `body`.
 fn page(title: &str, body: Markup) -> String {
+    let has_line_charts = body.0.contains("data-chart=");
     html! {
         (DOCTYPE)
         html lang="en" {
@@ -69,6 +75,10 @@ fn page(title: &str, body: Markup) -> String {
             }
             body {
                 (body)
+                @if has_line_charts {
+                    noscript { p class="meta" { "The line charts are drawn by the script in this file: allow JavaScript to see them (the tables are all here)." } }
+                    (charts::scripts())
+                }
                 p class="meta" {
                     "Made by headroom " (env!("CARGO_PKG_VERSION"))
                     " — a self-contained file: nothing is loaded from the network."
@@ -924,7 +934,10 @@ mod tests {
             .insert("<img src=x onerror=boom>".into(), named);
         r.warnings.push("a & b < c".into());
         let page = run_report(&r);
-        assert!(!page.contains("<script>"), "{page}");
+        // The only scripts are the report's own: uPlot, the charts' code
+        // and the line that draws them.
+        assert!(!page.contains("<script>alert"), "{page}");
+        assert_eq!(page.matches("<script>").count(), 3);
         assert!(!page.contains("<img"), "{page}");
         assert!(page.contains("&lt;script&gt;alert(1)&lt;/script&gt;&amp;b=&quot;c&quot;"));
         assert!(page.contains("&lt;img src=x onerror=boom&gt;"));

@@ -1,8 +1,9 @@
-//! Inline SVG charts: lines over time or load (one or two y axes), bars,
-//! and a heat-map. No script and no external file: the report opens
-//! offline. Colours are CSS variables, so light and dark mode restyle them.
-//! Every data point is drawn as a mark (`class="pt"`, with a `<title>`
-//! tooltip), so a reader — or a test — can tell a chart drew its data.
+//! Inline SVG charts: bars across configurations and a heat-map (the line
+//! charts are drawn in the browser: [`super::charts`]). No external file:
+//! the report opens offline. Colours are CSS variables, so light and dark
+//! mode restyle them. Every data point is drawn as a mark (`class="pt"`,
+//! with a `<title>` tooltip), so a reader — or a test — can tell a chart
+//! drew its data.
 
 use maud::{html, Markup, Render};
 
@@ -85,161 +86,6 @@ fn range(values: impl Iterator<Item = f64>, tight: bool) -> (f64, f64) {
         hi = lo + 1.0;
     }
     (lo, hi + (hi - lo) * 0.05)
-}
-
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub enum Side {
-    Left,
-    Right,
-}
-
-pub struct Series {
-    pub name: String,
-    pub points: Vec<(f64, f64)>,
-    pub side: Side,
-    /// Draw the points only (no line), e.g. a scatter of steps.
-    pub points_only: bool,
-}
-
-impl Series {
-    pub fn new(name: &str, points: Vec<(f64, f64)>) -> Series {
-        Series {
-            name: name.to_string(),
-            points,
-            side: Side::Left,
-            points_only: false,
-        }
-    }
-
-    pub fn right(mut self) -> Series {
-        self.side = Side::Right;
-        self
-    }
-}
-
-/// A vertical marker, e.g. the knee or the capacity.
-pub struct Marker {
-    pub x: f64,
-    pub label: String,
-}
-
-pub struct LineChart {
-    pub title: String,
-    pub x_label: String,
-    pub y_label: String,
-    /// Label of the right axis, when a series uses it.
-    pub y2_label: Option<String>,
-    pub series: Vec<Series>,
-    pub markers: Vec<Marker>,
-    /// A dashed y = x line (achieved vs offered).
-    pub diagonal: bool,
-}
-
-impl LineChart {
-    pub fn new(title: &str, x_label: &str, y_label: &str) -> LineChart {
-        LineChart {
-            title: title.into(),
-            x_label: x_label.into(),
-            y_label: y_label.into(),
-            y2_label: None,
-            series: Vec::new(),
-            markers: Vec::new(),
-            diagonal: false,
-        }
-    }
-
-    pub fn render(&self) -> Markup {
-        let xs = || {
-            self.series
-                .iter()
-                .flat_map(|s| s.points.iter().map(|p| p.0))
-        };
-        let (x0, x1) = range(xs().chain(self.markers.iter().map(|m| m.x)), true);
-        let side_values = |side: Side| {
-            self.series
-                .iter()
-                .filter(move |s| s.side == side)
-                .flat_map(|s| s.points.iter().map(|p| p.1))
-        };
-        let (mut y0, mut y1) = range(side_values(Side::Left), false);
-        if self.diagonal {
-            y0 = y0.min(x0.min(0.0));
-            y1 = y1.max(x1);
-        }
-        let (r0, r1) = range(side_values(Side::Right), false);
-        let px = |x: f64| LEFT + (x - x0) / (x1 - x0) * plot_w();
-        let py = |y: f64, lo: f64, hi: f64| TOP + plot_h() - (y - lo) / (hi - lo) * plot_h();
-        let has_right = self.series.iter().any(|s| s.side == Side::Right);
-        let (lo, hi) = (x0.max(y0), x1.min(y1));
-        chart(
-            &self.title,
-            html! {
-                (y_grid(ticks(y0, y1, 5).into_iter().map(|t| (t, py(t, y0, y1)))))
-                @for t in ticks(x0, x1, 8) {
-                    @let x = Px(px(t));
-                    line class="grid" x1=(x) x2=(x) y1=(TOP) y2=(TOP + plot_h()) {}
-                    text class="tick" x=(x) y=(TOP + plot_h() + 16.0) text-anchor="middle" { (short(t)) }
-                }
-                @if has_right {
-                    @for t in ticks(r0, r1, 5) {
-                        text class="tick" x=(LEFT + plot_w() + 6.0) y=(Px(py(t, r0, r1) + 4.0)) { (short(t)) }
-                    }
-                }
-                (axes(&self.x_label, &self.y_label, self.y2_label.as_deref().filter(|_| has_right)))
-                @if self.diagonal {
-                    line class="diag" x1=(Px(px(lo))) y1=(Px(py(lo, y0, y1))) x2=(Px(px(hi))) y2=(Px(py(hi, y0, y1))) {
-                        title { "achieved = offered" }
-                    }
-                }
-                @for (i, m) in self.markers.iter().enumerate() {
-                    @let x = Px(px(m.x));
-                    line class="marker" x1=(x) x2=(x) y1=(TOP) y2=(TOP + plot_h()) {}
-                    // Labels of nearby markers are stacked, not overprinted.
-                    text class="marker-label" x=(Px(px(m.x) + 4.0)) y=(TOP + 12.0 + 14.0 * i as f64) { (m.label) }
-                }
-                @for (i, series) in self.series.iter().enumerate() {
-                    @let (lo, hi) = match series.side {
-                        Side::Left => (y0, y1),
-                        Side::Right => (r0, r1),
-                    };
-                    @let colour = i % 8 + 1;
-                    @if !series.points_only {
-                        // A point that is not finite (a second with no
-                        // value) breaks the line: each run of finite points
-                        // is its own polyline.
-                        @for run in series.points.split(|p| !finite(p)).filter(|run| run.len() > 1) {
-                            @let d: Vec<String> = run
-                                .iter()
-                                .map(|&(x, y)| format!("{:.1},{:.1}", px(x), py(y, lo, hi)))
-                                .collect();
-                            polyline class={ "line s" (colour) }
-                                stroke-dasharray=[(series.side == Side::Right).then_some("6 3")]
-                                points=(d.join(" ")) {}
-                        }
-                    }
-                    @let shown = series.points.iter().filter(|p| finite(p));
-                    @let radius = if shown.clone().count() > 120 { 1.2 } else { 3.0 };
-                    @for &(vx, vy) in shown {
-                        circle class={ "pt s" (colour) } cx=(Px(px(vx))) cy=(Px(py(vy, lo, hi))) r=(radius) {
-                            title { (series.name) ": " (short(vx)) " → " (short(vy)) }
-                        }
-                    }
-                }
-                (legend(self.series.iter().map(|x| {
-                    let suffix = if has_right && x.side == Side::Right {
-                        " (right axis)"
-                    } else {
-                        ""
-                    };
-                    format!("{}{suffix}", x.name)
-                })))
-            },
-        )
-    }
-}
-
-fn finite(p: &(f64, f64)) -> bool {
-    p.0.is_finite() && p.1.is_finite()
 }
 
 /// The frame of every chart: its box, its title, then what is drawn in it.
@@ -431,43 +277,5 @@ mod tests {
         let small: Vec<String> = ticks(0.0, 0.9, 8).iter().map(|t| short(*t)).collect();
         assert_eq!(small, vec!["0", "0.2", "0.4", "0.6", "0.8"]);
         assert_eq!(short(12_500.0), "12.5k");
-    }
-
-    #[test]
-    fn a_line_chart_draws_every_point_and_its_labels() {
-        let mut c = LineChart::new("Latency", "time (s)", "latency (ms)");
-        c.series
-            .push(Series::new("p90", vec![(1.0, 5.0), (2.0, 7.5), (3.0, 6.0)]));
-        c.series
-            .push(Series::new("users", vec![(1.0, 10.0), (2.0, 10.0)]).right());
-        c.y2_label = Some("users".into());
-        let svg = c.render().into_string();
-        assert_eq!(svg.matches("class=\"pt ").count(), 5);
-        assert!(svg.contains("time (s)") && svg.contains("latency (ms)"));
-        assert!(svg.contains("users (right axis)"));
-        assert!(svg.starts_with("<svg") && svg.ends_with("</svg>"));
-    }
-
-    #[test]
-    fn a_second_without_a_value_is_a_gap_in_the_line() {
-        let mut c = LineChart::new("Latency", "time (s)", "latency (ms)");
-        let points = vec![
-            (1.0, 5.0),
-            (2.0, 6.0),
-            (3.0, f64::NAN),
-            (4.0, 7.0),
-            (5.0, 8.0),
-        ];
-        c.series.push(Series::new("p90", points));
-        let svg = c.render().into_string();
-        assert_eq!(
-            svg.matches("<polyline").count(),
-            2,
-            "two runs either side of the gap"
-        );
-        assert_eq!(svg.matches("class=\"pt ").count(), 4);
-        // Each point's label is its own value (not shifted past the gap).
-        assert!(svg.contains("p90: 4 → 7"), "{svg}");
-        assert!(!svg.contains("NaN"));
     }
 }
