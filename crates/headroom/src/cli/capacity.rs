@@ -197,13 +197,17 @@ pub fn capacity(args: CapacityArgs) -> anyhow::Result<i32> {
     if let Some(e) = save_error {
         eprintln!("warning: a snapshot of the search could not be written: {e:#}");
     }
-    let html = (args.run.reports.html.is_some() || dashboard.is_some())
-        .then(|| headroom_report::html::capacity_report(&report));
-    if let (Some(path), Some(html)) = (&args.run.reports.html, &html) {
-        super::report::write_file(path, "HTML report", html.as_bytes())?;
+    if let Some(path) = &args.run.reports.html {
+        super::report::write_file(
+            path,
+            "HTML report",
+            headroom_report::html::capacity_report(&report).as_bytes(),
+        )?;
     }
-    if let (Some(d), Some(html)) = (&dashboard, html) {
-        d.feed.offer_report(html);
+    if let Some(d) = &dashboard {
+        let report = report.clone();
+        d.feed
+            .offer_report(move || headroom_report::html::capacity_report(&report));
     }
     if args.run.reports.markdown {
         print!("{}", capacity_table::steps(&report).markdown());

@@ -280,7 +280,7 @@ impl Serving {
                 }
                 (tiny_http::Method::Get, "/report") => {
                     let answer = match self.feed.report() {
-                        Some(html) => tiny_http::Response::from_string(html.to_string())
+                        Some(html) => tiny_http::Response::from_string(html)
                             .with_header(
                                 tiny_http::Header::from_bytes(
                                     "Content-Type",

@@ -177,13 +177,16 @@ pub fn finish(
             keep(write_results(path, outputs.out_fallback, &json));
         }
     }
-    let report =
-        (outputs.html.is_some() || outputs.dashboard.is_some()).then(|| html::run_report(&results));
-    if let (Some(path), Some(report)) = (outputs.html, &report) {
-        keep(write_silently(path, "HTML report", report.as_bytes()));
+    if let Some(path) = outputs.html {
+        keep(write_silently(
+            path,
+            "HTML report",
+            html::run_report(&results).as_bytes(),
+        ));
     }
-    if let (Some(feed), Some(report)) = (&outputs.dashboard, report) {
-        feed.offer_report(report);
+    if let Some(feed) = &outputs.dashboard {
+        let results = results.clone();
+        feed.offer_report(move || html::run_report(&results));
     }
     if let Some(dir) = outputs.csv {
         keep(

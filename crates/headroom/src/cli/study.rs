@@ -133,18 +133,21 @@ pub fn run_study(
     if let Some(e) = csv_error {
         return Err(e).with_context(|| format!("cannot write study.csv in {}", out_dir.display()));
     }
-    let html = (reports.html.is_some() || feed.is_some())
-        .then(|| headroom_report::html::study_report(&report));
-    if let (Some(path), Some(html)) = (&reports.html, &html) {
-        super::report::write_file(path, "HTML report", html.as_bytes())?;
+    if let Some(path) = &reports.html {
+        super::report::write_file(
+            path,
+            "HTML report",
+            headroom_report::html::study_report(&report).as_bytes(),
+        )?;
     }
-    if let (Some(feed), Some(html)) = (&feed, html) {
+    if let Some(feed) = &feed {
         feed.event(json!({
             "kind": "study_end",
             "interrupted": report.interrupted,
             "winner": report.winner.as_ref().map(|w| json!({"label": w.label, "reason": w.reason})),
         }));
-        feed.offer_report(html);
+        let report = report.clone();
+        feed.offer_report(move || headroom_report::html::study_report(&report));
     }
     let mut stdout = std::io::stdout().lock();
     if reports.markdown {

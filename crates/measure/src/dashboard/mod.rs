@@ -31,6 +31,9 @@ pub const OLDER_SECONDS_MAX: usize = 1440;
 /// The percentiles of the response-time distribution sent every second.
 const DISTRIBUTION: [f64; 9] = [0.0, 50.0, 75.0, 90.0, 95.0, 99.0, 99.9, 99.99, 100.0];
 
+/// Makes an HTML report.
+type Report = Arc<dyn Fn() -> String + Send + Sync>;
+
 /// The events so far, shared by the run and every browser's stream.
 #[derive(Clone, Default)]
 pub struct Feed {
@@ -55,8 +58,10 @@ struct State {
     seconds_moved: usize,
     next: usize,
     done: bool,
-    /// The HTML report of what was measured, once there is one.
-    report: Option<Arc<str>>,
+    /// Makes the HTML report of what was measured, once there is one
+    /// (made when a browser asks for it: a run that nobody looks at pays
+    /// nothing for it).
+    report: Option<Report>,
 }
 
 impl State {
@@ -263,18 +268,21 @@ impl Feed {
         self.push(run_end(r), false);
     }
 
-    /// The HTML report is ready: the page links it (served at `/report`).
-    pub fn offer_report(&self, html: String) {
+    /// The HTML report can be made: the page links it (served at
+    /// `/report`, made by `make` when asked for).
+    pub fn offer_report(&self, make: impl Fn() -> String + Send + Sync + 'static) {
         {
             let (lock, _) = &*self.inner;
-            lock.lock().expect("dashboard feed lock").report = Some(html.into());
+            lock.lock().expect("dashboard feed lock").report = Some(Arc::new(make));
         }
         self.push(json!({"kind": "report", "path": "/report"}), false);
     }
 
-    pub fn report(&self) -> Option<Arc<str>> {
+    /// The HTML report, when there is one.
+    pub fn report(&self) -> Option<String> {
         let (lock, _) = &*self.inner;
-        lock.lock().expect("dashboard feed lock").report.clone()
+        let make = lock.lock().expect("dashboard feed lock").report.clone()?;
+        Some(make())
     }
 
     /// Events from number `from` on (the history, for a browser that just
