@@ -280,14 +280,13 @@ impl Serving {
                 }
                 (tiny_http::Method::Get, "/report") => {
                     let answer = match self.feed.report() {
-                        Some(html) => tiny_http::Response::from_string(html)
-                            .with_header(
-                                tiny_http::Header::from_bytes(
-                                    "Content-Type",
-                                    "text/html; charset=utf-8",
-                                )
-                                .expect("a valid header"),
-                            ),
+                        Some(html) => tiny_http::Response::from_string(html).with_header(
+                            tiny_http::Header::from_bytes(
+                                "Content-Type",
+                                "text/html; charset=utf-8",
+                            )
+                            .expect("a valid header"),
+                        ),
                         None => tiny_http::Response::from_string("no report yet\n")
                             .with_status_code(404),
                     };
