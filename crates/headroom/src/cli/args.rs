@@ -1017,4 +1017,7 @@ pub enum ImportFrom {
     /// An OpenAPI 3.0/3.1 document (YAML or JSON): one request per
     /// operation, as a weighted mix.
     Openapi { file: std::path::PathBuf },
+    /// A k6 script (.js): its options, default function, data files and
+    /// thresholds.
+    K6 { file: std::path::PathBuf },
 }

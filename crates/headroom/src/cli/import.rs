@@ -1,11 +1,11 @@
-//! `headroom import curl|har|jmx|postman|openapi …`: another tool's plan → a scenario
+//! `headroom import curl|har|jmx|postman|openapi|k6 …`: another tool's plan → a scenario
 //! file, and the list of what could not be carried over (also written at
 //! the top of the file, as comments).
 
 use super::args::{ImportArgs, ImportFrom};
 use super::exit::EXIT_OK;
 use anyhow::Context;
-use headroom_scenario::import::{curl, har, jmx, openapi, postman, Imported};
+use headroom_scenario::import::{curl, har, jmx, k6, openapi, postman, Imported};
 
 pub fn import(args: ImportArgs) -> anyhow::Result<i32> {
     let (imported, source) = match &args.from {
@@ -20,6 +20,7 @@ pub fn import(args: ImportArgs) -> anyhow::Result<i32> {
         ImportFrom::Jmx { file } => from_file(file, jmx::import)?,
         ImportFrom::Postman { file } => from_file(file, postman::import)?,
         ImportFrom::Openapi { file } => from_file(file, openapi::import)?,
+        ImportFrom::K6 { file } => from_file(file, k6::import)?,
     };
     let toml = imported.to_toml(&source);
     // What was written must be a scenario headroom reads as it is.

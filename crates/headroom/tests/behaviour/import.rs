@@ -436,3 +436,128 @@ components:
         ]
     );
 }
+
+/// A k6 script as its users write them — a CSV of users read with
+/// papaparse into a SharedArray, a row per iteration, a JSON login whose token
+/// later requests send, a loop, a DELETE, checks, a threshold, 2 VUs
+/// sharing 4 iterations — imported and run: the server receives what k6
+/// would send (k6 itself is AGPL-licensed and not run here: the expected
+/// requests are k6's documented semantics, written out).
+#[test]
+fn an_imported_k6_script_sends_the_requests_k6_would() {
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let server = {
+        let seen = seen.clone();
+        crate::common::RawServer::start(move |mut s, count| {
+            while let Some((head, body)) = crate::common::read_head_and_body(&mut s) {
+                count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                let line = head.lines().next().unwrap_or("").to_string();
+                let auth = head
+                    .lines()
+                    .find_map(|l| {
+                        let (k, v) = l.split_once(':')?;
+                        k.eq_ignore_ascii_case("authorization")
+                            .then(|| v.trim().to_string())
+                    })
+                    .unwrap_or_default();
+                let body = String::from_utf8_lossy(&body).to_string();
+                // The login answers a token made from the user's name.
+                let answer = if line.starts_with("POST /login") {
+                    let user: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
+                    format!(
+                        "{{\"token\":\"tok-{}\"}}",
+                        user["username"].as_str().unwrap_or("?")
+                    )
+                } else {
+                    "{\"items\":[]}".to_string()
+                };
+                seen.lock()
+                    .unwrap()
+                    .push(format!("{line} | {auth} | {body}"));
+                let response = format!(
+                    "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{answer}",
+                    answer.len()
+                );
+                if std::io::Write::write_all(&mut s, response.as_bytes()).is_err() {
+                    return;
+                }
+            }
+        })
+    };
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("users.csv"),
+        "username,password\nann,a1\nbob,b2\n",
+    )
+    .unwrap();
+    let script = dir.path().join("shop.js");
+    std::fs::write(
+        &script,
+        r#"import http from 'k6/http';
+import { check, sleep } from 'k6';
+import { SharedArray } from 'k6/data';
+import papaparse from 'https://jslib.k6.io/papaparse/5.1.1/index.js';
+
+const BASE = __ENV.BASE_URL || 'http://127.0.0.1:8080';
+const users = new SharedArray('users', function () {
+  return papaparse.parse(open('./users.csv'), { header: true }).data;
+});
+
+export const options = {
+  vus: 2,
+  iterations: 4,
+  thresholds: { http_req_failed: ['rate<0.01'] },
+};
+
+export default function () {
+  const user = users[__ITER % users.length];
+  const res = http.post(`${BASE}/login`, JSON.stringify({ username: user.username }), {
+    headers: { 'Content-Type': 'application/json' },
+  });
+  check(res, { 'logged in': (r) => r.status === 200, 'token': (r) => r.json('token') !== undefined });
+  const token = res.json('token');
+  for (let i = 0; i < 2; i++) {
+    http.get(`${BASE}/items`, { headers: { Authorization: `Bearer ${token}` } });
+  }
+  http.del(`${BASE}/session`, null, { headers: { Authorization: `Bearer ${token}` } });
+  sleep(0.1);
+}
+"#,
+    )
+    .unwrap();
+    let (scenario, o) = import_to_scenario("k6", &script);
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("everything was carried over"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let base = server.url("");
+    let r = Command::new(headroom_bin())
+        .arg("run")
+        .arg(&scenario)
+        .env("BASE_URL", base.trim_end_matches('/'))
+        .output()
+        .unwrap();
+    assert_eq!(
+        r.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&r.stderr)
+    );
+    let mut got = seen.lock().unwrap().clone();
+    got.sort();
+    // 4 iterations, 2 per user: each user logs in as ann, then as bob
+    // (`__ITER`), and sends that login's token on the requests after it.
+    let mut want = Vec::new();
+    for user in ["ann", "ann", "bob", "bob"] {
+        want.push(format!(
+            "POST /login HTTP/1.1 |  | {{\"username\":\"{user}\"}}"
+        ));
+        for _ in 0..2 {
+            want.push(format!("GET /items HTTP/1.1 | Bearer tok-{user} | "));
+        }
+        want.push(format!("DELETE /session HTTP/1.1 | Bearer tok-{user} | "));
+    }
+    want.sort();
+    assert_eq!(got, want);
+}

@@ -1,6 +1,6 @@
 //! Bringing existing plans over: a curl command line, a HAR file (what a
 //! browser's developer tools save), a JMeter .jmx plan, a Postman
-//! collection → a scenario
+//! collection, an OpenAPI document, a k6 script → a scenario
 //! (`RawScenario`), with every element that could not be carried over
 //! listed — nothing is dropped silently.
 //!
@@ -14,10 +14,13 @@
 //!   collection variables, bodies, bearer and basic auth).
 //! - [`openapi`]: an OpenAPI 3 document's operations as a weighted mix,
 //!   parameters and JSON bodies from its examples or schemas.
+//! - [`k6`]: a k6 script (parsed as JavaScript): options, the default
+//!   function's requests, checks and extracted values, data files.
 
 pub mod curl;
 pub mod har;
 pub mod jmx;
+pub mod k6;
 pub mod openapi;
 pub mod postman;
 
