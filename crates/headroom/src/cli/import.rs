@@ -1,11 +1,11 @@
-//! `headroom import curl|har|jmx|postman|openapi|k6 …`: another tool's plan → a scenario
+//! `headroom import curl|har|jmx|postman|openapi|k6|gatling …`: another tool's plan → a scenario
 //! file, and the list of what could not be carried over (also written at
 //! the top of the file, as comments).
 
 use super::args::{ImportArgs, ImportFrom};
 use super::exit::EXIT_OK;
 use anyhow::Context;
-use headroom_scenario::import::{curl, har, jmx, k6, openapi, postman, Imported};
+use headroom_scenario::import::{curl, gatling, har, jmx, k6, openapi, postman, Imported};
 
 pub fn import(args: ImportArgs) -> anyhow::Result<i32> {
     let (imported, source) = match &args.from {
@@ -21,6 +21,15 @@ pub fn import(args: ImportArgs) -> anyhow::Result<i32> {
         ImportFrom::Postman { file } => from_file(file, postman::import)?,
         ImportFrom::Openapi { file } => from_file(file, openapi::import)?,
         ImportFrom::K6 { file } => from_file(file, k6::import)?,
+        ImportFrom::Gatling { file } => {
+            let language = gatling::Language::of(file)
+                .map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
+            let text = std::fs::read_to_string(file)
+                .with_context(|| format!("cannot read {}", file.display()))?;
+            let got = gatling::import(&text, language)
+                .map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
+            (got, file.display().to_string())
+        }
     };
     let toml = imported.to_toml(&source);
     // What was written must be a scenario headroom reads as it is.

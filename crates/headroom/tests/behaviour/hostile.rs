@@ -749,9 +749,13 @@ fn folded_headers_and_150_headers_are_read_not_refused() {
     assert_eq!(r.results()["requests"]["ok"].as_u64(), Some(3));
 }
 
-/// Answers one request per connection, then half-closes (shuts its write
-/// side) and reads on, counting every request head that still arrives:
-/// a reused connection's next request reaches it, but no answer comes.
+/// Answers one request per connection; when the next request arrives on
+/// it, half-closes (shuts its write side) without answering and reads on,
+/// counting every request head that arrives: a reused connection's next
+/// request reaches it, but no answer comes. (Half-closing only once that
+/// request is in makes the stale connection certain: half-closed right
+/// after the answer, the generator may see the close first, and then no
+/// request is ever retried.)
 fn half_closing() -> RawServer {
     RawServer::start(|mut s, count| {
         if read_request(&mut s) {
@@ -759,9 +763,9 @@ fn half_closing() -> RawServer {
             if s.write_all(OK).is_err() {
                 return;
             }
-            let _ = s.shutdown(std::net::Shutdown::Write);
             while read_request(&mut s) {
                 count.fetch_add(1, Ordering::SeqCst);
+                let _ = s.shutdown(std::net::Shutdown::Write);
             }
         }
     })

@@ -561,3 +561,79 @@ export default function () {
     want.sort();
     assert_eq!(got, want);
 }
+
+/// The write-up's Gatling simulation (seed 004), verbatim in
+/// examples/gatling/, with a CSV of app host names: imported and run with
+/// every host sent to one server (as the write-up's DNS sent them to its
+/// router), it does what it says — 1000 users arriving over 10 s, each
+/// fetching 10 URLs drawn at random from the CSV, status 200 checked.
+#[test]
+fn the_write_ups_gatling_simulation_imports_and_runs_as_written() {
+    let hosts = std::sync::Arc::new(std::sync::Mutex::new(BTreeMap::<String, usize>::new()));
+    let server = {
+        let hosts = hosts.clone();
+        crate::common::RawServer::start(move |mut s, count| {
+            while let Some((head, _)) = crate::common::read_head_and_body(&mut s) {
+                count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                let host = head
+                    .lines()
+                    .find_map(|l| {
+                        let (k, v) = l.split_once(':')?;
+                        k.eq_ignore_ascii_case("host").then(|| v.trim().to_string())
+                    })
+                    .unwrap_or_default();
+                *hosts.lock().unwrap().entry(host).or_default() += 1;
+                let ok = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
+                if std::io::Write::write_all(&mut s, ok).is_err() {
+                    return;
+                }
+            }
+        })
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let simulation = dir.path().join("RandomUrlSimulation.scala");
+    std::fs::copy(
+        crate::common::study::examples().join("gatling/RandomUrlSimulation.scala"),
+        &simulation,
+    )
+    .unwrap();
+    let mut csv = String::from("url\n");
+    for app in 1..=50 {
+        csv.push_str(&format!("http://app-{app}.example.test/\n"));
+    }
+    std::fs::write(dir.path().join("urls.csv"), csv).unwrap();
+    let (scenario, o) = import_to_scenario("gatling", &simulation);
+    let listed = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        listed.contains("not carried over (1)") && listed.contains("--connect-to"),
+        "{listed}"
+    );
+    let port = server
+        .url("")
+        .split(':')
+        .nth(2)
+        .unwrap()
+        .trim_end_matches('/')
+        .to_string();
+    let started = std::time::Instant::now();
+    let r = run(&[
+        scenario.to_str().unwrap(),
+        "--connect-to",
+        &format!("::127.0.0.1:{port}"),
+    ]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    // 1000 users × 10 requests, every one answered 200 and checked.
+    assert_eq!(r.total(), 10_000);
+    assert_eq!(r.results()["requests"]["ok"].as_u64(), Some(10_000));
+    assert_eq!(server.requests(), 10_000);
+    // The users arrived over the 10 s, not at once.
+    assert!(started.elapsed() >= std::time::Duration::from_secs(9));
+    // Drawn at random from the CSV: (nearly) every app, none far above
+    // its share of 200.
+    let hosts = hosts.lock().unwrap();
+    assert!(hosts.len() >= 45, "{} hosts", hosts.len());
+    assert!(hosts
+        .keys()
+        .all(|h| h.starts_with("app-") && h.ends_with(".example.test")));
+    assert!(hosts.values().all(|&n| n < 400), "{hosts:?}");
+}

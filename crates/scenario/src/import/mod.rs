@@ -1,6 +1,6 @@
 //! Bringing existing plans over: a curl command line, a HAR file (what a
 //! browser's developer tools save), a JMeter .jmx plan, a Postman
-//! collection, an OpenAPI document, a k6 script → a scenario
+//! collection, an OpenAPI document, a k6 script, a Gatling simulation → a scenario
 //! (`RawScenario`), with every element that could not be carried over
 //! listed — nothing is dropped silently.
 //!
@@ -16,8 +16,11 @@
 //!   parameters and JSON bodies from its examples or schemas.
 //! - [`k6`]: a k6 script (parsed as JavaScript): options, the default
 //!   function's requests, checks and extracted values, data files.
+//! - [`gatling`]: a Gatling simulation (Scala or Java, parsed with
+//!   tree-sitter): protocol, scenario chain, feeders, injection, assertions.
 
 pub mod curl;
+pub mod gatling;
 pub mod har;
 pub mod jmx;
 pub mod k6;
