@@ -518,6 +518,22 @@ pub struct Session {
     pub steps: Vec<Step>,
 }
 
+impl Session {
+    /// Whether the session's own `feed` steps take rows of feeder `i`
+    /// (then an iteration does not take one of it first).
+    pub fn feeds(&self, i: usize) -> bool {
+        fn any(steps: &[Step], i: usize) -> bool {
+            steps.iter().any(|s| match s {
+                Step::Feed(f) => *f == i,
+                Step::Repeat { steps, .. } => any(steps, i),
+                Step::Choice(branches) => branches.iter().any(|(_, b)| any(b, i)),
+                _ => false,
+            })
+        }
+        any(&self.steps, i)
+    }
+}
+
 #[derive(Clone, Debug)]
 pub enum Step {
     /// Send request `plan.requests[i]`.

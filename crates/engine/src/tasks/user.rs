@@ -157,7 +157,13 @@ impl User {
     ) -> Control {
         self.intended = intended;
         for i in 0..shared.plan.feeders.len() {
-            if self.feed(shared, i) == Control::Stop {
+            // A feeder the session feeds from itself gives rows only there
+            // (a row taken here too would be skipped, and burn a unique one).
+            let fed_by_steps = match &shared.plan.flow {
+                Flow::Sessions(sessions) => sessions[pick].feeds(i),
+                Flow::Mix => false,
+            };
+            if !fed_by_steps && self.feed(shared, i) == Control::Stop {
                 return Control::Stop;
             }
         }

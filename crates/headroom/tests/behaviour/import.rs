@@ -637,3 +637,98 @@ fn the_write_ups_gatling_simulation_imports_and_runs_as_written() {
         .all(|h| h.starts_with("app-") && h.ends_with(".example.test")));
     assert!(hosts.values().all(|&n| n < 400), "{hosts:?}");
 }
+
+/// Where `.ci/gatling.sh` put Gatling 3's jars.
+fn gatling_lib() -> PathBuf {
+    let home = std::env::var_os("HEADROOM_GATLING_HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            let cache = std::env::var_os("XDG_CACHE_HOME")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").unwrap()).join(".cache"));
+            cache.join("headroom/gatling-3.15.1")
+        });
+    let lib = home.join("lib");
+    assert!(
+        lib.join("gatling-app-3.15.1.jar").is_file(),
+        "Gatling 3 is not at {}: run .ci/gatling.sh (or set HEADROOM_GATLING_HOME)",
+        home.display()
+    );
+    lib
+}
+
+/// examples/gatling/ShopSimulation.java run by real Gatling 3.15 (compiled
+/// with javac against its jars) and, imported, by headroom, each against
+/// its own nginx: the same requests in the same numbers — 4 users at once,
+/// each a home page, two items whose ids a shared circular feeder hands
+/// out in turn, a JSON login.
+#[test]
+fn an_imported_gatling_simulation_sends_what_gatling_sends() {
+    let examples = crate::common::study::examples().join("gatling");
+    let dir = tempfile::tempdir().unwrap();
+    for f in ["ShopSimulation.java", "ids.csv"] {
+        std::fs::copy(examples.join(f), dir.path().join(f)).unwrap();
+    }
+    let lib = gatling_lib();
+    let classpath = format!("{}/*", lib.display());
+    let o = Command::new("javac")
+        .args(["-cp", &classpath, "-d", "classes", "ShopSimulation.java"])
+        .current_dir(dir.path())
+        .output()
+        .expect("javac (a JDK) is installed: .ci/run installs it");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+
+    let by_gatling = ok_nginx();
+    let port = by_gatling
+        .url("")
+        .split(':')
+        .nth(2)
+        .unwrap()
+        .trim_end_matches('/')
+        .to_string();
+    let o = Command::new("java")
+        .arg("--add-opens")
+        .arg("java.base/java.lang=ALL-UNNAMED")
+        .arg(format!("-Dport={port}"))
+        .args(["-cp", &format!("{classpath}:classes")])
+        .args([
+            "io.gatling.app.Gatling",
+            "-s",
+            "ShopSimulation",
+            "-rf",
+            "results",
+            "-nr",
+        ])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+
+    let (scenario, o) = import_to_scenario("gatling", &dir.path().join("ShopSimulation.java"));
+    // The base URL is built from -Dport: the one thing listed.
+    let listed = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        listed.contains("not carried over (1)") && listed.contains("baseUrl"),
+        "{listed}"
+    );
+    let by_headroom = ok_nginx();
+    let base = by_headroom.url("").trim_end_matches('/').to_string();
+    let r = run(&[scenario.to_str().unwrap(), "--base-url", &base]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    assert_eq!(r.total(), 16);
+
+    let mut expected = BTreeMap::new();
+    expected.insert("GET /hello".to_string(), 4);
+    expected.insert("POST /echo".to_string(), 4);
+    // 8 rows handed out in turn: 101, 102, 103, 101, 102, 103, 101, 102.
+    expected.insert("GET /sleep?ms=1&id=101".to_string(), 3);
+    expected.insert("GET /sleep?ms=1&id=102".to_string(), 3);
+    expected.insert("GET /sleep?ms=1&id=103".to_string(), 2);
+    assert_eq!(requests(&by_gatling), expected, "what Gatling sent");
+    assert_eq!(requests(&by_headroom), expected, "what headroom sent");
+}

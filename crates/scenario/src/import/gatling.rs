@@ -14,6 +14,7 @@
 //! - feeders: `csv/tsv/jsonFile(…).random|circular|queue|shuffle`;
 //! - injection: `ramp(n users) over (d)` (Gatling 1.x–2.x), `atOnceUsers`,
 //!   `rampUsers(n).during(d)`, `constantUsersPerSec(r).during(d)`,
+//!   (`atOnceUsers(n)`: n users at once, one pass each),
 //!   `rampUsersPerSec(a).to(b).during(d)`, `constantConcurrentUsers(n).
 //!   during(d)`, `rampConcurrentUsers(a).to(b).during(d)`, `nothingFor(d)`;
 //! - `maxDuration`, and `assertions` on the response time and failures
@@ -630,10 +631,11 @@ impl Simulation {
                 }
                 Some("atOnceUsers" | "atOnce") => {
                     let Some(n) = first_num(self) else { continue };
+                    // n users at once, each running the scenario once.
                     load = Some(RawLoad {
-                        model: Some(Model::Open),
-                        users: Some(n as u64),
-                        over: Some("0s".into()),
+                        model: Some(Model::Closed),
+                        vus: Some(n as u32),
+                        iterations: Some(1),
                         ..RawLoad::default()
                     });
                 }
