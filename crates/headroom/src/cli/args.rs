@@ -1020,7 +1020,7 @@ pub enum ImportFrom {
     /// A k6 script (.js): its options, default function, data files and
     /// thresholds.
     K6 { file: std::path::PathBuf },
-    /// A Gatling simulation (.scala or .java): its protocol, scenario,
+    /// A Gatling simulation (.scala, .java or .kt): its protocol, scenario,
     /// feeders, injection profile and assertions.
     Gatling { file: std::path::PathBuf },
 }

@@ -1,5 +1,5 @@
-//! `headroom import gatling Simulation.scala|.java`: a Gatling simulation,
-//! parsed with tree-sitter's Scala or Java grammar (never patterns over
+//! `headroom import gatling Simulation.scala|.java|.kt`: a Gatling
+//! simulation, parsed with tree-sitter's Scala, Java or Kotlin grammar (never patterns over
 //! the text), → a scenario. The syntax tree is first read into [`Node`]s —
 //! calls chained on calls, strings, numbers, blocks — the same whichever
 //! language, then the DSL is read from those:
@@ -35,6 +35,7 @@ use std::collections::{BTreeMap, HashMap};
 pub enum Language {
     Scala,
     Java,
+    Kotlin,
 }
 
 impl Language {
@@ -43,7 +44,7 @@ impl Language {
         match path.extension().and_then(|e| e.to_str()) {
             Some("scala") => Ok(Language::Scala),
             Some("java") => Ok(Language::Java),
-            Some("kt") => Err("Kotlin simulations are not read yet: write the simulation in Java or Scala, or import its requests another way (a HAR of a run)".into()),
+            Some("kt") => Ok(Language::Kotlin),
             other => Err(format!(
                 "`.{}`: a Gatling simulation is a .scala or .java file",
                 other.unwrap_or("")
@@ -120,6 +121,7 @@ pub fn import(text: &str, language: Language) -> Result<Imported, String> {
     let grammar: tree_sitter::Language = match language {
         Language::Scala => tree_sitter_scala::LANGUAGE.into(),
         Language::Java => tree_sitter_java::LANGUAGE.into(),
+        Language::Kotlin => tree_sitter_kotlin_ng::LANGUAGE.into(),
     };
     parser
         .set_language(&grammar)
@@ -213,6 +215,21 @@ impl Reader<'_> {
                         }
                     }
                 }
+                // Kotlin `val x = …`.
+                "property_declaration" => {
+                    let mut c = child.walk();
+                    let parts: Vec<_> = child.named_children(&mut c).collect();
+                    let name = parts
+                        .iter()
+                        .find(|p| p.kind() == "variable_declaration")
+                        .and_then(|v| v.named_child(0));
+                    let value = parts.iter().rev().find(|p| {
+                        !matches!(p.kind(), "variable_declaration" | "modifiers" | "type")
+                    });
+                    if let (Some(n), Some(v)) = (name, value) {
+                        definitions.insert(self.text(n).to_string(), self.node(*v));
+                    }
+                }
                 "call_expression" | "infix_expression" | "method_invocation" => {
                     statements.push(self.node(child))
                 }
@@ -222,9 +239,18 @@ impl Reader<'_> {
                     }
                 }
                 // Into classes, their bodies and Java's instance initialiser.
-                "class_definition" | "object_definition" | "template_body"
-                | "class_declaration" | "class_body" | "block" | "program" | "compilation_unit"
-                | "package_clause" => self.walk(child, definitions, statements),
+                "class_definition"
+                | "object_definition"
+                | "template_body"
+                | "class_declaration"
+                | "class_body"
+                | "block"
+                | "program"
+                | "compilation_unit"
+                | "package_clause"
+                | "source_file"
+                | "anonymous_initializer"
+                | "statements" => self.walk(child, definitions, statements),
                 _ => {}
             }
         }
@@ -367,6 +393,116 @@ impl Reader<'_> {
                 None => Node::Block(Vec::new()),
             },
             (Language::Java, "unary_expression") => {
+                let t = self.text(n).replace(' ', "");
+                t.parse().map_or(
+                    Node::Other {
+                        what: t.clone(),
+                        line,
+                    },
+                    Node::Num,
+                )
+            }
+            // Kotlin: `callee(args) { lambda }`, `a.b`, `a op b`, `{ … }`.
+            (Language::Kotlin, "call_expression") => {
+                let mut call = named.first().map_or(
+                    Node::Other {
+                        what: "call".into(),
+                        line,
+                    },
+                    |f| self.node(*f),
+                );
+                let mut args = Vec::new();
+                for part in named.iter().skip(1) {
+                    match part.kind() {
+                        "value_arguments" => {
+                            let mut c = part.walk();
+                            for a in part.named_children(&mut c) {
+                                // `name = value`: the value is the last child.
+                                let mut ac = a.walk();
+                                if let Some(e) = a.named_children(&mut ac).last() {
+                                    args.push(self.node(e));
+                                }
+                            }
+                        }
+                        "annotated_lambda" => {
+                            let mut c = part.walk();
+                            let lambda = part
+                                .named_children(&mut c)
+                                .find(|x| x.kind() == "lambda_literal");
+                            if let Some(l) = lambda {
+                                args.push(self.node(l));
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+                if let Node::Call {
+                    args: a, called, ..
+                } = &mut call
+                {
+                    a.extend(args);
+                    *called = true;
+                }
+                call
+            }
+            (Language::Kotlin, "navigation_expression") if named.len() == 2 => Node::Call {
+                target: Some(Box::new(self.node(named[0]))),
+                // `is` is a keyword in Kotlin: written `` `is` `` (or `shouldBe`).
+                name: self.text(named[1]).trim_matches('`').to_string(),
+                args: Vec::new(),
+                called: false,
+                line: named[1].start_position().row + 1,
+            },
+            (Language::Kotlin, "infix_expression") if named.len() == 3 => Node::Call {
+                target: Some(Box::new(self.node(named[0]))),
+                name: self.text(named[1]).to_string(),
+                args: vec![self.node(named[2])],
+                called: true,
+                line: named[1].start_position().row + 1,
+            },
+            (Language::Kotlin, "number_literal" | "float_literal") => {
+                let t = self
+                    .text(n)
+                    .trim_end_matches(['L', 'l', 'f', 'F'])
+                    .replace('_', "");
+                t.parse().map_or(
+                    Node::Other {
+                        what: format!("number `{t}`"),
+                        line,
+                    },
+                    Node::Num,
+                )
+            }
+            (Language::Kotlin, "string_literal") => {
+                if named.iter().any(|c| c.kind() == "interpolation") {
+                    Node::Other {
+                        what: format!(
+                            "string template `{}` (Kotlin's `$…`; Gatling's `#{{…}}` is read)",
+                            snippet(self.text, n)
+                        ),
+                        line,
+                    }
+                } else {
+                    let t = self.text(n);
+                    let inner = t
+                        .strip_prefix("\"\"\"")
+                        .and_then(|s| s.strip_suffix("\"\"\""))
+                        .or_else(|| t.strip_prefix('"').and_then(|s| s.strip_suffix('"')))
+                        .unwrap_or(t);
+                    Node::Str(unescape(inner))
+                }
+            }
+            (Language::Kotlin, "lambda_literal" | "statements") => {
+                let mut items = Vec::new();
+                for c in &named {
+                    match self.node(*c) {
+                        Node::Block(inner) => items.extend(inner),
+                        other => items.push(other),
+                    }
+                }
+                Node::Block(items)
+            }
+            (Language::Kotlin, "unary_expression") => {
                 let t = self.text(n).replace(' ', "");
                 t.parse().map_or(
                     Node::Other {
@@ -1082,7 +1218,17 @@ impl Simulation {
     /// `regex("…").saveAs("x")`, `bodyString.is("…")`, `substring("…").exists`.
     fn check(&mut self, c: &Node, req: &mut RawRequest) {
         let chain = c.chain();
-        let names: Vec<&str> = chain.iter().map(|l| l.name()).collect();
+        // Kotlin's DSL says `shouldBe` for `is`.
+        let names: Vec<&str> = chain
+            .iter()
+            .map(|l| {
+                if l.name() == "shouldBe" {
+                    "is"
+                } else {
+                    l.name()
+                }
+            })
+            .collect();
         let arg0 = |i: usize| chain.get(i).and_then(|l| l.args().first());
         let save = chain
             .iter()
@@ -1394,6 +1540,53 @@ public class ShopSimulation extends Simulation {
         );
         let t = s.thresholds.as_ref().unwrap();
         assert_eq!((t["p95"].bound(), t["errors"].bound()), ("<800ms", "<1%"));
+    }
+
+    #[test]
+    fn a_kotlin_simulation() {
+        let kotlin = r##"
+import io.gatling.javaapi.core.CoreDsl.*
+import io.gatling.javaapi.http.HttpDsl.*
+import io.gatling.javaapi.core.Simulation
+import java.time.Duration
+
+class ShopSimulation : Simulation() {
+  val httpProtocol = http.baseUrl("http://127.0.0.1:8080").acceptHeader("application/json")
+  val ids = csv("ids.csv").random()
+  val scn = scenario("Shop")
+    .exec(http("home").get("/hello").check(status().shouldBe(200)))
+    .repeat(2).on(
+      feed(ids),
+      exec(http("item").get("/items/#{id}").check(status().`is`(200), jsonPath("$.name").saveAs("name")))
+    )
+    .pause(Duration.ofMillis(500))
+
+  init {
+    setUp(scn.injectOpen(rampUsers(20).during(Duration.ofSeconds(10)))).protocols(httpProtocol)
+  }
+}
+"##;
+        let i = import(kotlin, Language::Kotlin).unwrap();
+        let s = &i.scenario;
+        assert_eq!(s.base_url.as_deref(), Some("http://127.0.0.1:8080"));
+        let l = s.load.as_ref().unwrap();
+        assert_eq!((l.users, l.over.as_deref()), (Some(20), Some("10s")));
+        assert_eq!(s.feeders[0].order, Some(FeederOrder::Random));
+        assert_eq!(s.requests[1].path.as_deref(), Some("/items/{{id}}"));
+        assert_eq!(s.requests[1].checks[0].status, Some(RawStatus::One(200)));
+        assert_eq!(
+            s.requests[1].extracts[0].json_path.as_deref(),
+            Some("$.name")
+        );
+        let steps = &s.sessions[0].steps;
+        assert_eq!(steps[1].repeat, Some(2));
+        assert_eq!(steps[2].think.as_deref(), Some("500ms"));
+        assert_eq!(
+            s.requests[0].checks[0].status,
+            Some(RawStatus::One(200)),
+            "shouldBe"
+        );
+        assert!(i.left_out.is_empty(), "{:?}", i.left_out);
     }
 
     #[test]

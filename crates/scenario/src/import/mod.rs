@@ -16,7 +16,7 @@
 //!   parameters and JSON bodies from its examples or schemas.
 //! - [`k6`]: a k6 script (parsed as JavaScript): options, the default
 //!   function's requests, checks and extracted values, data files.
-//! - [`gatling`]: a Gatling simulation (Scala or Java, parsed with
+//! - [`gatling`]: a Gatling simulation (Scala, Java or Kotlin, parsed with
 //!   tree-sitter): protocol, scenario chain, feeders, injection, assertions.
 
 pub mod curl;
