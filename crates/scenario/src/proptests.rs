@@ -218,7 +218,11 @@ fn scenario() -> impl Strategy<Value = RawScenario> {
             (
                 name(),
                 prop_oneof![Just(FeederOrder::Circular), Just(FeederOrder::Unique)],
-                prop_oneof![Just(FeederScope::Shared), Just(FeederScope::PerUser)],
+                prop_oneof![
+                    Just(FeederScope::Shared),
+                    Just(FeederScope::PerUser),
+                    Just(FeederScope::PerUserFixed)
+                ],
             ),
             0..2,
         ),

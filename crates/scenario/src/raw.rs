@@ -441,7 +441,8 @@ pub struct RawFeeder {
     /// sequential, circular (default), random or unique.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub order: Option<FeederOrder>,
-    /// shared (default) or per_user.
+    /// shared (default), per_user (each user walks the rows) or
+    /// per_user_fixed (each user draws one row and keeps it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scope: Option<FeederScope>,
 }

@@ -4,8 +4,10 @@
 //! Orders: `sequential` (file order, once through — the run stops when it
 //! runs dry), `circular` (file order, wrapping), `random` (uniform, with
 //! repeats), `unique` (shuffled, never repeating — stops when dry).
-//! Scopes: `shared` (one cursor for all users, across worker threads) or
-//! `per_user` (each user walks the rows on its own).
+//! Scopes: `shared` (one cursor for all users, across worker threads),
+//! `per_user` (each user walks the rows on its own) or `per_user_fixed`
+//! (each user draws one row, from the shared cursor, and keeps it — a
+//! user logged in as one account throughout, k6's `data[__VU % n]`).
 
 use super::shard::{Shard, Stride};
 use serde::{Deserialize, Serialize};
@@ -32,6 +34,7 @@ pub enum FeederScope {
     #[default]
     Shared,
     PerUser,
+    PerUserFixed,
 }
 
 #[derive(Debug)]
@@ -211,8 +214,12 @@ impl Feeder {
         rng: &mut fastrand::Rng,
     ) -> Result<&[String], RanDry> {
         let n = self.rows.len() as u64;
+        // A fixed row is drawn once (the cursor holds it, plus one).
+        if self.scope == FeederScope::PerUserFixed && *user_cursor > 0 {
+            return Ok(&self.rows[(*user_cursor - 1) as usize]);
+        }
         let i = match self.scope {
-            FeederScope::Shared => self
+            FeederScope::Shared | FeederScope::PerUserFixed => self
                 .draws
                 .nth(self.shared_cursor.fetch_add(1, Ordering::Relaxed)),
             FeederScope::PerUser => {
@@ -232,6 +239,9 @@ impl Feeder {
                 })
             }
         };
+        if self.scope == FeederScope::PerUserFixed {
+            *user_cursor = row as u64 + 1;
+        }
         Ok(&self.rows[row])
     }
 }
@@ -366,6 +376,23 @@ mod tests {
             .map(|_| draw(&second, &mut c, &mut rng).unwrap())
             .collect();
         assert_eq!(got, ["1", "3", "0", "2"]);
+    }
+
+    #[test]
+    fn a_fixed_row_per_user_is_drawn_once_from_the_shared_cursor() {
+        let mut rng = fastrand::Rng::with_seed(1);
+        let f = feeder(FeederOrder::Circular, FeederScope::PerUserFixed);
+        let (mut a, mut b) = (0, 0);
+        assert_eq!(draw(&f, &mut a, &mut rng).unwrap(), "0");
+        assert_eq!(draw(&f, &mut b, &mut rng).unwrap(), "1");
+        // Every later iteration: the same row for each user.
+        for _ in 0..3 {
+            assert_eq!(draw(&f, &mut a, &mut rng).unwrap(), "0");
+            assert_eq!(draw(&f, &mut b, &mut rng).unwrap(), "1");
+        }
+        // A new user (an arrival, its cursor reset) draws the next.
+        let mut c = 0;
+        assert_eq!(draw(&f, &mut c, &mut rng).unwrap(), "2");
     }
 
     #[test]

@@ -15,8 +15,9 @@
 //!   `res.json('a.b')` / `res.json().a.b` for later requests; `sleep`;
 //!   `group` (its steps in place); `for` loops of a constant count;
 //! - data: `SharedArray` / `JSON.parse(open(…))` / `papaparse.parse(open(…))`
-//!   → a feeder, and a row of it picked by `__VU`, `__ITER` or
-//!   `Math.random()` → a `feed` step, its fields `{{field}}`;
+//!   → a feeder, and a row of it picked by `__VU` (kept per user),
+//!   `__ITER` (each user walks the rows) or `Math.random()`, its fields
+//!   `{{field}}`;
 //! - constants, template literals and `__ENV.NAME || 'default'`
 //!   (→ `${NAME:-default}`).
 //!
@@ -417,16 +418,10 @@ impl<'s, 'a> K6<'s, 'a> {
             if let Expression::Identifier(data) = &m.object {
                 if let Some(Binding::Data(feeder)) = self.bindings.get(data.name.as_str()).cloned()
                 {
-                    let (order, scope, per_vu) = row_order(&m.expression);
+                    let (order, scope) = row_order(&m.expression);
                     if let Some(f) = self.feeders.iter_mut().find(|f| f.name == feeder) {
                         f.order = Some(order);
                         f.scope = Some(scope);
-                    }
-                    if per_vu {
-                        self.leave(
-                            m.span,
-                            "a row per VU (`__VU`): here each iteration takes the next row, so a user's row changes between iterations",
-                        );
                     }
                     self.rows.insert(name.to_string(), feeder.clone());
                     // Every iteration takes a row of every feeder; inside
@@ -1256,19 +1251,20 @@ fn constant_count(f: &ForStatement) -> Option<u32> {
 }
 
 /// How a row is picked: `Math.random()` (a random row), `__ITER % n`
-/// (each user walks the rows: its own cursor), `__VU % n` (k6: a row per
-/// user, kept; here the next row each iteration — the last value says
-/// so), anything else the next row each iteration.
-fn row_order(index: &Expression) -> (FeederOrder, FeederScope, bool) {
+/// (each user walks the rows: its own cursor), `__VU % n` (a row per user,
+/// kept), anything else the next row each iteration.
+fn row_order(index: &Expression) -> (FeederOrder, FeederScope) {
     let mut text = String::new();
     collect_names(index, &mut text);
     let has = |name: &str| text.split(' ').any(|w| w == name);
     if has("random") {
-        (FeederOrder::Random, FeederScope::Shared, false)
+        (FeederOrder::Random, FeederScope::Shared)
     } else if has("__ITER") {
-        (FeederOrder::Circular, FeederScope::PerUser, false)
+        (FeederOrder::Circular, FeederScope::PerUser)
+    } else if has("__VU") {
+        (FeederOrder::Circular, FeederScope::PerUserFixed)
     } else {
-        (FeederOrder::Circular, FeederScope::Shared, has("__VU"))
+        (FeederOrder::Circular, FeederScope::Shared)
     }
 }
 
@@ -1695,13 +1691,14 @@ export default function () {
             .steps
             .iter()
             .all(|s| s.feed.is_none()));
-        // `__VU`: k6 keeps a row per user; here rows follow iterations: said.
+        // `__VU`: a row per user, kept.
         let i = script("__VU % data.length", false);
-        assert!(
-            i.left_out[0].starts_with("line 4:") && i.left_out[0].contains("__VU"),
-            "{:?}",
-            i.left_out
+        let f = &i.scenario.feeders[0];
+        assert_eq!(
+            (f.order, f.scope),
+            (Some(FeederOrder::Circular), Some(FeederScope::PerUserFixed))
         );
+        assert!(i.left_out.is_empty(), "{:?}", i.left_out);
         // Picked inside a loop: a row each pass.
         let i = script("Math.floor(Math.random() * data.length)", true);
         let inner = i.scenario.sessions[0].steps[0].steps.as_ref().unwrap();
