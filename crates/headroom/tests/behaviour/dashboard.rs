@@ -143,6 +143,22 @@ pub fn events_for(port: u16, long: Duration) -> Vec<String> {
         .collect()
 }
 
+/// The whole event stream once it has ended (the page lingers after the
+/// run, so the stream is read again until its last event is `end`).
+fn events_until_end(port: u16, within: Duration, what: &str) -> Vec<serde_json::Value> {
+    let deadline = Instant::now() + within;
+    loop {
+        let events: Vec<serde_json::Value> = events_for(port, Duration::from_millis(1000))
+            .iter()
+            .map(|e| serde_json::from_str(e).unwrap())
+            .collect();
+        if events.last().is_some_and(|e| e["kind"] == "end") {
+            return events;
+        }
+        assert!(Instant::now() < deadline, "{what}");
+    }
+}
+
 fn wait_for_exit(run: &mut ProcessGuard, within: Duration) -> i32 {
     let deadline = Instant::now() + within;
     loop {
@@ -382,17 +398,7 @@ fn a_capacity_search_streams_its_steps_and_its_answer() {
     // The whole stream, once the search is over (cap.json is written after
     // each step, and for the last time before the stream ends): each step
     // announced, then its verdict as cap.json has it, then the answer.
-    let deadline = Instant::now() + Duration::from_secs(90);
-    let events: Vec<serde_json::Value> = loop {
-        let events: Vec<serde_json::Value> = events_for(port, Duration::from_millis(1000))
-            .iter()
-            .map(|e| serde_json::from_str(e).unwrap())
-            .collect();
-        if events.last().is_some_and(|e| e["kind"] == "end") {
-            break events;
-        }
-        assert!(Instant::now() < deadline, "the search did not end");
-    };
+    let events = events_until_end(port, Duration::from_secs(90), "the search did not end");
     let cap: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
     let steps = cap["steps"].as_array().unwrap();
@@ -498,17 +504,7 @@ warmup = "500ms"
     }
     assert_eq!(post(port, "/skip", skipped), 200);
     assert_eq!(post(port, "/skip", "target threads=9"), 404);
-    let deadline = Instant::now() + Duration::from_secs(90);
-    let events: Vec<serde_json::Value> = loop {
-        let events: Vec<serde_json::Value> = events_for(port, Duration::from_millis(1000))
-            .iter()
-            .map(|e| serde_json::from_str(e).unwrap())
-            .collect();
-        if events.last().is_some_and(|e| e["kind"] == "end") {
-            break events;
-        }
-        assert!(Instant::now() < deadline, "the study did not end");
-    };
+    let events = events_until_end(port, Duration::from_secs(90), "the study did not end");
     let report: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("study.json")).unwrap()).unwrap();
     // The grid first, then each configuration in order: starting,
@@ -637,17 +633,7 @@ fn a_fleet_streams_its_merged_seconds_and_a_row_per_shard() {
         &out,
     );
     wait_for_port(port);
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let events: Vec<serde_json::Value> = loop {
-        let events: Vec<serde_json::Value> = events_for(port, Duration::from_millis(1000))
-            .iter()
-            .map(|e| serde_json::from_str(e).unwrap())
-            .collect();
-        if events.last().is_some_and(|e| e["kind"] == "end") {
-            break events;
-        }
-        assert!(Instant::now() < deadline, "the fleet did not end");
-    };
+    let events = events_until_end(port, Duration::from_secs(60), "the fleet did not end");
     let results: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
     let total = results["requests"]["total"].as_u64().unwrap();

@@ -37,20 +37,24 @@ fn ok_nginx() -> Nginx {
 /// JMeter's distribution). Debian 12's `jmeter` 2.13 cannot load any plan —
 /// its xstream refuses `ScriptWrapper` — so the package is not used.
 fn jmeter_home() -> PathBuf {
-    let home = std::env::var_os("HEADROOM_JMETER_HOME")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            let cache = std::env::var_os("XDG_CACHE_HOME")
-                .map(PathBuf::from)
-                .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").unwrap()).join(".cache"));
-            cache.join("headroom/jmeter-5.6.3")
-        });
+    let home = peer_home("HEADROOM_JMETER_HOME", "jmeter-5.6.3");
     assert!(
         home.join("bin/ApacheJMeter.jar").is_file(),
         "JMeter 5 is not at {}: run .ci/jmeter.sh (or set HEADROOM_JMETER_HOME)",
         home.display()
     );
     home
+}
+
+/// Where a `.ci/*.sh` script put a peer: `$VAR`, else
+/// `$XDG_CACHE_HOME/headroom/DIR` (`~/.cache` by default).
+fn peer_home(var: &str, dir: &str) -> PathBuf {
+    std::env::var_os(var).map(PathBuf::from).unwrap_or_else(|| {
+        let cache = std::env::var_os("XDG_CACHE_HOME")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").unwrap()).join(".cache"));
+        cache.join("headroom").join(dir)
+    })
 }
 
 /// The example JMeter plan run by real JMeter 5.6 and, imported, by
@@ -640,14 +644,7 @@ fn the_write_ups_gatling_simulation_imports_and_runs_as_written() {
 
 /// Where `.ci/gatling.sh` put Gatling 3's jars.
 fn gatling_lib() -> PathBuf {
-    let home = std::env::var_os("HEADROOM_GATLING_HOME")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            let cache = std::env::var_os("XDG_CACHE_HOME")
-                .map(PathBuf::from)
-                .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").unwrap()).join(".cache"));
-            cache.join("headroom/gatling-3.15.1")
-        });
+    let home = peer_home("HEADROOM_GATLING_HOME", "gatling-3.15.1");
     let lib = home.join("lib");
     assert!(
         lib.join("gatling-app-3.15.1.jar").is_file(),

@@ -22,7 +22,7 @@
 //!
 //! Everything else is listed with its line.
 
-use super::{managed_header, request, split_url, Imported};
+use super::{form_encode, managed_header, number_text, request, sort_by_line, split_url, Imported};
 use crate::raw::{
     Model, RawCheck, RawExtract, RawFeeder, RawHttp, RawLoad, RawRequest, RawScenario, RawSession,
     RawStage, RawStatus, RawStep, RawThreshold,
@@ -280,27 +280,12 @@ impl Reader<'_> {
                 line,
             },
             (Language::Scala, "integer_literal" | "floating_point_literal")
-            | (Language::Java, "decimal_integer_literal" | "decimal_floating_point_literal") => {
-                let t = self
-                    .text(n)
-                    .trim_end_matches(['L', 'l', 'd', 'D', 'f', 'F'])
-                    .replace('_', "");
-                t.parse().map_or(
-                    Node::Other {
-                        what: format!("number `{t}`"),
-                        line,
-                    },
-                    Node::Num,
-                )
-            }
+            | (Language::Java, "decimal_integer_literal" | "decimal_floating_point_literal")
+            | (Language::Kotlin, "number_literal" | "float_literal")
+            // `-1`
+            | (Language::Java | Language::Kotlin, "unary_expression") => number_node(self.text(n), line),
             (Language::Scala, "string") | (Language::Java, "string_literal") => {
-                let t = self.text(n);
-                let inner = t
-                    .strip_prefix("\"\"\"")
-                    .and_then(|s| s.strip_suffix("\"\"\""))
-                    .or_else(|| t.strip_prefix('"').and_then(|s| s.strip_suffix('"')))
-                    .unwrap_or(t);
-                Node::Str(unescape(inner))
+                Node::Str(unquote(self.text(n)))
             }
             // Scala: `f(args)`, `f(args) { block }`, `a.f`.
             (Language::Scala, "call_expression") => {
@@ -392,16 +377,6 @@ impl Reader<'_> {
                 Some(e) => Node::Block(vec![self.node(e)]),
                 None => Node::Block(Vec::new()),
             },
-            (Language::Java, "unary_expression") => {
-                let t = self.text(n).replace(' ', "");
-                t.parse().map_or(
-                    Node::Other {
-                        what: t.clone(),
-                        line,
-                    },
-                    Node::Num,
-                )
-            }
             // Kotlin: `callee(args) { lambda }`, `a.b`, `a op b`, `{ … }`.
             (Language::Kotlin, "call_expression") => {
                 let mut call = named.first().map_or(
@@ -460,19 +435,6 @@ impl Reader<'_> {
                 called: true,
                 line: named[1].start_position().row + 1,
             },
-            (Language::Kotlin, "number_literal" | "float_literal") => {
-                let t = self
-                    .text(n)
-                    .trim_end_matches(['L', 'l', 'f', 'F'])
-                    .replace('_', "");
-                t.parse().map_or(
-                    Node::Other {
-                        what: format!("number `{t}`"),
-                        line,
-                    },
-                    Node::Num,
-                )
-            }
             (Language::Kotlin, "string_literal") => {
                 if named.iter().any(|c| c.kind() == "interpolation") {
                     Node::Other {
@@ -483,13 +445,7 @@ impl Reader<'_> {
                         line,
                     }
                 } else {
-                    let t = self.text(n);
-                    let inner = t
-                        .strip_prefix("\"\"\"")
-                        .and_then(|s| s.strip_suffix("\"\"\""))
-                        .or_else(|| t.strip_prefix('"').and_then(|s| s.strip_suffix('"')))
-                        .unwrap_or(t);
-                    Node::Str(unescape(inner))
+                    Node::Str(unquote(self.text(n)))
                 }
             }
             (Language::Kotlin, "lambda_literal" | "statements") => {
@@ -501,16 +457,6 @@ impl Reader<'_> {
                     }
                 }
                 Node::Block(items)
-            }
-            (Language::Kotlin, "unary_expression") => {
-                let t = self.text(n).replace(' ', "");
-                t.parse().map_or(
-                    Node::Other {
-                        what: t.clone(),
-                        line,
-                    },
-                    Node::Num,
-                )
             }
             (_, kind) => Node::Other {
                 what: format!("{kind} `{}`", snippet(self.text, n)),
@@ -528,6 +474,30 @@ impl Reader<'_> {
             }
         }
     }
+}
+
+/// A number literal (`10`, `1.5`, `10L`, `1_000`, `-1`), or what it is.
+fn number_node(text: &str, line: usize) -> Node {
+    let t = text
+        .trim_end_matches(['L', 'l', 'd', 'D', 'f', 'F'])
+        .replace(['_', ' '], "");
+    t.parse().map_or(
+        Node::Other {
+            what: format!("number `{t}`"),
+            line,
+        },
+        Node::Num,
+    )
+}
+
+/// A string literal's text: `"…"` or `"""…"""`, escapes read.
+fn unquote(t: &str) -> String {
+    let inner = t
+        .strip_prefix("\"\"\"")
+        .and_then(|s| s.strip_suffix("\"\"\""))
+        .or_else(|| t.strip_prefix('"').and_then(|s| s.strip_suffix('"')))
+        .unwrap_or(t);
+    unescape(inner)
 }
 
 fn unescape(s: &str) -> String {
@@ -593,7 +563,7 @@ impl Simulation {
     fn text(&self, n: &Node) -> Option<String> {
         match self.resolve(n) {
             Node::Str(s) => Some(expression_language(s)),
-            Node::Num(v) => Some(number(*v)),
+            Node::Num(v) => Some(number_text(*v)),
             _ => None,
         }
     }
@@ -610,7 +580,7 @@ impl Simulation {
     fn duration(&self, n: &Node) -> Option<String> {
         let n = self.resolve(n);
         if let Some(v) = self.num(n) {
-            return Some(format!("{}s", number(v)));
+            return Some(format!("{}s", number_text(v)));
         }
         let chain = n.chain();
         let (first, last) = (chain.first()?, chain.last()?);
@@ -628,7 +598,7 @@ impl Simulation {
         // `10 seconds` / `10.seconds`
         if let (Some(v), Some(u)) = (self.num(first), unit(last.name())) {
             if chain.len() == 2 {
-                return Some(format!("{}{u}", number(v)));
+                return Some(format!("{}{u}", number_text(v)));
             }
         }
         // `Duration.ofSeconds(10)`
@@ -636,7 +606,7 @@ impl Simulation {
             unit(last.name()),
             last.args().first().and_then(|a| self.num(a)),
         ) {
-            return Some(format!("{}{u}", number(v)));
+            return Some(format!("{}{u}", number_text(v)));
         }
         None
     }
@@ -698,11 +668,7 @@ impl Simulation {
             steps,
         }];
         scenario.thresholds = (!thresholds.is_empty()).then_some(thresholds);
-        self.left_out.sort_by_key(|l| {
-            l.strip_prefix("line ")
-                .and_then(|r| r.split(':').next()?.parse::<usize>().ok())
-                .unwrap_or(usize::MAX)
-        });
+        sort_by_line(&mut self.left_out);
         Ok(Imported {
             scenario,
             left_out: self.left_out,
@@ -1287,7 +1253,7 @@ impl Simulation {
             ["bodyString", "is"] => {
                 if let Some(t) = arg0(1).and_then(|a| self.text(a)) {
                     req.checks.push(RawCheck {
-                        body_regex: Some(format!("^{}$", regex_escape(&t))),
+                        body_regex: Some(format!("^{}$", regex::escape(&t))),
                         ..RawCheck::default()
                     });
                     return;
@@ -1381,10 +1347,10 @@ impl Simulation {
                     _ => None,
                 };
                 key.zip(op(o))
-                    .map(|(k, o)| (k, format!("{o}{}ms", number(v))))
+                    .map(|(k, o)| (k, format!("{o}{}ms", number_text(v))))
             }
             (["global", "failedRequests", "percent", o], Some((_, v))) => {
-                op(o).map(|o| ("errors".to_string(), format!("{o}{}%", number(v))))
+                op(o).map(|o| ("errors".to_string(), format!("{o}{}%", number_text(v))))
             }
             (["global", "successfulRequests", "percent", o], Some((_, v))) => {
                 // OK % > v  ⇔  errors % < 100 − v
@@ -1393,7 +1359,12 @@ impl Simulation {
                     "gte" => Some("<="),
                     _ => None,
                 };
-                flipped.map(|o| ("errors".to_string(), format!("{o}{}%", number(100.0 - v))))
+                flipped.map(|o| {
+                    (
+                        "errors".to_string(),
+                        format!("{o}{}%", number_text(100.0 - v)),
+                    )
+                })
             }
             _ => None,
         };
@@ -1413,25 +1384,6 @@ fn header(scenario: &mut RawScenario, k: String, v: String) {
         .headers
         .get_or_insert_with(BTreeMap::new)
         .insert(k, v);
-}
-
-fn number(v: f64) -> String {
-    if v.fract() == 0.0 && v.abs() < 1e15 {
-        format!("{}", v as i64)
-    } else {
-        format!("{v}")
-    }
-}
-
-fn form_encode(s: &str) -> String {
-    if s.contains("{{") {
-        return s.to_string();
-    }
-    percent_encoding::utf8_percent_encode(s, percent_encoding::NON_ALPHANUMERIC).to_string()
-}
-
-fn regex_escape(s: &str) -> String {
-    regex::escape(s)
 }
 
 #[cfg(test)]

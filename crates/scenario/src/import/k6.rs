@@ -24,7 +24,10 @@
 //! Anything else — branches, computed loops, other modules, custom
 //! metrics — is listed with its line, never dropped silently.
 
-use super::{main_origin, managed_header, request, split_url, Imported};
+use super::{
+    form_encode, main_origin, managed_header, number_text, request, sort_by_line, split_url,
+    Imported,
+};
 use crate::raw::{
     Model, RawCheck, RawExtract, RawFeeder, RawLoad, RawRequest, RawScenario, RawSession, RawStage,
     RawStatus, RawStep, RawThreshold, RawThresholdTable,
@@ -271,7 +274,7 @@ impl<'s, 'a> K6<'s, 'a> {
     fn template(&self, e: &Expression) -> Option<String> {
         match e.get_inner_expression() {
             Expression::StringLiteral(s) => Some(s.value.to_string()),
-            Expression::NumericLiteral(n) => Some(number(n.value)),
+            Expression::NumericLiteral(n) => Some(number_text(n.value)),
             Expression::BooleanLiteral(b) => Some(b.value.to_string()),
             Expression::TemplateLiteral(t) => {
                 let mut out = String::new();
@@ -866,13 +869,7 @@ impl<'s, 'a> K6<'s, 'a> {
             thresholds: (!thresholds.is_empty()).then_some(thresholds),
             ..RawScenario::default()
         };
-        // In the script's order.
-        let line = |s: &String| {
-            s.strip_prefix("line ")
-                .and_then(|r| r.split(':').next()?.parse::<usize>().ok())
-                .unwrap_or(usize::MAX)
-        };
-        self.left_out.sort_by_key(line);
+        sort_by_line(&mut self.left_out);
         Ok(Imported {
             scenario,
             left_out: self.left_out,
@@ -1475,11 +1472,11 @@ fn threshold_of(metric: &str, rule: &str) -> Option<(String, String)> {
                     format!("p{}", p.replace('.', ""))
                 }
             };
-            (key, format!("{op}{}ms", number(value)))
+            (key, format!("{op}{}ms", number_text(value)))
         }
         ("http_req_failed", "rate") => (
             "errors".to_string(),
-            format!("{op}{}%", number(value * 100.0)),
+            format!("{op}{}%", number_text(value * 100.0)),
         ),
         _ => return None,
     };
@@ -1499,22 +1496,6 @@ fn seconds_of(text: &str) -> Option<f64> {
     humantime::parse_duration(text)
         .ok()
         .map(|d| d.as_secs_f64())
-}
-
-fn number(v: f64) -> String {
-    if v.fract() == 0.0 && v.abs() < 1e15 {
-        format!("{}", v as i64)
-    } else {
-        format!("{v}")
-    }
-}
-
-fn form_encode(s: &str) -> String {
-    // Templates stay as they are: they are filled in before sending.
-    if s.contains("{{") || s.contains("${") {
-        return s.to_string();
-    }
-    percent_encoding::utf8_percent_encode(s, percent_encoding::NON_ALPHANUMERIC).to_string()
 }
 
 #[cfg(test)]

@@ -109,6 +109,35 @@ pub(crate) fn request(taken: &mut BTreeMap<String, u32>, method: &str, path: &st
     }
 }
 
+/// A form field as `application/x-www-form-urlencoded` writes it (what
+/// Postman, k6 and Gatling send); `{{templates}}` and `${ENV}` stay as
+/// written: they are filled in before sending.
+pub(crate) fn form_encode(s: &str) -> String {
+    if s.contains("{{") || s.contains("${") {
+        return s.to_string();
+    }
+    url::form_urlencoded::byte_serialize(s.as_bytes()).collect()
+}
+
+/// A number as a scenario writes it: `5`, not `5.0`.
+pub(crate) fn number_text(v: f64) -> String {
+    if v.fract() == 0.0 && v.abs() < 1e15 {
+        format!("{}", v as i64)
+    } else {
+        format!("{v}")
+    }
+}
+
+/// What was not carried over, in the source's order ("line N: …" first
+/// by N, the rest after).
+pub(crate) fn sort_by_line(left_out: &mut [String]) {
+    left_out.sort_by_key(|l| {
+        l.strip_prefix("line ")
+            .and_then(|r| r.split(':').next()?.parse::<usize>().ok())
+            .unwrap_or(usize::MAX)
+    });
+}
+
 /// Headers the generator sets itself (or that would be wrong replayed).
 pub(crate) fn managed_header(name: &str) -> bool {
     matches!(

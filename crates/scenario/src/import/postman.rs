@@ -6,7 +6,7 @@
 //! templates and are listed, as are scripts, disabled items and bodies
 //! headroom cannot send.
 
-use super::{main_origin, managed_header, request, split_url, Imported};
+use super::{form_encode, main_origin, managed_header, request, split_url, Imported};
 use crate::raw::{RawScenario, RawSession, RawStep};
 use base64::Engine;
 use serde::Deserialize;
@@ -376,14 +376,6 @@ fn body_of(body: &Body) -> Result<Option<(String, Option<&'static str>)>, String
             "its `{other}` body (multipart forms, files and GraphQL are not carried over)"
         )),
     }
-}
-
-fn form_encode(s: &str) -> String {
-    // Templates stay as written: headroom fills them when it sends.
-    if s.contains("{{") {
-        return s.to_string();
-    }
-    url::form_urlencoded::byte_serialize(s.as_bytes()).collect()
 }
 
 /// The Authorization header an auth block sends, if it sends one.
