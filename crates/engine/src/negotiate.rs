@@ -82,7 +82,8 @@ pub fn negotiate(plan: &Plan) -> Result<Protocol, NotNegotiated> {
         tls: tls.as_ref(),
         max_streams: plan.max_streams,
     };
-    let asked = runtime.block_on(H2Connection::connect(plan.endpoint.addr, options));
+    let asked = tokio::task::LocalSet::new()
+        .block_on(&runtime, H2Connection::connect(plan.endpoint.addr, options));
     match asked {
         Ok(_) => Ok(Protocol::Http2),
         Err(Failure::H2NotNegotiated) if offer == HttpVersion::Auto => Ok(Protocol::Http1),

@@ -90,7 +90,10 @@ impl H2Connection {
                 .await
                 .map_err(|e| failure_of(&e, false))?;
             let mut ping = connection.ping_pong();
-            let driver = tokio::spawn(async move {
+            // On the worker's LocalSet with the streams' tasks: woken
+            // streams queue their requests before the driver runs again, so
+            // one write carries a whole round of them.
+            let driver = tokio::task::spawn_local(async move {
                 let _ = connection.await;
             });
             let h2 = H2Connection {
