@@ -6,6 +6,7 @@
 
 use crate::plan::{HttpVersion, Plan};
 use headroom_http::h2::H2Connection;
+use headroom_http::h3::{H3ConnectOptions, H3Connection, QuicEndpoint};
 use headroom_http::{ConnectOptions, Failure, Protocol};
 use std::fmt;
 
@@ -16,12 +17,33 @@ pub struct NotNegotiated {
     /// The endpoint, as the user wrote it.
     pub server: String,
     pub https: bool,
+    /// HTTP/3 was asked for.
+    pub http3: bool,
+    /// The endpoint's port.
+    pub port: u16,
 }
 
 impl fmt::Display for NotNegotiated {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let server = &self.server;
         match (self.failure, self.https) {
+            (Failure::H3NotNegotiated, _) => write!(
+                f,
+                "{server} answered QUIC but did not agree to HTTP/3 (ALPN `h3`); enable \
+                 HTTP/3 on the server, or drop --http3"
+            ),
+            (Failure::ConnectTimeout, true) if self.http3 => write!(
+                f,
+                "{server} did not answer a QUIC handshake on UDP port {port} within the connect \
+                 timeout: no HTTP/3 there (is it enabled, and is UDP {port} open?) — drop \
+                 --http3, or use --http2",
+                port = self.port
+            ),
+            (failure, _) if self.http3 => write!(
+                f,
+                "{server}: could not open an HTTP/3 connection ({})",
+                crate::metrics::ErrorClass::from(failure).describe()
+            ),
             (Failure::H2NotNegotiated, _) => write!(
                 f,
                 "{server} did not agree to HTTP/2: offered only `h2` in TLS (ALPN), it chose \
@@ -48,7 +70,7 @@ impl std::error::Error for NotNegotiated {}
 impl NotNegotiated {
     /// The server answered, but not in HTTP/2 (rather than not at all).
     pub fn is_protocol(&self) -> bool {
-        !failure_is_connect(self.failure)
+        !failure_is_connect(self.failure) || self.failure == Failure::H3NotNegotiated
     }
 }
 
@@ -82,17 +104,42 @@ pub fn negotiate(plan: &Plan) -> Result<Protocol, NotNegotiated> {
         tls: tls.as_ref(),
         max_streams: plan.max_streams,
     };
-    let asked = tokio::task::LocalSet::new()
-        .block_on(&runtime, H2Connection::connect(plan.endpoint.addr, options));
+    let asked = tokio::task::LocalSet::new().block_on(&runtime, async {
+        if offer == HttpVersion::Http3 {
+            ask_h3(plan, options).await.map(|_| Protocol::Http3)
+        } else {
+            H2Connection::connect(plan.endpoint.addr, options)
+                .await
+                .map(|_| Protocol::Http2)
+        }
+    });
     match asked {
-        Ok(_) => Ok(Protocol::Http2),
+        Ok(protocol) => Ok(protocol),
         Err(Failure::H2NotNegotiated) if offer == HttpVersion::Auto => Ok(Protocol::Http1),
         Err(failure) => Err(NotNegotiated {
             failure,
             server: plan.label.clone(),
             https: plan.endpoint.https,
+            http3: offer == HttpVersion::Http3,
+            port: plan.endpoint.addr.port(),
         }),
     }
+}
+
+/// One HTTP/3 connection opened to the plan's endpoint and closed.
+async fn ask_h3(plan: &Plan, options: ConnectOptions<'_>) -> Result<(), Failure> {
+    let tls = options.tls.ok_or(Failure::H3NotNegotiated)?;
+    let endpoint =
+        QuicEndpoint::bind(options.local, plan.endpoint.addr).map_err(|_| Failure::ConnectError)?;
+    let options = H3ConnectOptions {
+        endpoint: &endpoint,
+        tls,
+        timeout: options.timeout,
+        idle_timeout: plan.request_timeout,
+    };
+    H3Connection::connect(plan.endpoint.addr, options)
+        .await
+        .map(drop)
 }
 
 /// The plan as a run speaks it: `auto` settled (HTTP/1.1 when the

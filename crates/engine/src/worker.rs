@@ -133,6 +133,10 @@ fn run_tasks(
     // Dropping the tasks runs their in-flight guards: cut-off requests are
     // recorded as aborted.
     drop(local);
+    let quic = shared.origins.close_all();
+    if quic.handshakes > 0 {
+        shared.recorder.borrow_mut().quic(&quic);
+    }
     drop(runtime);
 }
 

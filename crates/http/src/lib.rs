@@ -1,5 +1,6 @@
 //! HTTP client: connect, send an encoded request, read one response —
-//! HTTP/1.1 here, HTTP/2 in [`h2`] (many streams on one connection).
+//! HTTP/1.1 here, HTTP/2 in [`h2`] (many streams on one connection),
+//! HTTP/3 in [`h3`] (many streams on one QUIC connection).
 //!
 //! HTTP/1.1: one request at a time per connection (no pipelining). The response body
 //! is counted and skipped, never copied, and the read buffer is reused, so a
@@ -7,6 +8,7 @@
 //! [`Failure`], which the engine counts as an error class.
 
 pub mod h2;
+pub mod h3;
 pub mod reader;
 pub mod redact;
 pub mod response;
@@ -72,6 +74,12 @@ pub enum Failure {
     H2StreamReset,
     H2ProtocolError,
     H2NotNegotiated,
+    H3Refused,
+    H3GoawayUnprocessed,
+    H3StreamReset,
+    H3ConnectionError,
+    H3NotNegotiated,
+    QuicIdleTimeout,
 }
 
 /// Every failure is counted as the error class of the same name.
@@ -95,11 +103,17 @@ impl From<Failure> for ErrorClass {
             F::H2StreamReset => ErrorClass::H2StreamReset,
             F::H2ProtocolError => ErrorClass::H2ProtocolError,
             F::H2NotNegotiated => ErrorClass::H2NotNegotiated,
+            F::H3Refused => ErrorClass::H3Refused,
+            F::H3GoawayUnprocessed => ErrorClass::H3GoawayUnprocessed,
+            F::H3StreamReset => ErrorClass::H3StreamReset,
+            F::H3ConnectionError => ErrorClass::H3ConnectionError,
+            F::H3NotNegotiated => ErrorClass::H3NotNegotiated,
+            F::QuicIdleTimeout => ErrorClass::QuicIdleTimeout,
         }
     }
 }
 
-/// The HTTP version asked for (`--http2`, `[http] version`).
+/// The HTTP version asked for (`--http2`, `--http3`, `[http] version`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum HttpVersion {
     /// HTTP/1.1 only.
@@ -111,6 +125,8 @@ pub enum HttpVersion {
     /// Over TLS, ALPN `h2,http/1.1` and what the server chooses; over
     /// cleartext, HTTP/1.1.
     Auto,
+    /// HTTP/3 over QUIC (`https://` only), ALPN `h3`.
+    Http3,
 }
 
 impl HttpVersion {
@@ -120,6 +136,7 @@ impl HttpVersion {
             "1.1" => Some(Self::Http1),
             "2" => Some(Self::Http2),
             "auto" => Some(Self::Auto),
+            "3" => Some(Self::Http3),
             _ => None,
         }
     }
@@ -129,6 +146,7 @@ impl HttpVersion {
             Self::Http1 => "1.1",
             Self::Http2 => "2",
             Self::Auto => "auto",
+            Self::Http3 => "3",
         }
     }
 
@@ -138,7 +156,14 @@ impl HttpVersion {
             Self::Http1 => vec![b"http/1.1".to_vec()],
             Self::Http2 => vec![b"h2".to_vec()],
             Self::Auto => vec![b"h2".to_vec(), b"http/1.1".to_vec()],
+            Self::Http3 => vec![b"h3".to_vec()],
         }
+    }
+
+    /// Many streams share a connection (HTTP/2 and HTTP/3), rather than
+    /// one request at a time on each.
+    pub fn multiplexed(self) -> bool {
+        matches!(self, Self::Http2 | Self::Http3)
     }
 }
 
@@ -147,6 +172,7 @@ impl HttpVersion {
 pub enum Protocol {
     Http1,
     Http2,
+    Http3,
 }
 
 /// What an HTTP/2 connect asks for beyond the address.

@@ -137,6 +137,29 @@ pub fn warnings(plan: &Plan, outcome: &RunOutcome, fd_limit: (u64, u64)) -> Vec<
             headroom_engine::plan::limits::MAX_COOKIES_PER_USER
         ));
     }
+    if plan.http_version == headroom_engine::plan::HttpVersion::Http3 {
+        let asked = headroom_http::h3::UDP_BUFFER;
+        if let Some((receive, send)) = headroom_http::h3::kernel_udp_buffer_caps() {
+            if receive < asked || send < asked {
+                w.push(format!(
+                    "HTTP/3: the kernel caps UDP socket buffers at {} KiB receive, {} KiB send \
+                     (net.core.rmem_max, wmem_max), below the {} KiB asked: bursts of responses \
+                     may be dropped and sent again (`sysctl -w net.core.rmem_max={asked} \
+                     net.core.wmem_max={asked}`)",
+                    receive >> 10,
+                    send >> 10,
+                    asked >> 10
+                ));
+            }
+        }
+        if t.quic.packets_lost > 0 {
+            w.push(format!(
+                "HTTP/3: QUIC declared {} of {} packets lost (sent again): on loopback that \
+                 is socket buffers overflowing, not the network",
+                t.quic.packets_lost, t.quic.packets_sent
+            ));
+        }
+    }
     if t.requests > 0 && t.connections_opened() == 0 {
         w.push("no connection to the server succeeded".into());
     }

@@ -78,6 +78,25 @@ pub enum ErrorClass {
     /// HTTP/2 was asked for (`--http2`, `version = "2"`) over TLS, and the
     /// server did not agree to it in ALPN.
     H2NotNegotiated,
+    /// HTTP/3: the server reset the stream with H3_REQUEST_REJECTED (it
+    /// never reached the application), and it was not sent again.
+    H3Refused,
+    /// HTTP/3: the server's GOAWAY came before the stream was sent, and it
+    /// was not sent again.
+    H3GoawayUnprocessed,
+    /// HTTP/3: the server reset the stream (RESET_STREAM or STOP_SENDING
+    /// with a code other than H3_REQUEST_REJECTED).
+    H3StreamReset,
+    /// HTTP/3: the QUIC connection was closed under the stream — by the
+    /// server (an application or transport error code), or for a protocol
+    /// error.
+    H3ConnectionError,
+    /// HTTP/3 was asked for (`--http3`, `version = "3"`) and the server
+    /// answered QUIC without agreeing to `h3` in ALPN.
+    H3NotNegotiated,
+    /// HTTP/3: no packet from the server within the QUIC idle timeout; the
+    /// connection and its streams were given up.
+    QuicIdleTimeout,
     /// A 4xx status that the scenario did not expect.
     Http4xx,
     /// A 5xx status that the scenario did not expect.
@@ -98,7 +117,7 @@ pub enum ErrorClass {
 }
 
 impl ErrorClass {
-    pub const COUNT: usize = 25;
+    pub const COUNT: usize = 31;
     pub const ALL: [ErrorClass; Self::COUNT] = [
         Self::ConnectRefused,
         Self::ConnectTimeout,
@@ -119,6 +138,12 @@ impl ErrorClass {
         Self::H2StreamReset,
         Self::H2ProtocolError,
         Self::H2NotNegotiated,
+        Self::H3Refused,
+        Self::H3GoawayUnprocessed,
+        Self::H3StreamReset,
+        Self::H3ConnectionError,
+        Self::H3NotNegotiated,
+        Self::QuicIdleTimeout,
         Self::Http4xx,
         Self::Http5xx,
         Self::UnexpectedStatus,
@@ -153,6 +178,12 @@ impl ErrorClass {
             Self::H2StreamReset => "h2_stream_reset",
             Self::H2ProtocolError => "h2_protocol_error",
             Self::H2NotNegotiated => "h2_not_negotiated",
+            Self::H3Refused => "h3_refused",
+            Self::H3GoawayUnprocessed => "h3_goaway_unprocessed",
+            Self::H3StreamReset => "h3_stream_reset",
+            Self::H3ConnectionError => "h3_connection_error",
+            Self::H3NotNegotiated => "h3_not_negotiated",
+            Self::QuicIdleTimeout => "quic_idle_timeout",
             Self::Http4xx => "http_4xx",
             Self::Http5xx => "http_5xx",
             Self::UnexpectedStatus => "unexpected_status",
@@ -198,6 +229,22 @@ impl ErrorClass {
                 "HTTP/2 connection error (GOAWAY with an error, broken frames, limits)"
             }
             Self::H2NotNegotiated => "the server did not agree to HTTP/2 in TLS (ALPN)",
+            Self::H3Refused => {
+                "HTTP/3 stream rejected by the server (H3_REQUEST_REJECTED), not retried"
+            }
+            Self::H3GoawayUnprocessed => {
+                "HTTP/3 stream not sent: the server's GOAWAY came first, not retried"
+            }
+            Self::H3StreamReset => "HTTP/3 stream reset by the server",
+            Self::H3ConnectionError => {
+                "HTTP/3 connection closed under the stream (by the server, or a protocol error)"
+            }
+            Self::H3NotNegotiated => {
+                "the server answered QUIC but did not agree to HTTP/3 (ALPN h3)"
+            }
+            Self::QuicIdleTimeout => {
+                "QUIC connection idle past its timeout: the server stopped answering"
+            }
             Self::Http4xx => "client error status (4xx) not expected",
             Self::Http5xx => "server error status (5xx) not expected",
             Self::UnexpectedStatus => "status not in the expected set",
@@ -224,6 +271,9 @@ impl ErrorClass {
                 | Self::H2Refused
                 | Self::H2GoawayUnprocessed
                 | Self::H2NotNegotiated
+                | Self::H3Refused
+                | Self::H3GoawayUnprocessed
+                | Self::H3NotNegotiated
                 | Self::NotSent
         )
     }
@@ -263,6 +313,92 @@ pub struct Stats {
     pub connection_events: [u64; ConnectionEvent::COUNT],
     /// How often a per-user memory bound was reached (see [`LimitReached`]).
     pub limits_reached: [u64; LimitReached::COUNT],
+    /// HTTP/3: what QUIC counted on the connections (added as each closes).
+    pub quic: QuicStats,
+}
+
+/// What QUIC counted on a run's HTTP/3 connections: handshakes, packets
+/// (as quinn counts them), stream resets by HTTP/3 error code, and how the
+/// connections closed. Added up exactly, as every other count.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct QuicStats {
+    /// QUIC handshakes completed (1-RTT: 0-RTT is never offered).
+    pub handshakes: u64,
+    pub handshake_us_sum: u64,
+    pub handshake_us_max: u64,
+    pub packets_sent: u64,
+    pub packets_lost: u64,
+    pub bytes_lost: u64,
+    pub congestion_events: u64,
+    pub datagrams_sent: u64,
+    pub datagrams_received: u64,
+    /// Stream resets from the server by HTTP/3 error code (index: code −
+    /// 0x100, H3_NO_ERROR … H3_VERSION_FALLBACK; the last: any other code).
+    pub stream_resets: [u64; H3_CODES + 1],
+    /// Connections the server closed with an HTTP/3 application error code
+    /// (indexed as `stream_resets`).
+    pub closed_by_server: [u64; H3_CODES + 1],
+    /// Connections closed by a QUIC transport error (either side).
+    pub closed_transport_error: u64,
+    /// Connections given up idle: no packet from the server in time.
+    pub closed_idle_timeout: u64,
+}
+
+/// HTTP/3's own error codes (RFC 9114 §8.1): 0x100 to 0x110.
+pub const H3_CODES: usize = 17;
+
+/// RFC 9114 §8.1's name of an HTTP/3 error code index (code − 0x100).
+pub fn h3_code_name(index: usize) -> &'static str {
+    const NAMES: [&str; H3_CODES] = [
+        "H3_NO_ERROR",
+        "H3_GENERAL_PROTOCOL_ERROR",
+        "H3_INTERNAL_ERROR",
+        "H3_STREAM_CREATION_ERROR",
+        "H3_CLOSED_CRITICAL_STREAM",
+        "H3_FRAME_UNEXPECTED",
+        "H3_FRAME_ERROR",
+        "H3_EXCESSIVE_LOAD",
+        "H3_ID_ERROR",
+        "H3_SETTINGS_ERROR",
+        "H3_MISSING_SETTINGS",
+        "H3_REQUEST_REJECTED",
+        "H3_REQUEST_CANCELLED",
+        "H3_REQUEST_INCOMPLETE",
+        "H3_MESSAGE_ERROR",
+        "H3_CONNECT_ERROR",
+        "H3_VERSION_FALLBACK",
+    ];
+    NAMES.get(index).copied().unwrap_or("other")
+}
+
+/// The index of HTTP/3 error `code` in [`QuicStats::stream_resets`].
+pub fn h3_code_index(code: u64) -> usize {
+    match code.checked_sub(0x100) {
+        Some(i) if (i as usize) < H3_CODES => i as usize,
+        _ => H3_CODES,
+    }
+}
+
+impl AddAssign<&QuicStats> for QuicStats {
+    fn add_assign(&mut self, o: &QuicStats) {
+        self.handshakes += o.handshakes;
+        self.handshake_us_sum += o.handshake_us_sum;
+        self.handshake_us_max = self.handshake_us_max.max(o.handshake_us_max);
+        self.packets_sent += o.packets_sent;
+        self.packets_lost += o.packets_lost;
+        self.bytes_lost += o.bytes_lost;
+        self.congestion_events += o.congestion_events;
+        self.datagrams_sent += o.datagrams_sent;
+        self.datagrams_received += o.datagrams_received;
+        for (a, b) in self.stream_resets.iter_mut().zip(&o.stream_resets) {
+            *a += b;
+        }
+        for (a, b) in self.closed_by_server.iter_mut().zip(&o.closed_by_server) {
+            *a += b;
+        }
+        self.closed_transport_error += o.closed_transport_error;
+        self.closed_idle_timeout += o.closed_idle_timeout;
+    }
 }
 
 /// A per-user memory bound the generator reached (see `plan::limits` and
@@ -305,10 +441,18 @@ pub enum ConnectionEvent {
     /// An HTTP/2 stream above a GOAWAY's last stream id was sent once more
     /// on another connection.
     RetriedH2Goaway,
+    /// A connection opened (counted in `Opened` too) was HTTP/3 over QUIC.
+    OpenedHttp3,
+    /// An HTTP/3 stream was rejected (H3_REQUEST_REJECTED) and its request
+    /// sent once more on another connection.
+    RetriedH3Refused,
+    /// An HTTP/3 request not sent before the server's GOAWAY was sent once
+    /// more on another connection.
+    RetriedH3Goaway,
 }
 
 impl ConnectionEvent {
-    pub const COUNT: usize = 7;
+    pub const COUNT: usize = 10;
 }
 
 impl Default for Stats {
@@ -334,6 +478,7 @@ impl Stats {
             checks: Vec::new(),
             connection_events: [0; ConnectionEvent::COUNT],
             limits_reached: [0; LimitReached::COUNT],
+            quic: QuicStats::default(),
         }
     }
 
@@ -405,6 +550,7 @@ impl AddAssign<&Stats> for Stats {
         for (a, b) in self.limits_reached.iter_mut().zip(&other.limits_reached) {
             *a += b;
         }
+        self.quic += &other.quic;
     }
 }
 

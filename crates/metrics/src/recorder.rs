@@ -193,6 +193,13 @@ impl Recorder {
         }
     }
 
+    /// What QUIC counted on HTTP/3 connections that closed (whole run, not
+    /// per request).
+    pub fn quic(&mut self, quic: &crate::QuicStats) {
+        self.advance_to(Instant::now());
+        self.current.stats.quic += quic;
+    }
+
     /// A per-user memory bound was reached `times` times by request `request`.
     pub fn limit_reached(&mut self, request: usize, limit: LimitReached, times: u64) {
         self.advance_to(Instant::now());

@@ -155,6 +155,9 @@ pub fn merge(
         c.closed_unrequested_bytes += r.connections.closed_unrequested_bytes;
         c.h2_refused += r.connections.h2_refused;
         c.h2_goaway_unprocessed += r.connections.h2_goaway_unprocessed;
+        c.h3_refused += r.connections.h3_refused;
+        c.h3_goaway_unprocessed += r.connections.h3_goaway_unprocessed;
+        c.quic = crate::results::QuicSummary::merge(c.quic.as_ref(), r.connections.quic.as_ref());
         for (protocol, n) in &r.connections.by_protocol {
             *c.by_protocol.entry(protocol.clone()).or_default() += n;
         }

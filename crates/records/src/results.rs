@@ -139,7 +139,7 @@ pub struct StartAt {
 }
 
 /// `connections` in results.json (see [`ConnectionEvent`]).
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq, schemars::JsonSchema)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct Connections {
     pub opened: u64,
     /// The server closed a kept-alive connection while it sat idle (its
@@ -154,7 +154,7 @@ pub struct Connections {
     /// connection was closed.
     pub closed_unrequested_bytes: u64,
     /// Connections opened by the protocol they agreed on: `http/1.1`,
-    /// `h2`.
+    /// `h2`, `h3`.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub by_protocol: BTreeMap<String, u64>,
     /// HTTP/2 streams the server refused (REFUSED_STREAM) whose request
@@ -165,6 +165,113 @@ pub struct Connections {
     /// sent once more on another connection.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub h2_goaway_unprocessed: u64,
+    /// HTTP/3 streams the server rejected (H3_REQUEST_REJECTED) whose
+    /// request was sent once more on another connection.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub h3_refused: u64,
+    /// HTTP/3 requests not sent before the server's GOAWAY, sent once more
+    /// on another connection.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub h3_goaway_unprocessed: u64,
+    /// HTTP/3: what QUIC counted on the run's connections.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quic: Option<QuicSummary>,
+}
+
+/// `connections.quic` in results.json: the QUIC handshakes (1-RTT), the
+/// packets quinn sent and declared lost, stream resets by HTTP/3 error
+/// code, and how connections closed.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
+pub struct QuicSummary {
+    pub handshakes: u64,
+    pub handshake_ms_mean: f64,
+    pub handshake_ms_max: f64,
+    pub packets_sent: u64,
+    pub packets_lost: u64,
+    pub bytes_lost: u64,
+    pub congestion_events: u64,
+    pub datagrams_sent: u64,
+    pub datagrams_received: u64,
+    /// Streams the server reset, by HTTP/3 error code (`H3_REQUEST_REJECTED`, …).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub stream_resets: BTreeMap<String, u64>,
+    /// Connections that closed other than by us: `by_server:<HTTP/3 code>`,
+    /// `transport_error`, `idle_timeout`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub closed: BTreeMap<String, u64>,
+}
+
+impl QuicSummary {
+    pub fn from_stats(q: &headroom_metrics::QuicStats) -> Option<QuicSummary> {
+        if q.handshakes == 0 {
+            return None;
+        }
+        let named = |counts: &[u64]| -> BTreeMap<String, u64> {
+            counts
+                .iter()
+                .enumerate()
+                .filter(|(_, n)| **n > 0)
+                .map(|(i, n)| (headroom_metrics::h3_code_name(i).to_string(), *n))
+                .collect()
+        };
+        let mut closed: BTreeMap<String, u64> = named(&q.closed_by_server)
+            .into_iter()
+            .map(|(code, n)| (format!("by_server:{code}"), n))
+            .collect();
+        for (key, n) in [
+            ("transport_error", q.closed_transport_error),
+            ("idle_timeout", q.closed_idle_timeout),
+        ] {
+            if n > 0 {
+                closed.insert(key.to_string(), n);
+            }
+        }
+        Some(QuicSummary {
+            handshakes: q.handshakes,
+            handshake_ms_mean: q.handshake_us_sum as f64 / q.handshakes as f64 / 1000.0,
+            handshake_ms_max: q.handshake_us_max as f64 / 1000.0,
+            packets_sent: q.packets_sent,
+            packets_lost: q.packets_lost,
+            bytes_lost: q.bytes_lost,
+            congestion_events: q.congestion_events,
+            datagrams_sent: q.datagrams_sent,
+            datagrams_received: q.datagrams_received,
+            stream_resets: named(&q.stream_resets),
+            closed,
+        })
+    }
+
+    /// Two shards' (or runs') figures as one.
+    pub fn merge(a: Option<&QuicSummary>, b: Option<&QuicSummary>) -> Option<QuicSummary> {
+        let (a, b) = match (a, b) {
+            (None, None) => return None,
+            (Some(x), None) | (None, Some(x)) => return Some(x.clone()),
+            (Some(a), Some(b)) => (a, b),
+        };
+        let handshakes = a.handshakes + b.handshakes;
+        let mut merged = QuicSummary {
+            handshakes,
+            handshake_ms_mean: (a.handshake_ms_mean * a.handshakes as f64
+                + b.handshake_ms_mean * b.handshakes as f64)
+                / handshakes.max(1) as f64,
+            handshake_ms_max: a.handshake_ms_max.max(b.handshake_ms_max),
+            packets_sent: a.packets_sent + b.packets_sent,
+            packets_lost: a.packets_lost + b.packets_lost,
+            bytes_lost: a.bytes_lost + b.bytes_lost,
+            congestion_events: a.congestion_events + b.congestion_events,
+            datagrams_sent: a.datagrams_sent + b.datagrams_sent,
+            datagrams_received: a.datagrams_received + b.datagrams_received,
+            stream_resets: a.stream_resets.clone(),
+            closed: a.closed.clone(),
+        };
+        for (k, n) in &b.stream_resets {
+            *merged.stream_resets.entry(k.clone()).or_default() += n;
+        }
+        for (k, n) in &b.closed {
+            *merged.closed.entry(k.clone()).or_default() += n;
+        }
+        Some(merged)
+    }
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -181,14 +288,18 @@ impl Connections {
             by_protocol: Self::by_protocol(stats),
             h2_refused: stats.connection_count(ConnectionEvent::RetriedH2Refused),
             h2_goaway_unprocessed: stats.connection_count(ConnectionEvent::RetriedH2Goaway),
+            h3_refused: stats.connection_count(ConnectionEvent::RetriedH3Refused),
+            h3_goaway_unprocessed: stats.connection_count(ConnectionEvent::RetriedH3Goaway),
+            quic: QuicSummary::from_stats(&stats.quic),
         }
     }
 
-    /// Connections opened so far by protocol (`http/1.1`, `h2`).
+    /// Connections opened so far by protocol (`http/1.1`, `h2`, `h3`).
     pub fn by_protocol(stats: &Stats) -> BTreeMap<String, u64> {
         let opened = stats.connection_count(ConnectionEvent::Opened);
         let h2 = stats.connection_count(ConnectionEvent::OpenedHttp2);
-        [("http/1.1", opened - h2), ("h2", h2)]
+        let h3 = stats.connection_count(ConnectionEvent::OpenedHttp3);
+        [("http/1.1", opened - h2 - h3), ("h2", h2), ("h3", h3)]
             .into_iter()
             .filter(|(_, n)| *n > 0)
             .map(|(k, n)| (k.to_string(), n))

@@ -182,9 +182,52 @@ pub fn write_summary(out: &mut dyn Write, r: &Results) -> io::Result<()> {
             },
             r.config
                 .max_streams
-                .filter(|_| k.by_protocol.contains_key("h2"))
+                .filter(|_| k.by_protocol.contains_key("h2") || k.by_protocol.contains_key("h3"))
                 .map(|m| format!(" (at most {m} streams each)"))
                 .unwrap_or_default(),
+        )?;
+    }
+    if let Some(q) = &k.quic {
+        let loss = if q.packets_sent > 0 {
+            q.packets_lost as f64 / q.packets_sent as f64 * 100.0
+        } else {
+            0.0
+        };
+        writeln!(
+            out,
+            "  QUIC: {} handshakes (1-RTT) in {:.2} ms mean, {:.2} ms max; {} packets sent, {} lost \
+             ({loss:.3} %), {} congestion events",
+            thousands(q.handshakes),
+            q.handshake_ms_mean,
+            q.handshake_ms_max,
+            thousands(q.packets_sent),
+            thousands(q.packets_lost),
+            thousands(q.congestion_events),
+        )?;
+        let named = |m: &std::collections::BTreeMap<String, u64>| -> String {
+            m.iter()
+                .map(|(k, n)| format!("{k} {}", thousands(*n)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        if !q.stream_resets.is_empty() {
+            writeln!(
+                out,
+                "  HTTP/3 stream resets by code: {}",
+                named(&q.stream_resets)
+            )?;
+        }
+        if !q.closed.is_empty() {
+            writeln!(out, "  QUIC connections closed: {}", named(&q.closed))?;
+        }
+    }
+    if k.h3_refused + k.h3_goaway_unprocessed > 0 {
+        writeln!(
+            out,
+            "  HTTP/3: {} requests sent again after the server rejected their stream \
+             (H3_REQUEST_REJECTED), {} after its GOAWAY came before they were sent",
+            thousands(k.h3_refused),
+            thousands(k.h3_goaway_unprocessed),
         )?;
     }
     if k.h2_refused + k.h2_goaway_unprocessed > 0 {

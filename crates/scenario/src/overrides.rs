@@ -443,6 +443,8 @@ mod tests {
             ("1.1", HttpVersion::Http1),
             ("\"1.1\"", HttpVersion::Http1),
             ("\"auto\"", HttpVersion::Auto),
+            ("3", HttpVersion::Http3),
+            ("\"h3\"", HttpVersion::Http3),
         ] {
             let raw = file(&format!("[http]\nversion = {text}"));
             assert_eq!(
@@ -453,9 +455,9 @@ mod tests {
         }
         let error = format!(
             "{:?}",
-            crate::parse_toml::<RawScenario>("[http]\nversion = \"3\"").unwrap_err()
+            crate::parse_toml::<RawScenario>("[http]\nversion = \"4\"").unwrap_err()
         );
-        assert!(error.contains("unknown HTTP version `3`"), "{error}");
+        assert!(error.contains("unknown HTTP version `4`"), "{error}");
     }
 
     #[test]

@@ -341,17 +341,19 @@ pub struct RawHttp {
     /// only (a server that does not agree fails the run's connections),
     /// over http:// HTTP/2 with prior knowledge (h2c); `"auto"` — over
     /// https:// ALPN `h2,http/1.1` and what the server chooses, over
-    /// http:// HTTP/1.1.
+    /// http:// HTTP/1.1; `"3"` — HTTP/3 over QUIC (https:// only, ALPN
+    /// `h3`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub version: Option<RawHttpVersion>,
-    /// HTTP/2: most streams in flight on one connection (default 10; never
-    /// above the server's SETTINGS_MAX_CONCURRENT_STREAMS).
+    /// HTTP/2 and HTTP/3: most streams in flight on one connection
+    /// (default 10; never above what the server allows).
     #[serde(default, with = "lenient", skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Option<lenient::Lenient<std::num::NonZeroU32>>")]
     pub max_streams: Option<u32>,
 }
 
-/// `[http] version`: written `"2"` or `2`, `"1.1"` or `1.1`, `"auto"`.
+/// `[http] version`: written `"2"` or `2`, `"1.1"` or `1.1`, `"3"` or `3`,
+/// `"auto"`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RawHttpVersion(pub headroom_engine::plan::HttpVersion);
 
@@ -363,12 +365,13 @@ impl std::str::FromStr for RawHttpVersion {
         let canonical = match text {
             "1" | "1.1" | "http/1.1" => "1.1",
             "2" | "2.0" | "h2" => "2",
+            "3" | "3.0" | "h3" => "3",
             other => other,
         };
         headroom_engine::plan::HttpVersion::parse(canonical)
             .map(RawHttpVersion)
             .ok_or_else(|| {
-                format!("unknown HTTP version `{text}`: expected \"1.1\", \"2\" or \"auto\"")
+                format!("unknown HTTP version `{text}`: expected \"1.1\", \"2\", \"3\" or \"auto\"")
             })
     }
 }

@@ -1,4 +1,5 @@
-//! HTTP/2 connections to one origin, shared by all of a worker's users: a
+//! HTTP/2 and HTTP/3 connections to one origin, shared by all of a
+//! worker's users (the streams model is one for both protocols): a
 //! request takes a stream on the least-loaded connection that has one free
 //! (at most the plan's `max_streams`, and never above the server's
 //! SETTINGS_MAX_CONCURRENT_STREAMS); when all are full a new connection
@@ -9,12 +10,64 @@
 //! `users / max_streams` connections, not one each.
 
 use super::{Origin, Origins};
-use headroom_http::h2::H2Connection;
-use headroom_http::{ConnectOptions, Failure};
+use crate::plan::HttpVersion;
+use headroom_http::h2::{H2Connection, H2Parts};
+use headroom_http::h3::{H3ConnectOptions, H3Connection, QuicEndpoint};
+use headroom_http::{Capture, Captured, ConnectOptions, Failure, Response};
+use headroom_metrics::QuicStats;
 use std::cell::{Cell, RefCell};
 use std::net::IpAddr;
 use std::rc::Rc;
 use tokio::sync::Notify;
+
+/// A connection that carries many streams: HTTP/2 over TCP, or HTTP/3
+/// over QUIC.
+pub(crate) enum Carrier {
+    H2(H2Connection),
+    /// With the worker's QUIC totals, which it adds to when dropped.
+    H3(Box<H3Connection>, Rc<RefCell<QuicStats>>),
+}
+
+impl Drop for Carrier {
+    fn drop(&mut self) {
+        if let Carrier::H3(connection, totals) = self {
+            *totals.borrow_mut() += &connection.totals();
+        }
+    }
+}
+
+impl Carrier {
+    /// Streams it may carry at once, at most `ours`. HTTP/3: quinn waits
+    /// for a stream the server allows when a request opens one past its
+    /// limit, so ours is the cap here.
+    fn stream_limit(&self, ours: u32) -> u32 {
+        match self {
+            Carrier::H2(c) => c.stream_limit(ours),
+            Carrier::H3(..) => ours,
+        }
+    }
+
+    fn is_closed(&self) -> bool {
+        match self {
+            Carrier::H2(c) => c.is_closed(),
+            Carrier::H3(c, _) => c.is_closed(),
+        }
+    }
+
+    /// One request on a new stream, its whole response read.
+    pub async fn exchange(
+        &self,
+        request: H2Parts,
+        want: Capture,
+        captured: &mut Captured,
+        attempts: &Cell<u32>,
+    ) -> Result<Response, Failure> {
+        match self {
+            Carrier::H2(c) => c.exchange(request, want, captured, attempts).await,
+            Carrier::H3(c, _) => c.exchange(request, want, captured, attempts).await,
+        }
+    }
+}
 
 /// An origin's HTTP/2 connections (on this worker).
 #[derive(Default)]
@@ -30,7 +83,7 @@ pub(crate) struct H2Pool {
 
 /// One HTTP/2 connection and the streams in flight on it.
 pub(crate) struct H2Conn {
-    pub http: H2Connection,
+    pub http: Carrier,
     in_flight: Cell<u32>,
     /// Streams it may carry at once: ours, or the server's if lower — read
     /// from h2 (behind a lock) when a stream ends, not each time a request
@@ -140,15 +193,22 @@ impl Origins {
         let pool = &origin.h2;
         origin.open.set(origin.open.get() + 1);
         pool.opening.set(pool.opening.get() + 1);
-        let options = ConnectOptions {
-            local,
-            timeout: self.connect_timeout,
-            tls: origin.tls.as_ref(),
-            max_streams: self.max_streams,
+        // Boxed: the connect (TLS and HTTP/2 or QUIC handshakes) is
+        // kilobytes of state that every waiting request's future would
+        // otherwise carry.
+        let result = if self.version == HttpVersion::Http3 {
+            Box::pin(self.open_h3(origin, local)).await
+        } else {
+            let options = ConnectOptions {
+                local,
+                timeout: self.connect_timeout,
+                tls: origin.tls.as_ref(),
+                max_streams: self.max_streams,
+            };
+            Box::pin(H2Connection::connect(origin.addr, options))
+                .await
+                .map(Carrier::H2)
         };
-        // Boxed: the connect (TLS and HTTP/2 handshakes) is kilobytes of
-        // state that every waiting request's future would otherwise carry.
-        let result = Box::pin(H2Connection::connect(origin.addr, options)).await;
         pool.opening.set(pool.opening.get() - 1);
         match result {
             Ok(http) => {
@@ -170,6 +230,58 @@ impl Origins {
             }
         }
     }
+
+    /// Opens an HTTP/3 connection to `origin`, from this worker's QUIC
+    /// endpoint for `local` (bound on first use).
+    async fn open_h3(&self, origin: &Origin, local: Option<IpAddr>) -> Result<Carrier, Failure> {
+        let Some(tls) = origin.tls.as_ref() else {
+            // `http://` has no HTTP/3: refused when the plan is made; a
+            // full URL to a cleartext origin ends here.
+            return Err(Failure::H3NotNegotiated);
+        };
+        let endpoint = self.quic_endpoint(local, origin.addr)?;
+        let options = H3ConnectOptions {
+            endpoint: &endpoint,
+            tls,
+            timeout: self.connect_timeout,
+            idle_timeout: self.idle_timeout,
+        };
+        let connection = H3Connection::connect(origin.addr, options).await?;
+        Ok(Carrier::H3(Box::new(connection), self.quic.totals.clone()))
+    }
+
+    /// The worker's QUIC endpoint for `local` and `peer`'s address family:
+    /// one UDP socket for all of its connections there.
+    fn quic_endpoint(
+        &self,
+        local: Option<IpAddr>,
+        peer: std::net::SocketAddr,
+    ) -> Result<QuicEndpoint, Failure> {
+        let key = (local, peer.is_ipv6());
+        let mut endpoints = self.quic.endpoints.borrow_mut();
+        if let Some((_, endpoint)) = endpoints.iter().find(|(k, _)| *k == key) {
+            return Ok(endpoint.clone());
+        }
+        let endpoint = QuicEndpoint::bind(local, peer).map_err(|e| {
+            if e.raw_os_error() == Some(libc::EMFILE) || e.raw_os_error() == Some(libc::ENFILE) {
+                Failure::TooManyOpenFiles
+            } else {
+                Failure::ConnectError
+            }
+        })?;
+        endpoints.push((key, endpoint.clone()));
+        Ok(endpoint)
+    }
+}
+
+/// A worker's QUIC endpoints and what its closed HTTP/3 connections
+/// counted.
+#[derive(Default)]
+pub(crate) struct QuicState {
+    /// By local address and address family of the peer.
+    #[allow(clippy::type_complexity)]
+    endpoints: RefCell<Vec<((Option<IpAddr>, bool), QuicEndpoint)>>,
+    pub totals: Rc<RefCell<QuicStats>>,
 }
 
 impl H2Pool {

@@ -9,16 +9,17 @@
 //! keeps its own (see `tasks/user.rs`), unless the plan caps connections per
 //! host: then a worker's users share one pool per origin, and a request
 //! that finds none idle and its origin at the cap waits for one. HTTP/2
-//! connections are always shared by a worker's users, many streams on
-//! each (`h2.rs`).
+//! and HTTP/3 connections are always shared by a worker's users, many
+//! streams on each (`h2.rs`).
 
 mod h2;
 
-use self::h2::H2Pool;
+use self::h2::{H2Pool, QuicState};
 use crate::metrics::ErrorClass;
 use crate::plan::{HttpVersion, Plan};
 use headroom_http::tls::{TlsClient, TlsOptions};
 use headroom_http::{routes, Connection, Failure, HeadCache};
+use headroom_metrics::QuicStats;
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
@@ -121,9 +122,13 @@ pub(crate) struct Origins {
     plan_tls: Option<TlsClient>,
     /// The protocol the run speaks (settled: never `auto`).
     version: HttpVersion,
-    /// HTTP/2: most streams in flight on one connection.
+    /// HTTP/2 and HTTP/3: most streams in flight on one connection.
     max_streams: u32,
     connect_timeout: Duration,
+    /// HTTP/3: a connection with no packet from the server for this long
+    /// is given up (the request timeout: its streams have timed out).
+    idle_timeout: Duration,
+    quic: QuicState,
 }
 
 impl Drop for Origins {
@@ -156,7 +161,19 @@ impl Origins {
             version: plan.http_version,
             max_streams: plan.max_streams,
             connect_timeout: plan.connect_timeout,
+            idle_timeout: plan.request_timeout,
+            quic: QuicState::default(),
         }
+    }
+
+    /// Closes every shared connection (the run is over) and gives what
+    /// QUIC counted on this worker's HTTP/3 connections.
+    pub fn close_all(&self) -> QuicStats {
+        for o in self.list.borrow().iter() {
+            o.idle.borrow_mut().clear();
+            o.h2.clear();
+        }
+        std::mem::take(&mut *self.quic.totals.borrow_mut())
     }
 
     pub fn default_origin(&self) -> Rc<Origin> {
@@ -165,7 +182,7 @@ impl Origins {
 
     /// HTTP/1.1 connections are shared by users (a per-host cap).
     pub fn pooled(&self) -> bool {
-        self.cap.is_some() && self.version != HttpVersion::Http2
+        self.cap.is_some() && !self.version.multiplexed()
     }
 
     /// The origin of `key` (`scheme://authority`), resolved on first use.

@@ -353,9 +353,10 @@ impl Plan {
         }
     }
 
-    /// The requests go over HTTP/2 (once `auto` is settled).
+    /// The requests go as streams over shared connections: HTTP/2 or
+    /// HTTP/3 (once `auto` is settled).
     pub fn speaks_h2(&self) -> bool {
-        self.http_version == HttpVersion::Http2
+        self.http_version.multiplexed()
     }
 
     /// Most connections open to one origin, all workers together: the

@@ -9,7 +9,7 @@ use crate::cookies;
 use crate::metrics::{ConnectionEvent, ErrorClass, LimitReached, Outcome};
 use crate::plan::check::ResponseView;
 use crate::plan::template::Scope;
-use crate::plan::{Flow, Load, RequestSpec, Step, Wire};
+use crate::plan::{Flow, HttpVersion, Load, RequestSpec, Step, Wire};
 use crate::shared::{InFlight, Shared};
 use cookie_store::CookieStore;
 use headroom_http::h2::H2Request;
@@ -557,7 +557,14 @@ impl User {
                 self.backoff.reset();
                 let mut recorder = shared.recorder.borrow_mut();
                 recorder.connection_event(index, ConnectionEvent::Opened);
-                recorder.connection_event(index, ConnectionEvent::OpenedHttp2);
+                recorder.connection_event(
+                    index,
+                    if plan.http_version == HttpVersion::Http3 {
+                        ConnectionEvent::OpenedHttp3
+                    } else {
+                        ConnectionEvent::OpenedHttp2
+                    },
+                );
             }
             let conn = stream.slot.conn.clone();
             let request = match wire {
@@ -597,10 +604,19 @@ impl User {
             let retry_event = match failure {
                 Failure::H2Refused => Some(ConnectionEvent::RetriedH2Refused),
                 Failure::H2GoawayUnprocessed => Some(ConnectionEvent::RetriedH2Goaway),
+                Failure::H3Refused => Some(ConnectionEvent::RetriedH3Refused),
+                Failure::H3GoawayUnprocessed => Some(ConnectionEvent::RetriedH3Goaway),
                 _ => None,
             };
             // Past a GOAWAY or a connection error, no new stream goes on it.
-            if !matches!(failure, Failure::H2Refused | Failure::H2StreamReset) {
+            let stream_only = matches!(
+                failure,
+                Failure::H2Refused
+                    | Failure::H2StreamReset
+                    | Failure::H3Refused
+                    | Failure::H3StreamReset
+            );
+            if !stream_only {
                 conn.retire();
             }
             match retry_event {

@@ -129,14 +129,20 @@ pub struct RunArgs {
     #[arg(long, conflicts_with = "http_version")]
     pub http2: bool,
 
-    /// HTTP version: 1.1, 2 (as --http2) or auto (over https:// ALPN
-    /// h2,http/1.1 and what the server chooses) [default: the scenario's
-    /// `[http] version`, else 1.1].
-    #[arg(long, value_name = "VERSION", value_parser = ["1.1", "2", "auto"])]
+    /// Speak HTTP/3 over QUIC (https:// only): TLS 1.3 with ALPN `h3` over
+    /// UDP to the URL's port; a clear error before any load if the server
+    /// does not answer it. Same as --http-version 3.
+    #[arg(long, conflicts_with_all = ["http_version", "http2"])]
+    pub http3: bool,
+
+    /// HTTP version: 1.1, 2 (as --http2), 3 (as --http3) or auto (over
+    /// https:// ALPN h2,http/1.1 and what the server chooses) [default:
+    /// the scenario's `[http] version`, else 1.1].
+    #[arg(long, value_name = "VERSION", value_parser = ["1.1", "2", "3", "auto"])]
     pub http_version: Option<String>,
 
-    /// HTTP/2: most streams in flight on one connection [default: 10; never
-    /// above the server's SETTINGS_MAX_CONCURRENT_STREAMS]. With the closed
+    /// HTTP/2 and HTTP/3: most streams in flight on one connection
+    /// [default: 10; never above what the server allows]. With the closed
     /// model, --connections C and no number of users run C × streams
     /// users, as h2load's -c and -m.
     #[arg(long, value_name = "M")]

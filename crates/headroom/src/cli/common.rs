@@ -5,13 +5,19 @@ use headroom_measure::Recording;
 
 /// Before any load: a plan that asks for HTTP/2 of a server that answers
 /// but does not speak it fails here, naming the server. One that cannot be
-/// reached is the run's to count (connect errors), as over HTTP/1.1.
+/// reached is the run's to count (connect errors), as over HTTP/1.1 — but
+/// over HTTP/3 an unanswered QUIC handshake is how a server without
+/// HTTP/3 looks (UDP tells nothing of a closed port), so it fails here too.
 pub fn check_protocol(plan: &Plan) -> anyhow::Result<()> {
-    if plan.http_version != HttpVersion::Http2 {
-        return Ok(());
-    }
-    match headroom_engine::negotiate(plan) {
-        Err(refused) if refused.is_protocol() => Err(refused.into()),
+    match plan.http_version {
+        HttpVersion::Http2 => match headroom_engine::negotiate(plan) {
+            Err(refused) if refused.is_protocol() => Err(refused.into()),
+            _ => Ok(()),
+        },
+        HttpVersion::Http3 => match headroom_engine::negotiate(plan) {
+            Err(refused) => Err(refused.into()),
+            Ok(_) => Ok(()),
+        },
         _ => Ok(()),
     }
 }

@@ -415,6 +415,7 @@ mod tests {
             "--secret-header",
             "--stale-connection-retry",
             "--http2",
+            "--http3",
             "--http-version",
             "--streams",
             "--max-feeder-size",

@@ -42,6 +42,8 @@ fn overrides(args: &RunArgs) -> Overrides {
         connections: args.connections,
         http_version: if args.http2 {
             Some(HttpVersion::Http2)
+        } else if args.http3 {
+            Some(HttpVersion::Http3)
         } else {
             args.http_version.as_deref().and_then(HttpVersion::parse)
         },

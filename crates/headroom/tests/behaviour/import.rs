@@ -5,7 +5,7 @@
 //! collection imported sends its requests, bodies and auth as written; an
 //! OpenAPI document's operations arrive with their parameters and bodies.
 
-use crate::common::{headroom_bin, run, Nginx};
+use crate::common::{headroom_bin, peer_home, run, Nginx};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::Command;
@@ -44,17 +44,6 @@ fn jmeter_home() -> PathBuf {
         home.display()
     );
     home
-}
-
-/// Where a `.ci/*.sh` script put a peer: `$VAR`, else
-/// `$XDG_CACHE_HOME/headroom/DIR` (`~/.cache` by default).
-fn peer_home(var: &str, dir: &str) -> PathBuf {
-    std::env::var_os(var).map(PathBuf::from).unwrap_or_else(|| {
-        let cache = std::env::var_os("XDG_CACHE_HOME")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").unwrap()).join(".cache"));
-        cache.join("headroom").join(dir)
-    })
 }
 
 /// The example JMeter plan run by real JMeter 5.6 and, imported, by

@@ -15,6 +15,7 @@ mod docs;
 mod errors;
 mod events;
 mod h2;
+mod h3;
 mod hostile;
 mod import;
 mod injection;

@@ -113,6 +113,17 @@ pub fn example(name: &str) -> String {
     study::examples().join(name).display().to_string()
 }
 
+/// Where a `.ci/*.sh` script put a peer: `$VAR`, else
+/// `$XDG_CACHE_HOME/headroom/DIR` (`~/.cache` by default).
+pub fn peer_home(var: &str, dir: &str) -> PathBuf {
+    std::env::var_os(var).map(PathBuf::from).unwrap_or_else(|| {
+        let cache = std::env::var_os("XDG_CACHE_HOME")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").unwrap()).join(".cache"));
+        cache.join("headroom").join(dir)
+    })
+}
+
 pub fn free_port() -> u16 {
     headroom_study::free_port().expect("a free port")
 }

@@ -503,11 +503,25 @@ fn protocol_text(r: &Results) -> String {
     let streams = r
         .config
         .max_streams
-        .filter(|_| r.connections.by_protocol.contains_key("h2"))
+        .filter(|_| {
+            let by = &r.connections.by_protocol;
+            by.contains_key("h2") || by.contains_key("h3")
+        })
         .map(|m| format!(" ({m} streams each)"))
         .unwrap_or_default();
+    let quic = r
+        .connections
+        .quic
+        .as_ref()
+        .map(|q| {
+            format!(
+                "; QUIC handshakes {:.2} ms mean ({:.2} max), {} of {} packets lost",
+                q.handshake_ms_mean, q.handshake_ms_max, q.packets_lost, q.packets_sent
+            )
+        })
+        .unwrap_or_default();
     format!(
-        "HTTP {} asked: {} connections{streams}",
+        "HTTP {} asked: {} connections{streams}{quic}",
         r.meta.http_version,
         if spoke.is_empty() {
             "no".to_string()

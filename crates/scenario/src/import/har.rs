@@ -151,7 +151,7 @@ pub fn import(text: &str) -> Result<Imported, String> {
         [] => None,
         _ => {
             left_out.push(format!(
-                "requests in both HTTP/1.1 and HTTP/2 to {origin}: version \"auto\" speaks what the server chooses"
+                "requests in more than one HTTP version to {origin}: version \"auto\" speaks what the server chooses"
             ));
             Some(HttpVersion::Auto)
         }
@@ -180,6 +180,7 @@ fn version_of(recorded: &str) -> Option<HttpVersion> {
     match recorded.to_ascii_lowercase().as_str() {
         "http/1.1" | "http/1.0" => Some(HttpVersion::Http1),
         "http/2.0" | "http/2" | "h2" => Some(HttpVersion::Http2),
+        "http/3" | "http/3.0" | "h3" => Some(HttpVersion::Http3),
         _ => None,
     }
 }

@@ -11,7 +11,7 @@
 use super::errors::{Problem, Problems};
 use super::raw::*;
 use headroom_engine::plan::{
-    Flow, Load, Plan, StaleRetry, DEFAULT_CONNECT_TIMEOUT, DEFAULT_GRACEFUL_STOP,
+    Flow, HttpVersion, Load, Plan, StaleRetry, DEFAULT_CONNECT_TIMEOUT, DEFAULT_GRACEFUL_STOP,
     DEFAULT_REQUEST_TIMEOUT,
 };
 use headroom_http::tls::{TlsClient, TlsOptions};
@@ -107,6 +107,17 @@ impl Builder<'_> {
             .as_ref()
             .filter(|e| e.https)
             .and_then(|e| self.tls(raw.tls.as_ref(), &e.host));
+        let http3 = http.version.is_some_and(|v| v.0 == HttpVersion::Http3);
+        if http3 && endpoint.as_ref().is_some_and(|e| !e.https) {
+            self.problem(
+                None,
+                "version",
+                "version",
+                "http.version = \"3\": HTTP/3 runs over QUIC, which is always TLS — the base \
+                 URL must be https://"
+                    .into(),
+            );
+        }
         if raw.tls.is_some() && endpoint.as_ref().is_some_and(|e| !e.https) {
             self.problem(
                 None,
