@@ -136,6 +136,7 @@ async fn ask_h3(plan: &Plan, options: ConnectOptions<'_>) -> Result<(), Failure>
         tls,
         timeout: options.timeout,
         idle_timeout: plan.request_timeout,
+        zero_rtt: false,
     };
     H3Connection::connect(plan.endpoint.addr, options)
         .await
@@ -153,6 +154,13 @@ pub(crate) fn settle(plan: &Plan) -> Plan {
             _ => HttpVersion::Http1,
         };
     }
-    plan.tls = plan.tls.map(|t| t.with_version(plan.http_version));
+    plan.tls = plan.tls.map(|t| {
+        let tls = t.with_version(plan.http_version);
+        if plan.zero_rtt {
+            tls.with_early_data()
+        } else {
+            tls
+        }
+    });
     plan
 }

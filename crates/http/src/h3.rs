@@ -21,6 +21,7 @@ use std::cell::{Cell, RefCell};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
+use tokio::sync::watch;
 
 /// Receive windows offered to the server: 1 MiB per stream and 4 MiB per
 /// connection, as over HTTP/2, so a large body is not paced by window
@@ -134,15 +135,36 @@ pub struct H3Connection {
     send: h3::client::SendRequest<h3_quinn::OpenStreams, Bytes>,
     quic: quinn::Connection,
     driver: tokio::task::JoinHandle<()>,
-    /// The QUIC handshake's time (1-RTT; 0-RTT is never offered).
+    /// Time until the connection could carry requests: the 1-RTT
+    /// handshake, or (resumed with 0-RTT) until its early data could go.
     pub handshake: Duration,
     /// Stream resets from the server, by HTTP/3 error code.
     resets: RefCell<[u64; H3_CODES + 1]>,
+    /// 0-RTT: how the server took the early data (`None`: not resumed).
+    early: watch::Receiver<Early>,
+    /// Waits for the handshake of a resumed connection to settle `early`.
+    early_task: Option<tokio::task::JoinHandle<()>>,
+}
+
+/// How a connection's 0-RTT went.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Early {
+    /// Not resumed with 0-RTT: a 1-RTT handshake completed first.
+    None,
+    /// Resumed; the handshake has not completed yet.
+    Pending,
+    Accepted,
+    /// The server refused the early data: streams opened before the
+    /// handshake completed never reached it.
+    Rejected,
 }
 
 impl Drop for H3Connection {
     fn drop(&mut self) {
         self.driver.abort();
+        if let Some(task) = &self.early_task {
+            task.abort();
+        }
         self.quic.close(
             Code::H3_NO_ERROR.value().try_into().unwrap_or(0u32.into()),
             b"",
@@ -160,6 +182,9 @@ pub struct H3ConnectOptions<'a> {
     /// A connection with no packet from the server for this long is closed
     /// (`quic_idle_timeout` for its streams).
     pub idle_timeout: Duration,
+    /// Resume with 0-RTT when TLS holds a session ticket for the server
+    /// (the TLS configuration must allow early data).
+    pub zero_rtt: bool,
 }
 
 impl H3Connection {
@@ -185,7 +210,31 @@ impl H3Connection {
                 .endpoint
                 .connect_with(config, addr, &name)
                 .map_err(|_| Failure::ConnectError)?;
-            let quic = connecting.await.map_err(|e| handshake_failure(&e))?;
+            // Resumed with 0-RTT when asked and TLS holds a ticket for the
+            // server; else the 1-RTT handshake completes first.
+            let resumed = if options.zero_rtt {
+                connecting.into_0rtt()
+            } else {
+                Err(connecting)
+            };
+            let (quic, early, early_task) = match resumed {
+                Ok((quic, accepted)) => {
+                    let (settle, early) = watch::channel(Early::Pending);
+                    let task = tokio::task::spawn_local(async move {
+                        let accepted = accepted.await;
+                        let _ = settle.send(if accepted {
+                            Early::Accepted
+                        } else {
+                            Early::Rejected
+                        });
+                    });
+                    (quic, early, Some(task))
+                }
+                Err(connecting) => {
+                    let quic = connecting.await.map_err(|e| handshake_failure(&e))?;
+                    (quic, watch::channel(Early::None).1, None)
+                }
+            };
             let handshake = started.elapsed();
             let (mut driver, send) = h3::client::builder()
                 .max_field_section_size(MAX_FIELD_SECTION)
@@ -202,6 +251,8 @@ impl H3Connection {
                 driver,
                 handshake,
                 resets: RefCell::new([0; H3_CODES + 1]),
+                early,
+                early_task,
             })
         };
         match tokio::time::timeout(options.timeout, open).await {
@@ -213,7 +264,9 @@ impl H3Connection {
     /// The connection is gone: closed by either side, timed out idle, or
     /// its driver ended.
     pub fn is_closed(&self) -> bool {
-        self.driver.is_finished() || self.quic.close_reason().is_some()
+        self.driver.is_finished()
+            || self.quic.close_reason().is_some()
+            || *self.early.borrow() == Early::Rejected
     }
 
     /// What QUIC counted on this connection so far, and how it closed
@@ -234,6 +287,14 @@ impl H3Connection {
             stream_resets: *self.resets.borrow(),
             ..QuicStats::default()
         };
+        match *self.early.borrow() {
+            Early::None => {}
+            state => {
+                totals.handshakes_0rtt = 1;
+                totals.zero_rtt_accepted = (state == Early::Accepted) as u64;
+                totals.zero_rtt_rejected = (state == Early::Rejected) as u64;
+            }
+        }
         match self.quic.close_reason() {
             Some(quinn::ConnectionError::ApplicationClosed(close)) => {
                 totals.closed_by_server[h3_code_index(close.error_code.into())] += 1;
@@ -253,6 +314,9 @@ impl H3Connection {
         if let StreamError::RemoteTerminate { code, .. } = e {
             self.resets.borrow_mut()[h3_code_index(code.value())] += 1;
         }
+        if !answered && *self.early.borrow() == Early::Rejected {
+            return Failure::QuicZeroRttRejected;
+        }
         stream_failure(e, answered)
     }
 
@@ -268,6 +332,12 @@ impl H3Connection {
     ) -> Result<Response, Failure> {
         captured.clear();
         let (head, body) = request;
+        // Early data can be replayed: only an idempotent request goes
+        // before a resumed connection's handshake completes.
+        if *self.early.borrow() == Early::Pending && !crate::is_idempotent(head.method().as_str()) {
+            let mut early = self.early.clone();
+            let _ = early.wait_for(|e| *e != Early::Pending).await;
+        }
         // A handle per request (shared state behind an Arc): the stream is
         // opened without holding the connection's.
         let mut send = self.send.clone();

@@ -80,6 +80,7 @@ pub enum Failure {
     H3ConnectionError,
     H3NotNegotiated,
     QuicIdleTimeout,
+    QuicZeroRttRejected,
 }
 
 /// Every failure is counted as the error class of the same name.
@@ -109,6 +110,7 @@ impl From<Failure> for ErrorClass {
             F::H3ConnectionError => ErrorClass::H3ConnectionError,
             F::H3NotNegotiated => ErrorClass::H3NotNegotiated,
             F::QuicIdleTimeout => ErrorClass::QuicIdleTimeout,
+            F::QuicZeroRttRejected => ErrorClass::QuicZeroRttRejected,
         }
     }
 }
@@ -173,6 +175,15 @@ pub enum Protocol {
     Http1,
     Http2,
     Http3,
+}
+
+/// A method whose request may be sent twice with the effect of once (RFC
+/// 9110 §9.2.2): what goes again after a stale connection or a refused
+/// stream, and what may go as 0-RTT early data, which can be replayed.
+pub fn is_idempotent(method: &str) -> bool {
+    ["GET", "HEAD", "PUT", "DELETE", "OPTIONS", "TRACE"]
+        .iter()
+        .any(|m| m.eq_ignore_ascii_case(method))
 }
 
 /// What an HTTP/2 connect asks for beyond the address.

@@ -113,6 +113,19 @@ impl TlsClient {
         }
     }
 
+    /// The same, resuming sessions with early data (0-RTT over QUIC): the
+    /// session tickets are kept in memory, shared by every connection made
+    /// with this configuration.
+    pub fn with_early_data(&self) -> TlsClient {
+        let mut config = ClientConfig::clone(self.connector.config());
+        config.enable_early_data = true;
+        TlsClient {
+            connector: tokio_rustls::TlsConnector::from(Arc::new(config)),
+            server_name: self.server_name.clone(),
+            insecure: self.insecure,
+        }
+    }
+
     /// The same trust for another host (a full URL on another origin): the
     /// SNI name is that host's.
     pub fn for_host(&self, host: &str) -> Result<TlsClient, TlsError> {

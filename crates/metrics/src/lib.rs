@@ -97,6 +97,9 @@ pub enum ErrorClass {
     /// HTTP/3: no packet from the server within the QUIC idle timeout; the
     /// connection and its streams were given up.
     QuicIdleTimeout,
+    /// HTTP/3 with 0-RTT: the server refused the early data a request went
+    /// in (it never reached the application), and it was not sent again.
+    QuicZeroRttRejected,
     /// A 4xx status that the scenario did not expect.
     Http4xx,
     /// A 5xx status that the scenario did not expect.
@@ -117,7 +120,7 @@ pub enum ErrorClass {
 }
 
 impl ErrorClass {
-    pub const COUNT: usize = 31;
+    pub const COUNT: usize = 32;
     pub const ALL: [ErrorClass; Self::COUNT] = [
         Self::ConnectRefused,
         Self::ConnectTimeout,
@@ -144,6 +147,7 @@ impl ErrorClass {
         Self::H3ConnectionError,
         Self::H3NotNegotiated,
         Self::QuicIdleTimeout,
+        Self::QuicZeroRttRejected,
         Self::Http4xx,
         Self::Http5xx,
         Self::UnexpectedStatus,
@@ -184,6 +188,7 @@ impl ErrorClass {
             Self::H3ConnectionError => "h3_connection_error",
             Self::H3NotNegotiated => "h3_not_negotiated",
             Self::QuicIdleTimeout => "quic_idle_timeout",
+            Self::QuicZeroRttRejected => "quic_0rtt_rejected",
             Self::Http4xx => "http_4xx",
             Self::Http5xx => "http_5xx",
             Self::UnexpectedStatus => "unexpected_status",
@@ -245,6 +250,9 @@ impl ErrorClass {
             Self::QuicIdleTimeout => {
                 "QUIC connection idle past its timeout: the server stopped answering"
             }
+            Self::QuicZeroRttRejected => {
+                "sent as 0-RTT early data, which the server refused; not retried"
+            }
             Self::Http4xx => "client error status (4xx) not expected",
             Self::Http5xx => "server error status (5xx) not expected",
             Self::UnexpectedStatus => "status not in the expected set",
@@ -274,6 +282,7 @@ impl ErrorClass {
                 | Self::H3Refused
                 | Self::H3GoawayUnprocessed
                 | Self::H3NotNegotiated
+                | Self::QuicZeroRttRejected
                 | Self::NotSent
         )
     }
@@ -322,8 +331,13 @@ pub struct Stats {
 /// connections closed. Added up exactly, as every other count.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct QuicStats {
-    /// QUIC handshakes completed (1-RTT: 0-RTT is never offered).
+    /// QUIC connections opened (1-RTT, or resumed with 0-RTT).
     pub handshakes: u64,
+    /// Of those, resumed with 0-RTT (`--0rtt`), and how the server took
+    /// the early data.
+    pub handshakes_0rtt: u64,
+    pub zero_rtt_accepted: u64,
+    pub zero_rtt_rejected: u64,
     pub handshake_us_sum: u64,
     pub handshake_us_max: u64,
     pub packets_sent: u64,
@@ -382,6 +396,9 @@ pub fn h3_code_index(code: u64) -> usize {
 impl AddAssign<&QuicStats> for QuicStats {
     fn add_assign(&mut self, o: &QuicStats) {
         self.handshakes += o.handshakes;
+        self.handshakes_0rtt += o.handshakes_0rtt;
+        self.zero_rtt_accepted += o.zero_rtt_accepted;
+        self.zero_rtt_rejected += o.zero_rtt_rejected;
         self.handshake_us_sum += o.handshake_us_sum;
         self.handshake_us_max = self.handshake_us_max.max(o.handshake_us_max);
         self.packets_sent += o.packets_sent;
@@ -449,10 +466,13 @@ pub enum ConnectionEvent {
     /// An HTTP/3 request not sent before the server's GOAWAY was sent once
     /// more on another connection.
     RetriedH3Goaway,
+    /// A request sent as 0-RTT early data that the server refused was sent
+    /// once more on another connection.
+    RetriedZeroRttRejected,
 }
 
 impl ConnectionEvent {
-    pub const COUNT: usize = 10;
+    pub const COUNT: usize = 11;
 }
 
 impl Default for Stats {

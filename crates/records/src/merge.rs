@@ -157,6 +157,7 @@ pub fn merge(
         c.h2_goaway_unprocessed += r.connections.h2_goaway_unprocessed;
         c.h3_refused += r.connections.h3_refused;
         c.h3_goaway_unprocessed += r.connections.h3_goaway_unprocessed;
+        c.quic_0rtt_rejected += r.connections.quic_0rtt_rejected;
         c.quic = crate::results::QuicSummary::merge(c.quic.as_ref(), r.connections.quic.as_ref());
         for (protocol, n) in &r.connections.by_protocol {
             *c.by_protocol.entry(protocol.clone()).or_default() += n;

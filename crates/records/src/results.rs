@@ -173,6 +173,10 @@ pub struct Connections {
     /// on another connection.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub h3_goaway_unprocessed: u64,
+    /// HTTP/3 with 0-RTT: requests sent as early data that the server
+    /// refused, sent once more on another connection.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub quic_0rtt_rejected: u64,
     /// HTTP/3: what QUIC counted on the run's connections.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub quic: Option<QuicSummary>,
@@ -184,6 +188,17 @@ pub struct Connections {
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct QuicSummary {
     pub handshakes: u64,
+    /// Of the handshakes, resumed with 0-RTT (`--0rtt`); the server
+    /// accepted the early data on `zero_rtt_accepted`, refused it on
+    /// `zero_rtt_rejected`.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub handshakes_0rtt: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub zero_rtt_accepted: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub zero_rtt_rejected: u64,
+    /// Time until a connection could carry requests: the 1-RTT handshake,
+    /// or (0-RTT) until its early data could go.
     pub handshake_ms_mean: f64,
     pub handshake_ms_max: f64,
     pub packets_sent: u64,
@@ -228,6 +243,9 @@ impl QuicSummary {
         }
         Some(QuicSummary {
             handshakes: q.handshakes,
+            handshakes_0rtt: q.handshakes_0rtt,
+            zero_rtt_accepted: q.zero_rtt_accepted,
+            zero_rtt_rejected: q.zero_rtt_rejected,
             handshake_ms_mean: q.handshake_us_sum as f64 / q.handshakes as f64 / 1000.0,
             handshake_ms_max: q.handshake_us_max as f64 / 1000.0,
             packets_sent: q.packets_sent,
@@ -251,6 +269,9 @@ impl QuicSummary {
         let handshakes = a.handshakes + b.handshakes;
         let mut merged = QuicSummary {
             handshakes,
+            handshakes_0rtt: a.handshakes_0rtt + b.handshakes_0rtt,
+            zero_rtt_accepted: a.zero_rtt_accepted + b.zero_rtt_accepted,
+            zero_rtt_rejected: a.zero_rtt_rejected + b.zero_rtt_rejected,
             handshake_ms_mean: (a.handshake_ms_mean * a.handshakes as f64
                 + b.handshake_ms_mean * b.handshakes as f64)
                 / handshakes.max(1) as f64,
@@ -290,6 +311,7 @@ impl Connections {
             h2_goaway_unprocessed: stats.connection_count(ConnectionEvent::RetriedH2Goaway),
             h3_refused: stats.connection_count(ConnectionEvent::RetriedH3Refused),
             h3_goaway_unprocessed: stats.connection_count(ConnectionEvent::RetriedH3Goaway),
+            quic_0rtt_rejected: stats.connection_count(ConnectionEvent::RetriedZeroRttRejected),
             quic: QuicSummary::from_stats(&stats.quic),
         }
     }

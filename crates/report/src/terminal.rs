@@ -204,6 +204,17 @@ pub fn write_summary(out: &mut dyn Write, r: &Results) -> io::Result<()> {
             thousands(q.packets_lost),
             thousands(q.congestion_events),
         )?;
+        if q.handshakes_0rtt > 0 {
+            writeln!(
+                out,
+                "  0-RTT: {} connections resumed with early data: {} accepted by the server, {} \
+                 refused ({} requests sent again)",
+                thousands(q.handshakes_0rtt),
+                thousands(q.zero_rtt_accepted),
+                thousands(q.zero_rtt_rejected),
+                thousands(k.quic_0rtt_rejected),
+            )?;
+        }
         let named = |m: &std::collections::BTreeMap<String, u64>| -> String {
             m.iter()
                 .map(|(k, n)| format!("{k} {}", thousands(*n)))

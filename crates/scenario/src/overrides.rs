@@ -40,6 +40,8 @@ pub struct Overrides {
     pub http_version: Option<HttpVersion>,
     /// `--streams`: HTTP/2 streams in flight per connection.
     pub streams: Option<u32>,
+    /// `--0rtt`.
+    pub zero_rtt: bool,
     pub duration: Option<Duration>,
     pub graceful_stop: Option<Duration>,
     /// `--requests`: stop after this many requests in all.
@@ -240,6 +242,9 @@ impl Overrides {
             http.version = Some(RawHttpVersion(version));
         }
         http.max_streams = self.streams.or(http.max_streams);
+        if self.zero_rtt {
+            http.zero_rtt = Some(true);
+        }
         if let Some(d) = self.timeout {
             http.timeout = Some(duration_text(d));
         }

@@ -350,6 +350,11 @@ pub struct RawHttp {
     #[serde(default, with = "lenient", skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Option<lenient::Lenient<std::num::NonZeroU32>>")]
     pub max_streams: Option<u32>,
+    /// HTTP/3: resume connections with 0-RTT, for servers that allow it
+    /// (default false). Only idempotent requests go as early data (it can be
+    /// replayed); others wait for the handshake.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub zero_rtt: Option<bool>,
 }
 
 /// `[http] version`: written `"2"` or `2`, `"1.1"` or `1.1`, `"3"` or `3`,

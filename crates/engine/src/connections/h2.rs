@@ -245,6 +245,7 @@ impl Origins {
             tls,
             timeout: self.connect_timeout,
             idle_timeout: self.idle_timeout,
+            zero_rtt: self.zero_rtt && !self.quic.zero_rtt_refused.get(),
         };
         let connection = H3Connection::connect(origin.addr, options).await?;
         Ok(Carrier::H3(Box::new(connection), self.quic.totals.clone()))
@@ -282,6 +283,19 @@ pub(crate) struct QuicState {
     #[allow(clippy::type_complexity)]
     endpoints: RefCell<Vec<((Option<IpAddr>, bool), QuicEndpoint)>>,
     pub totals: Rc<RefCell<QuicStats>>,
+    /// A server refused our 0-RTT early data: later connections complete
+    /// their handshake first, as browsers do after a refusal (a server
+    /// that issues tickets it cannot honour — several behind one address
+    /// without shared ticket keys — would refuse every one).
+    zero_rtt_refused: Cell<bool>,
+}
+
+impl Origins {
+    /// The server refused 0-RTT: connections opened from now on wait for
+    /// their handshake.
+    pub fn zero_rtt_refused(&self) {
+        self.quic.zero_rtt_refused.set(true);
+    }
 }
 
 impl H2Pool {

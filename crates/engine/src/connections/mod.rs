@@ -128,6 +128,8 @@ pub(crate) struct Origins {
     /// HTTP/3: a connection with no packet from the server for this long
     /// is given up (the request timeout: its streams have timed out).
     idle_timeout: Duration,
+    /// HTTP/3: resume connections with 0-RTT.
+    zero_rtt: bool,
     quic: QuicState,
 }
 
@@ -162,6 +164,7 @@ impl Origins {
             max_streams: plan.max_streams,
             connect_timeout: plan.connect_timeout,
             idle_timeout: plan.request_timeout,
+            zero_rtt: plan.zero_rtt,
             quic: QuicState::default(),
         }
     }

@@ -94,6 +94,10 @@ pub struct Plan {
     /// HTTP/2: most streams in flight on one connection (never above the
     /// server's SETTINGS_MAX_CONCURRENT_STREAMS).
     pub max_streams: u32,
+    /// HTTP/3: resume QUIC connections with 0-RTT (`--0rtt`): a request on
+    /// a resumed connection may go before its handshake completes — only
+    /// an idempotent one, since early data can be replayed.
+    pub zero_rtt: bool,
     /// Keep every second's latency histogram for the run's end (the
     /// HdrHistogram interval log, `--hdr-log`). A shard keeps them always
     /// (its merge needs them); otherwise they are not kept, so a long run's
@@ -148,9 +152,7 @@ impl StaleRetry {
 
     pub fn allows(self, method: &str) -> bool {
         match self {
-            Self::Idempotent => ["GET", "HEAD", "PUT", "DELETE", "OPTIONS", "TRACE"]
-                .iter()
-                .any(|m| m.eq_ignore_ascii_case(method)),
+            Self::Idempotent => headroom_http::is_idempotent(method),
             Self::All => true,
             Self::Never => false,
         }
@@ -233,6 +235,7 @@ impl Plan {
             engine: Engine::Auto,
             http_version: HttpVersion::Http1,
             max_streams: DEFAULT_MAX_STREAMS,
+            zero_rtt: false,
             keep_second_histograms: false,
         })
     }
@@ -310,6 +313,9 @@ impl Plan {
                 self.http_version.as_str(),
                 self.max_streams
             );
+        }
+        if self.zero_rtt {
+            text.push_str("|0rtt");
         }
         for r in self.requests.iter().filter_map(|r| r.origin.as_ref()) {
             let _ = write!(text, "|{r}");

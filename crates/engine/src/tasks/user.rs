@@ -606,6 +606,7 @@ impl User {
                 Failure::H2GoawayUnprocessed => Some(ConnectionEvent::RetriedH2Goaway),
                 Failure::H3Refused => Some(ConnectionEvent::RetriedH3Refused),
                 Failure::H3GoawayUnprocessed => Some(ConnectionEvent::RetriedH3Goaway),
+                Failure::QuicZeroRttRejected => Some(ConnectionEvent::RetriedZeroRttRejected),
                 _ => None,
             };
             // Past a GOAWAY or a connection error, no new stream goes on it.
@@ -618,6 +619,9 @@ impl User {
             );
             if !stream_only {
                 conn.retire();
+            }
+            if failure == Failure::QuicZeroRttRejected {
+                shared.origins.zero_rtt_refused();
             }
             match retry_event {
                 Some(event) if may_retry && plan.stale_retry.allows(&spec.method) => {

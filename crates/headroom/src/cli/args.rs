@@ -135,6 +135,13 @@ pub struct RunArgs {
     #[arg(long, conflicts_with_all = ["http_version", "http2"])]
     pub http3: bool,
 
+    /// HTTP/3: resume QUIC connections with 0-RTT where the server allows
+    /// it (a session ticket from an earlier connection): idempotent
+    /// requests go before the handshake completes, others wait for it.
+    /// Off by default: early data can be replayed.
+    #[arg(long = "0rtt")]
+    pub zero_rtt: bool,
+
     /// HTTP version: 1.1, 2 (as --http2), 3 (as --http3) or auto (over
     /// https:// ALPN h2,http/1.1 and what the server chooses) [default:
     /// the scenario's `[http] version`, else 1.1].

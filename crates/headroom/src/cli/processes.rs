@@ -416,6 +416,7 @@ mod tests {
             "--stale-connection-retry",
             "--http2",
             "--http3",
+            "--0rtt",
             "--http-version",
             "--streams",
             "--max-feeder-size",

@@ -48,6 +48,7 @@ fn overrides(args: &RunArgs) -> Overrides {
             args.http_version.as_deref().and_then(HttpVersion::parse)
         },
         streams: args.streams,
+        zero_rtt: args.zero_rtt,
         duration: args.duration,
         graceful_stop: args.graceful_stop,
         requests: args.requests,

@@ -416,6 +416,67 @@ fn a_server_that_stops_answering_times_out_without_hanging() {
     assert!(timed_out > 0, "{}", r.results()["errors"]);
 }
 
+/// `--0rtt`: connections the server closes (after 50 answers each) are
+/// resumed with a session ticket and their first request goes as early
+/// data, which the server accepts; with `resume-reject` no ticket is ever
+/// found again and the early data is refused — the request, which never
+/// reached the application, goes once more on another connection, and
+/// later connections wait for their handshake (no 0-RTT after a refusal).
+#[test]
+fn zero_rtt_resumes_connections_and_refused_early_data_is_sent_again() {
+    for mode in ["resume", "resume-reject"] {
+        let server = AioQuic::start(mode);
+        let url = format!("https://127.0.0.1:{}/", server.port);
+        let r = run(&[
+            "--url",
+            &url,
+            "--http3",
+            "--0rtt",
+            "--insecure",
+            "--vus",
+            "1",
+            "--streams",
+            "1",
+            "--requests",
+            "200",
+            "--timeout",
+            "2s",
+            "--duration",
+            "60s",
+        ]);
+        let counts = server.counts();
+        let results = r.results();
+        let quic = &results["connections"]["quic"];
+        // The server closes right after its 50th answer: that answer may
+        // be lost with the connection (quinn drops what was not yet read),
+        // a failure as it would be without 0-RTT. Every request reached
+        // the server once.
+        let closed_under = r.error("h3_connection_error");
+        assert_eq!(ok(&r) + closed_under, 200, "{mode}: {}", results["errors"]);
+        assert!(closed_under <= counts["closed"], "{mode}: {counts:?}");
+        assert_eq!(counts["answered"], r.total(), "{mode}: {counts:?}");
+        let resumed = quic["handshakes_0rtt"].as_u64().unwrap_or(0);
+        assert!(resumed >= 1, "{mode}: {quic}");
+        if mode == "resume" {
+            assert_eq!(
+                quic["zero_rtt_accepted"].as_u64(),
+                Some(counts["early_data_accepted"])
+            );
+            assert_eq!(counts["early_data_accepted"], resumed, "{mode}: {counts:?}");
+        } else {
+            assert_eq!(counts["early_data_accepted"], 0, "{counts:?}");
+            assert_eq!(quic["zero_rtt_rejected"].as_u64(), Some(resumed), "{quic}");
+            assert_eq!(resumed, 1, "no 0-RTT after the refusal: {quic}");
+            assert_eq!(
+                results["connections"]["quic_0rtt_rejected"].as_u64(),
+                Some(1),
+                "{}",
+                results["connections"]
+            );
+        }
+    }
+}
+
 /// HTTP/3 asked of a server without it: a clear error before any load;
 /// of an http:// URL: refused as a mistake in the command.
 #[test]

@@ -19,6 +19,10 @@ Modes:
             application error H3_INTERNAL_ERROR
   silent    after 30 answers, drop every datagram (the server stops
             answering, as if its packets were filtered)
+  resume    after 50 answers on a connection, close it (H3_NO_ERROR); session
+            tickets kept, 0-RTT early data accepted on the next ones
+  resume-reject  the same, but no ticket is ever found again: a client's
+            0-RTT is refused (a full handshake instead)
 """
 import asyncio
 import json
@@ -32,10 +36,12 @@ from aioquic.asyncio.server import QuicServer
 from aioquic.h3.connection import H3_ALPN, H3Connection
 from aioquic.h3.events import HeadersReceived
 from aioquic.quic.configuration import QuicConfiguration
-from aioquic.quic.events import ProtocolNegotiated
+from aioquic.quic.events import HandshakeCompleted, ProtocolNegotiated
 
 MODE, PORT_FILE, COUNTS_FILE, CERT, KEY = sys.argv[1:6]
-counts = {"answered": 0, "rejected": 0, "reset": 0, "closed": 0, "silent_dropped": 0}
+counts = {"answered": 0, "rejected": 0, "reset": 0, "closed": 0, "silent_dropped": 0,
+          "handshakes": 0, "resumed": 0, "early_data_accepted": 0}
+tickets = {}
 seen = 0
 
 
@@ -54,6 +60,11 @@ class Protocol(QuicConnectionProtocol):
         self.started = set()
 
     def quic_event_received(self, event):
+        if isinstance(event, HandshakeCompleted):
+            counts["handshakes"] += 1
+            counts["resumed"] += int(event.session_resumed)
+            counts["early_data_accepted"] += int(event.early_data_accepted)
+            save()
         if isinstance(event, ProtocolNegotiated) and event.alpn_protocol in H3_ALPN:
             self.h3 = H3Connection(self._quic)
         if self.h3 is None:
@@ -83,6 +94,9 @@ class Protocol(QuicConnectionProtocol):
             if MODE == "close" and self.answered_here == 50:
                 counts["closed"] += 1
                 self._quic.close(error_code=0x102, reason_phrase="closing under load")
+            if MODE.startswith("resume") and self.answered_here == 50:
+                counts["closed"] += 1
+                self._quic.close(error_code=0x100, reason_phrase="done")
         save()
         self.transmit()
 
@@ -109,8 +123,15 @@ def main():
 
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
+    resume = {}
+    if MODE == "resume":
+        resume = dict(session_ticket_handler=lambda t: tickets.__setitem__(t.ticket, t),
+                      session_ticket_fetcher=lambda label: tickets.pop(label, None))
+    elif MODE == "resume-reject":
+        resume = dict(session_ticket_handler=lambda t: None,
+                      session_ticket_fetcher=lambda label: None)
     loop.run_until_complete(
-        serve("127.0.0.1", port, configuration=config, create_protocol=Protocol)
+        serve("127.0.0.1", port, configuration=config, create_protocol=Protocol, **resume)
     )
     save()
     with open(PORT_FILE + ".tmp", "w") as f:

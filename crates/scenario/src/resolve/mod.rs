@@ -118,6 +118,14 @@ impl Builder<'_> {
                     .into(),
             );
         }
+        if http.zero_rtt == Some(true) && !http3 {
+            self.problem(
+                None,
+                "zero_rtt",
+                "zero_rtt",
+                "http.zero_rtt: 0-RTT is QUIC's — set version = \"3\" (--http3)".into(),
+            );
+        }
         if raw.tls.is_some() && endpoint.as_ref().is_some_and(|e| !e.https) {
             self.problem(
                 None,
@@ -170,6 +178,7 @@ impl Builder<'_> {
             max_connections_per_host: http.max_connections_per_host,
             engine: Default::default(),
             http_version: http.version.map(|v| v.0).unwrap_or_default(),
+            zero_rtt: http.zero_rtt.unwrap_or(false),
             max_streams: http
                 .max_streams
                 .unwrap_or(headroom_engine::plan::DEFAULT_MAX_STREAMS),
