@@ -140,6 +140,8 @@ pub struct H3Connection {
     pub handshake: Duration,
     /// Stream resets from the server, by HTTP/3 error code.
     resets: RefCell<[u64; H3_CODES + 1]>,
+    /// Time to first byte of each response, µs.
+    ttfb: RefCell<hdrhistogram::Histogram<u64>>,
     /// 0-RTT: how the server took the early data (`None`: not resumed).
     early: watch::Receiver<Early>,
     /// Waits for the handshake of a resumed connection to settle `early`.
@@ -251,6 +253,7 @@ impl H3Connection {
                 driver,
                 handshake,
                 resets: RefCell::new([0; H3_CODES + 1]),
+                ttfb: RefCell::new(headroom_metrics::histogram::new()),
                 early,
                 early_task,
             })
@@ -285,6 +288,7 @@ impl H3Connection {
             datagrams_sent: quinn.udp_tx.datagrams,
             datagrams_received: quinn.udp_rx.datagrams,
             stream_resets: *self.resets.borrow(),
+            ttfb: Some(Box::new(self.ttfb.borrow().clone())).filter(|h| !h.is_empty()),
             ..QuicStats::default()
         };
         match *self.early.borrow() {
@@ -346,6 +350,7 @@ impl H3Connection {
             .await
             .map_err(|e| self.failure(&e, false))?;
         attempts.set(attempts.get() + 1);
+        let sent = std::time::Instant::now();
         if !body.is_empty() {
             stream
                 .send_data(body)
@@ -357,6 +362,10 @@ impl H3Connection {
             .recv_response()
             .await
             .map_err(|e| self.failure(&e, false))?;
+        headroom_metrics::histogram::record_us(
+            &mut self.ttfb.borrow_mut(),
+            sent.elapsed().as_micros() as u64,
+        );
         let status = response.status().as_u16();
         let mut received = 0u64;
         for (name, value) in response.headers() {

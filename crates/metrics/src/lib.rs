@@ -329,7 +329,7 @@ pub struct Stats {
 /// What QUIC counted on a run's HTTP/3 connections: handshakes, packets
 /// (as quinn counts them), stream resets by HTTP/3 error code, and how the
 /// connections closed. Added up exactly, as every other count.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct QuicStats {
     /// QUIC connections opened (1-RTT, or resumed with 0-RTT).
     pub handshakes: u64,
@@ -356,6 +356,9 @@ pub struct QuicStats {
     pub closed_transport_error: u64,
     /// Connections given up idle: no packet from the server in time.
     pub closed_idle_timeout: u64,
+    /// Time to first byte: from a request's stream opened and its head
+    /// queued to the response head read, µs (none until a response came).
+    pub ttfb: Option<Box<Histogram<u64>>>,
 }
 
 /// HTTP/3's own error codes (RFC 9114 §8.1): 0x100 to 0x110.
@@ -415,6 +418,11 @@ impl AddAssign<&QuicStats> for QuicStats {
         }
         self.closed_transport_error += o.closed_transport_error;
         self.closed_idle_timeout += o.closed_idle_timeout;
+        match (&mut self.ttfb, &o.ttfb) {
+            (Some(into), Some(other)) => histogram::add(into, other),
+            (into @ None, Some(other)) => *into = Some(other.clone()),
+            _ => {}
+        }
     }
 }
 

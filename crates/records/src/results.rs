@@ -214,6 +214,15 @@ pub struct QuicSummary {
     /// `transport_error`, `idle_timeout`.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub closed: BTreeMap<String, u64>,
+    /// Time to first byte: from a request's stream opened and its head
+    /// queued to its response head read (the server's think time and one
+    /// round trip, without the generator's queueing), ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttfb_ms: Option<LatencySummary>,
+    /// The same as an HdrHistogram (V2, DEFLATE, base64, µs), so shards
+    /// merge exactly.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttfb_hdr: Option<String>,
 }
 
 impl QuicSummary {
@@ -256,6 +265,8 @@ impl QuicSummary {
             datagrams_received: q.datagrams_received,
             stream_resets: named(&q.stream_resets),
             closed,
+            ttfb_ms: q.ttfb.as_deref().map(LatencySummary::from_histogram),
+            ttfb_hdr: q.ttfb.as_deref().map(histogram::to_base64),
         })
     }
 
@@ -284,7 +295,23 @@ impl QuicSummary {
             datagrams_received: a.datagrams_received + b.datagrams_received,
             stream_resets: a.stream_resets.clone(),
             closed: a.closed.clone(),
+            ttfb_ms: None,
+            ttfb_hdr: None,
         };
+        let decoded = |s: &QuicSummary| {
+            s.ttfb_hdr
+                .as_deref()
+                .and_then(|t| histogram::from_base64(t).ok())
+        };
+        let ttfb = match (decoded(a), decoded(b)) {
+            (Some(mut x), Some(y)) => {
+                histogram::add(&mut x, &y);
+                Some(x)
+            }
+            (x, y) => x.or(y),
+        };
+        merged.ttfb_ms = ttfb.as_ref().map(LatencySummary::from_histogram);
+        merged.ttfb_hdr = ttfb.as_ref().map(histogram::to_base64);
         for (k, n) in &b.stream_resets {
             *merged.stream_resets.entry(k.clone()).or_default() += n;
         }

@@ -204,6 +204,13 @@ pub fn write_summary(out: &mut dyn Write, r: &Results) -> io::Result<()> {
             thousands(q.packets_lost),
             thousands(q.congestion_events),
         )?;
+        if let Some(t) = &q.ttfb_ms {
+            writeln!(
+                out,
+                "  HTTP/3 time to first byte: p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
+                t.p50, t.p99, t.max
+            )?;
+        }
         if q.handshakes_0rtt > 0 {
             writeln!(
                 out,

@@ -153,6 +153,13 @@ fn closed_and_open_loads_over_http3_count_exactly_against_caddy() {
     assert_eq!(quic["handshakes"], 4, "{quic}");
     assert!(quic["packets_sent"].as_u64().unwrap() > 0, "{quic}");
     assert!(quic["handshake_ms_mean"].as_f64().unwrap() > 0.0, "{quic}");
+    // A time to first byte for every response.
+    assert_eq!(quic["ttfb_ms"]["count"], 1000, "{quic}");
+    assert!(
+        r.stdout.contains("HTTP/3 time to first byte: p50"),
+        "{}",
+        r.stdout
+    );
     assert!(
         r.stdout
             .contains("connections by protocol: h3 4 (at most 5 streams each)")
