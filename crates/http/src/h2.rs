@@ -164,20 +164,7 @@ impl H2Connection {
         }
         let response = response.await.map_err(|e| failure_of(&e, false))?;
         let status = response.status().as_u16();
-        let mut received = 0u64;
-        for (name, value) in response.headers() {
-            received += (name.as_str().len() + value.len()) as u64;
-            let keep_cookie = want.set_cookies && name == http::header::SET_COOKIE;
-            if keep_cookie || want.headers {
-                let text = String::from_utf8_lossy(value.as_bytes()).into_owned();
-                if keep_cookie {
-                    captured.set_cookies.push(text.clone());
-                }
-                if want.headers {
-                    captured.headers.push((name.as_str().to_string(), text));
-                }
-            }
-        }
+        let mut received = crate::h2::take_head(response.headers(), want, captured);
         let mut incoming = response.into_body();
         while let Some(chunk) = incoming.data().await {
             let chunk = chunk.map_err(|e| failure_of(&e, true))?;
@@ -194,6 +181,27 @@ impl H2Connection {
             keep_alive: true,
         })
     }
+}
+
+/// A response head's fields (HTTP/2 and HTTP/3 alike): their bytes, names
+/// and values, counted; the cookies and fields `want` asks for kept in
+/// `captured`.
+pub(crate) fn take_head(headers: &http::HeaderMap, want: Capture, captured: &mut Captured) -> u64 {
+    let mut received = 0u64;
+    for (name, value) in headers {
+        received += (name.as_str().len() + value.len()) as u64;
+        let keep_cookie = want.set_cookies && name == http::header::SET_COOKIE;
+        if keep_cookie || want.headers {
+            let text = String::from_utf8_lossy(value.as_bytes()).into_owned();
+            if keep_cookie {
+                captured.set_cookies.push(text.clone());
+            }
+            if want.headers {
+                captured.headers.push((name.as_str().to_string(), text));
+            }
+        }
+    }
+    received
 }
 
 /// The failure an h2 error counts as; `answered`: the response's head had

@@ -367,20 +367,7 @@ impl H3Connection {
             sent.elapsed().as_micros() as u64,
         );
         let status = response.status().as_u16();
-        let mut received = 0u64;
-        for (name, value) in response.headers() {
-            received += (name.as_str().len() + value.len()) as u64;
-            let keep_cookie = want.set_cookies && name == http::header::SET_COOKIE;
-            if keep_cookie || want.headers {
-                let text = String::from_utf8_lossy(value.as_bytes()).into_owned();
-                if keep_cookie {
-                    captured.set_cookies.push(text.clone());
-                }
-                if want.headers {
-                    captured.headers.push((name.as_str().to_string(), text));
-                }
-            }
-        }
+        let mut received = crate::h2::take_head(response.headers(), want, captured);
         while let Some(mut chunk) = stream
             .recv_data()
             .await

@@ -10,11 +10,11 @@
 //! host: then a worker's users share one pool per origin, and a request
 //! that finds none idle and its origin at the cap waits for one. HTTP/2
 //! and HTTP/3 connections are always shared by a worker's users, many
-//! streams on each (`h2.rs`).
+//! streams on each (`streams.rs`).
 
-mod h2;
+mod streams;
 
-use self::h2::{H2Pool, QuicState};
+use self::streams::{H2Pool, QuicState};
 use crate::metrics::ErrorClass;
 use crate::plan::{HttpVersion, Plan};
 use headroom_http::tls::{TlsClient, TlsOptions};
