@@ -12,10 +12,14 @@ CADDY_VERSION=2.11.9
 AIOQUIC_VERSION=1.2.0
 CACHE=${XDG_CACHE_HOME:-$HOME/.cache}/headroom
 
+# The machine's Go (1.26 here; Debian's golang-go is too old for Caddy
+# 2.11), wherever PATH leaves it.
+GO=$(command -v go || echo /usr/local/go/bin/go)
+
 caddy_dir="$CACHE/caddy-$CADDY_VERSION"
 if [ ! -x "$caddy_dir/caddy" ]; then
   mkdir -p "$caddy_dir"
-  GOBIN="$caddy_dir" GOFLAGS=-mod=mod go install "github.com/caddyserver/caddy/v2/cmd/caddy@v$CADDY_VERSION"
+  GOBIN="$caddy_dir" GOFLAGS=-mod=mod "$GO" install "github.com/caddyserver/caddy/v2/cmd/caddy@v$CADDY_VERSION"
 fi
 
 venv="$CACHE/aioquic-$AIOQUIC_VERSION"
