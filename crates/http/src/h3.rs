@@ -19,9 +19,10 @@ use h3::quic::ConnectionErrorIncoming;
 use headroom_metrics::{h3_code_index, QuicStats, H3_CODES};
 use std::cell::{Cell, RefCell};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::watch;
+use tokio::sync::Notify;
 
 /// Receive windows offered to the server: 1 MiB per stream and 4 MiB per
 /// connection, as over HTTP/2, so a large body is not paced by window
@@ -143,7 +144,11 @@ pub struct H3Connection {
     /// Time to first byte of each response, µs.
     ttfb: RefCell<hdrhistogram::Histogram<u64>>,
     /// 0-RTT: how the server took the early data (`None`: not resumed).
-    early: watch::Receiver<Early>,
+    /// A cell, not a channel: it is read on every request and by the
+    /// pool's every look for a free stream.
+    early: Rc<Cell<Early>>,
+    /// Told when `early` leaves `Pending`.
+    settled: Rc<Notify>,
     /// Waits for the handshake of a resumed connection to settle `early`.
     early_task: Option<tokio::task::JoinHandle<()>>,
 }
@@ -219,22 +224,24 @@ impl H3Connection {
             } else {
                 Err(connecting)
             };
+            let settled = Rc::new(Notify::new());
             let (quic, early, early_task) = match resumed {
                 Ok((quic, accepted)) => {
-                    let (settle, early) = watch::channel(Early::Pending);
+                    let early = Rc::new(Cell::new(Early::Pending));
+                    let (state, told) = (early.clone(), settled.clone());
                     let task = tokio::task::spawn_local(async move {
-                        let accepted = accepted.await;
-                        let _ = settle.send(if accepted {
+                        state.set(if accepted.await {
                             Early::Accepted
                         } else {
                             Early::Rejected
                         });
+                        told.notify_waiters();
                     });
                     (quic, early, Some(task))
                 }
                 Err(connecting) => {
                     let quic = connecting.await.map_err(|e| handshake_failure(&e))?;
-                    (quic, watch::channel(Early::None).1, None)
+                    (quic, Rc::new(Cell::new(Early::None)), None)
                 }
             };
             let handshake = started.elapsed();
@@ -255,6 +262,7 @@ impl H3Connection {
                 resets: RefCell::new([0; H3_CODES + 1]),
                 ttfb: RefCell::new(headroom_metrics::histogram::new()),
                 early,
+                settled,
                 early_task,
             })
         };
@@ -264,12 +272,12 @@ impl H3Connection {
         }
     }
 
-    /// The connection is gone: closed by either side, timed out idle, or
-    /// its driver ended.
+    /// The connection is gone: closed by either side or timed out idle
+    /// (h3's driver ends then), or its early data was refused (its control
+    /// streams with it). No lock taken: the pool asks this of every
+    /// connection each time it looks for a free stream.
     pub fn is_closed(&self) -> bool {
-        self.driver.is_finished()
-            || self.quic.close_reason().is_some()
-            || *self.early.borrow() == Early::Rejected
+        self.driver.is_finished() || self.early.get() == Early::Rejected
     }
 
     /// What QUIC counted on this connection so far, and how it closed
@@ -291,7 +299,7 @@ impl H3Connection {
             ttfb: Some(Box::new(self.ttfb.borrow().clone())).filter(|h| !h.is_empty()),
             ..QuicStats::default()
         };
-        match *self.early.borrow() {
+        match self.early.get() {
             Early::None => {}
             state => {
                 totals.handshakes_0rtt = 1;
@@ -318,7 +326,7 @@ impl H3Connection {
         if let StreamError::RemoteTerminate { code, .. } = e {
             self.resets.borrow_mut()[h3_code_index(code.value())] += 1;
         }
-        if !answered && *self.early.borrow() == Early::Rejected {
+        if !answered && self.early.get() == Early::Rejected {
             return Failure::QuicZeroRttRejected;
         }
         stream_failure(e, answered)
@@ -338,9 +346,18 @@ impl H3Connection {
         let (head, body) = request;
         // Early data can be replayed: only an idempotent request goes
         // before a resumed connection's handshake completes.
-        if *self.early.borrow() == Early::Pending && !crate::is_idempotent(head.method().as_str()) {
-            let mut early = self.early.clone();
-            let _ = early.wait_for(|e| *e != Early::Pending).await;
+        if self.early.get() == Early::Pending && !crate::is_idempotent(head.method().as_str()) {
+            loop {
+                // Registered before the check, so a settling in between
+                // is not missed.
+                let settled = self.settled.notified();
+                tokio::pin!(settled);
+                settled.as_mut().enable();
+                if self.early.get() != Early::Pending {
+                    break;
+                }
+                settled.await;
+            }
         }
         // A handle per request (shared state behind an Arc): the stream is
         // opened without holding the connection's.
