@@ -13,8 +13,11 @@ pub mod reader;
 pub mod redact;
 pub mod response;
 pub mod routes;
+pub mod sse;
 mod stream;
+pub use stream::Stream;
 pub mod tls;
+pub mod websocket;
 
 pub use response::HeadCache;
 
@@ -28,7 +31,6 @@ use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{ready, Context, Poll};
 use std::time::Duration;
-use stream::Stream;
 use tls::TlsClient;
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
@@ -81,6 +83,11 @@ pub enum Failure {
     H3NotNegotiated,
     QuicIdleTimeout,
     QuicZeroRttRejected,
+    WsUpgradeRefused,
+    SseRefused,
+    WsProtocolError,
+    WsMessageTooBig,
+    SocketClosed,
 }
 
 /// Every failure is counted as the error class of the same name.
@@ -111,6 +118,11 @@ impl From<Failure> for ErrorClass {
             F::H3NotNegotiated => ErrorClass::H3NotNegotiated,
             F::QuicIdleTimeout => ErrorClass::QuicIdleTimeout,
             F::QuicZeroRttRejected => ErrorClass::QuicZeroRttRejected,
+            F::WsUpgradeRefused => ErrorClass::WsUpgradeRefused,
+            F::SseRefused => ErrorClass::SseRefused,
+            F::WsProtocolError => ErrorClass::WsProtocolError,
+            F::WsMessageTooBig => ErrorClass::WsMessageTooBig,
+            F::SocketClosed => ErrorClass::SocketClosed,
         }
     }
 }
@@ -550,7 +562,7 @@ pub struct Captured {
 }
 
 impl Captured {
-    fn clear(&mut self) {
+    pub fn clear(&mut self) {
         self.headers.clear();
         self.set_cookies.clear();
         self.body.clear();
@@ -798,6 +810,52 @@ impl Connection {
         }
         // TLS buffers writes; the flush is a no-op for plain TCP.
         self.stream.flush().await
+    }
+
+    /// Sends `request` and reads only the response's head — a WebSocket
+    /// upgrade's `101`, or an event stream whose body goes on — keeping
+    /// what `want` asks for in `captured`. What came after the head stays
+    /// buffered for [`Connection::into_parts`].
+    pub async fn open_stream(
+        &mut self,
+        request: &[u8],
+        want: Capture,
+        captured: &mut Captured,
+        attempts: &Cell<u32>,
+    ) -> Result<response::Head, Failure> {
+        captured.clear();
+        self.write_sliced(request)
+            .await
+            .map_err(|e| exchange_error_class(&e))?;
+        attempts.set(attempts.get() + 1);
+        loop {
+            match self.heads.parse(&self.buf, false) {
+                Err(_) => return Err(Failure::MalformedResponse),
+                Ok(Some(h)) if (100..200).contains(&h.status) && h.status != 101 => {
+                    self.buf.drain(..h.len);
+                }
+                Ok(Some(h)) => {
+                    captured.keep_head(&self.buf[..h.len], want);
+                    self.buf.drain(..h.len);
+                    return Ok(h);
+                }
+                Ok(None) => {
+                    if self.read_more().await? == 0 {
+                        return Err(if self.buf.is_empty() {
+                            Failure::ClosedBeforeResponse
+                        } else {
+                            Failure::ClosedMidResponse
+                        });
+                    }
+                }
+            }
+        }
+    }
+
+    /// The socket and the bytes read past the last response head: what a
+    /// protocol taking the connection over starts from.
+    pub fn into_parts(self) -> (Stream, Vec<u8>) {
+        (self.stream, self.buf)
     }
 
     /// Sends `request` and reads one complete response, keeping what

@@ -8,7 +8,7 @@ use headroom_engine::RunOutcome;
 use headroom_metrics::{histogram, ErrorClass, LimitReached};
 use headroom_records::results::{
     Connections, Histograms, LatencySummary, LimitsReached, LoadStage, Meta, RequestConfig,
-    RequestHistograms, Results, RunConfig, ShardInfo, Summary,
+    RequestHistograms, Results, RunConfig, ShardInfo, Sockets, Summary,
 };
 use headroom_records::server::machine::Machine;
 use std::collections::BTreeMap;
@@ -293,6 +293,11 @@ pub fn results(input: ResultsInput) -> Results {
         timeline: outcome.timeline.clone(),
         connections_opened: t.connections_opened(),
         connections: Connections::from_stats(t),
+        sockets: Sockets::from_stats(
+            &t.sockets,
+            &outcome.timeline,
+            outcome.duration.as_secs_f64(),
+        ),
         limits_reached: LimitsReached {
             body_capture: t.limit_count(LimitReached::BodyCapture),
             cookie_jar: t.limit_count(LimitReached::CookieJar),

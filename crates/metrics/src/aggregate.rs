@@ -37,6 +37,14 @@ pub struct TimelinePoint {
     pub active_users: u32,
     /// Peak number of requests in flight during the second.
     pub in_flight: u32,
+    /// WebSockets and event streams: most open at once during the
+    /// second, and the messages sent and received in it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sockets_open: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub messages_sent: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub messages_received: Option<u64>,
     /// Failed requests by class during this second.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub errors: BTreeMap<String, u64>,
@@ -79,6 +87,9 @@ impl TimelinePoint {
             offered: None,
             active_users: m.active_peak,
             in_flight: m.in_flight_peak,
+            sockets_open: m.sockets_seen.then_some(m.sockets_peak),
+            messages_sent: m.sockets_seen.then_some(s.sockets.messages_sent),
+            messages_received: m.sockets_seen.then_some(s.sockets.messages_received),
             errors: s
                 .error_counts()
                 .map(|(c, n)| (c.key().to_string(), n))
@@ -109,6 +120,9 @@ struct Merged {
     stats: Stats,
     active_peak: u32,
     in_flight_peak: u32,
+    sockets_peak: u32,
+    /// A socket was open or used in this second (else its fields are left out).
+    sockets_seen: bool,
     by_request: Vec<RequestCounts>,
     by_request_latency: Vec<hdrhistogram::Histogram<u64>>,
 }
@@ -181,6 +195,8 @@ impl Aggregate {
             }
             m.active_peak += i.active_peak;
             m.in_flight_peak += i.in_flight_peak;
+            m.sockets_peak += i.sockets_peak;
+            m.sockets_seen |= i.sockets_peak > 0 || !i.stats.sockets.is_empty();
         }
     }
 

@@ -101,6 +101,21 @@ pub enum ErrorClass {
     /// in (it never reached the application), and it was not sent again.
     QuicZeroRttRejected,
     /// A 4xx status that the scenario did not expect.
+    /// WebSocket: the upgrade was not accepted (no `101` with the right
+    /// `Sec-WebSocket-Accept`); its status is counted.
+    WsUpgradeRefused,
+    /// Server-sent events: the answer was not a 2xx `text/event-stream`.
+    SseRefused,
+    /// A WebSocket frame broke RFC 6455 (masked by the server, reserved
+    /// bits or opcodes, invalid UTF-8, bad fragmentation).
+    WsProtocolError,
+    /// A WebSocket message or frame larger than the limit.
+    WsMessageTooBig,
+    /// No message matching the step's `expect` came within its `within`.
+    MessageTimeout,
+    /// The server closed the socket (or the stream ended) while a message
+    /// was awaited.
+    SocketClosed,
     Http4xx,
     /// A 5xx status that the scenario did not expect.
     Http5xx,
@@ -120,7 +135,7 @@ pub enum ErrorClass {
 }
 
 impl ErrorClass {
-    pub const COUNT: usize = 32;
+    pub const COUNT: usize = 38;
     pub const ALL: [ErrorClass; Self::COUNT] = [
         Self::ConnectRefused,
         Self::ConnectTimeout,
@@ -148,6 +163,12 @@ impl ErrorClass {
         Self::H3NotNegotiated,
         Self::QuicIdleTimeout,
         Self::QuicZeroRttRejected,
+        Self::WsUpgradeRefused,
+        Self::SseRefused,
+        Self::WsProtocolError,
+        Self::WsMessageTooBig,
+        Self::MessageTimeout,
+        Self::SocketClosed,
         Self::Http4xx,
         Self::Http5xx,
         Self::UnexpectedStatus,
@@ -189,6 +210,12 @@ impl ErrorClass {
             Self::H3NotNegotiated => "h3_not_negotiated",
             Self::QuicIdleTimeout => "quic_idle_timeout",
             Self::QuicZeroRttRejected => "quic_0rtt_rejected",
+            Self::WsUpgradeRefused => "ws_upgrade_refused",
+            Self::SseRefused => "sse_refused",
+            Self::WsProtocolError => "ws_protocol_error",
+            Self::WsMessageTooBig => "ws_message_too_big",
+            Self::MessageTimeout => "message_timeout",
+            Self::SocketClosed => "socket_closed",
             Self::Http4xx => "http_4xx",
             Self::Http5xx => "http_5xx",
             Self::UnexpectedStatus => "unexpected_status",
@@ -253,6 +280,16 @@ impl ErrorClass {
             Self::QuicZeroRttRejected => {
                 "sent as 0-RTT early data, which the server refused; not retried"
             }
+            Self::WsUpgradeRefused => {
+                "the server did not switch to WebSocket (no 101 with a valid Sec-WebSocket-Accept)"
+            }
+            Self::SseRefused => "the server did not answer with a text/event-stream (2xx)",
+            Self::WsProtocolError => {
+                "a WebSocket frame broke the protocol (masked by the server, bad opcode or UTF-8, bad fragments)"
+            }
+            Self::WsMessageTooBig => "a WebSocket message or frame larger than the limit",
+            Self::MessageTimeout => "no matching message within the step's `within`",
+            Self::SocketClosed => "the server closed the socket while a message was awaited",
             Self::Http4xx => "client error status (4xx) not expected",
             Self::Http5xx => "server error status (5xx) not expected",
             Self::UnexpectedStatus => "status not in the expected set",
@@ -324,6 +361,64 @@ pub struct Stats {
     pub limits_reached: [u64; LimitReached::COUNT],
     /// HTTP/3: what QUIC counted on the connections (added as each closes).
     pub quic: QuicStats,
+    /// WebSocket and server-sent-event streams (see [`SocketStats`]).
+    pub sockets: SocketStats,
+}
+
+/// What a run's WebSockets and server-sent-event streams carried, counted
+/// as it happened: sockets opened, messages and bytes each way, and how
+/// sockets closed. Added up exactly, as every other count.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SocketStats {
+    /// WebSockets upgraded (101 with a valid accept key).
+    pub opened_ws: u64,
+    /// Event streams opened (a 2xx text/event-stream), reconnects included.
+    pub opened_sse: u64,
+    /// Event streams opened again after the server ended one (with
+    /// `Last-Event-ID`).
+    pub sse_reconnects: u64,
+    /// Data frames (text and binary) sent; their payload bytes.
+    pub messages_sent: u64,
+    pub bytes_sent: u64,
+    /// Data messages (WebSocket) or events (SSE) received; their payload bytes.
+    pub messages_received: u64,
+    pub bytes_received: u64,
+    /// Received messages no `expect` took: pushed by the server unasked,
+    /// or passed over while a step waited for another.
+    pub unmatched: u64,
+    /// Pings from the server (each answered with a pong).
+    pub pings_received: u64,
+    /// Sockets closed, by who and how: `client:<code>`, `server:<code>`,
+    /// `server:no_close_frame` (the TCP connection ended without one),
+    /// `error:<class>` (given up on an error), `stopped` (the run ended).
+    pub closes: std::collections::BTreeMap<String, u64>,
+}
+
+impl SocketStats {
+    pub fn is_empty(&self) -> bool {
+        *self == SocketStats::default()
+    }
+
+    pub fn close(&mut self, how: impl Into<String>) {
+        *self.closes.entry(how.into()).or_default() += 1;
+    }
+}
+
+impl AddAssign<&SocketStats> for SocketStats {
+    fn add_assign(&mut self, o: &SocketStats) {
+        self.opened_ws += o.opened_ws;
+        self.opened_sse += o.opened_sse;
+        self.sse_reconnects += o.sse_reconnects;
+        self.messages_sent += o.messages_sent;
+        self.bytes_sent += o.bytes_sent;
+        self.messages_received += o.messages_received;
+        self.bytes_received += o.bytes_received;
+        self.unmatched += o.unmatched;
+        self.pings_received += o.pings_received;
+        for (k, n) in &o.closes {
+            *self.closes.entry(k.clone()).or_default() += n;
+        }
+    }
 }
 
 /// What QUIC counted on a run's HTTP/3 connections: handshakes, packets
@@ -507,6 +602,7 @@ impl Stats {
             connection_events: [0; ConnectionEvent::COUNT],
             limits_reached: [0; LimitReached::COUNT],
             quic: QuicStats::default(),
+            sockets: SocketStats::default(),
         }
     }
 
@@ -579,6 +675,7 @@ impl AddAssign<&Stats> for Stats {
             *a += b;
         }
         self.quic += &other.quic;
+        self.sockets += &other.sockets;
     }
 }
 

@@ -48,19 +48,30 @@ pub struct Interval {
     /// Most users active (closed) or requests in flight (open) at once.
     pub active_peak: u32,
     pub in_flight_peak: u32,
+    /// Most WebSockets and event streams open at once.
+    pub sockets_peak: u32,
 }
 
 impl Interval {
-    fn new(index: u32, active: u32, in_flight: u32) -> Self {
+    fn new(index: u32, gauges: Gauges) -> Self {
         Interval {
             index,
             stats: Stats::new(),
             by_request: Vec::new(),
             by_request_latency: Vec::new(),
-            active_peak: active,
-            in_flight_peak: in_flight,
+            active_peak: gauges.active,
+            in_flight_peak: gauges.in_flight,
+            sockets_peak: gauges.sockets,
         }
     }
+}
+
+/// What is open now: an interval's peaks start from these.
+#[derive(Clone, Copy, Debug, Default)]
+struct Gauges {
+    active: u32,
+    in_flight: u32,
+    sockets: u32,
 }
 
 pub struct Recorder {
@@ -76,6 +87,7 @@ pub struct Recorder {
     per_request_exceptions: Vec<Exceptions>,
     active: u32,
     in_flight: u32,
+    sockets_open: u32,
     last_sent: Option<Instant>,
     last_done: Option<Instant>,
     waited_for_connection: u64,
@@ -103,7 +115,7 @@ impl Recorder {
     pub fn new(start: Instant, request_count: usize) -> Self {
         Recorder {
             start,
-            current: Interval::new(0, 0, 0),
+            current: Interval::new(0, Gauges::default()),
             current_exceptions: Exceptions::default(),
             completed: Vec::new(),
             per_request: if request_count > 1 {
@@ -118,6 +130,7 @@ impl Recorder {
             },
             active: 0,
             in_flight: 0,
+            sockets_open: 0,
             last_sent: None,
             last_done: None,
             waited_for_connection: 0,
@@ -154,10 +167,10 @@ impl Recorder {
             return;
         }
         for skipped in self.current.index + 1..index {
-            let gauge = Interval::new(skipped, self.active, self.in_flight);
+            let gauge = Interval::new(skipped, self.gauges());
             self.close_current(gauge);
         }
-        let next = Interval::new(index, self.active, self.in_flight);
+        let next = Interval::new(index, self.gauges());
         self.close_current(next);
     }
 
@@ -166,6 +179,31 @@ impl Recorder {
         let mut done = std::mem::replace(&mut self.current, next);
         std::mem::take(&mut self.current_exceptions).seal(&mut done.stats);
         self.completed.push(done);
+    }
+
+    fn gauges(&self) -> Gauges {
+        Gauges {
+            active: self.active,
+            in_flight: self.in_flight,
+            sockets: self.sockets_open,
+        }
+    }
+
+    /// The current second's socket counts, to add what just happened to.
+    pub fn sockets(&mut self) -> &mut crate::SocketStats {
+        self.advance_to(Instant::now());
+        &mut self.current.stats.sockets
+    }
+
+    /// A WebSocket or event stream opened (`true`) or closed (`false`).
+    pub fn socket_open(&mut self, open: bool) {
+        self.advance_to(Instant::now());
+        if open {
+            self.sockets_open += 1;
+            self.current.sockets_peak = self.current.sockets_peak.max(self.sockets_open);
+        } else {
+            self.sockets_open = self.sockets_open.saturating_sub(1);
+        }
     }
 
     pub fn user_started(&mut self) {
@@ -297,6 +335,16 @@ impl Recorder {
 
     /// Everything left: the remaining intervals and the per-request totals.
     pub fn finish(mut self) -> WorkerReport {
+        if self.sockets_open > 0 {
+            // Sockets still open when the run ended: their close is the stop's.
+            *self
+                .current
+                .stats
+                .sockets
+                .closes
+                .entry("open_at_end".into())
+                .or_default() += u64::from(self.sockets_open);
+        }
         self.current_exceptions.seal(&mut self.current.stats);
         for (stats, exceptions) in self.per_request.iter_mut().zip(self.per_request_exceptions) {
             exceptions.seal(stats);

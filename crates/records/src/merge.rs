@@ -165,6 +165,11 @@ pub fn merge(
         l.body_capture += r.limits_reached.body_capture;
         l.cookie_jar += r.limits_reached.cookie_jar;
     }
+    merged.sockets = crate::results::Sockets::merge(
+        &parts.iter().map(|r| r.sockets.as_ref()).collect::<Vec<_>>(),
+        &merged.timeline,
+        merged.duration_s,
+    );
     merged.interrupted = parts.iter().any(|r| r.interrupted);
     merged.stop_reason = joined_per_shard(&parts, |r| r.stop_reason.iter().cloned().collect());
     merged.warnings = per_shard_union(&parts, |r| r.warnings.clone());
@@ -458,6 +463,16 @@ fn merge_timelines(
             m.bytes += p.bytes;
             m.active_users += p.active_users;
             m.in_flight += p.in_flight;
+            let add = |into: &mut Option<u64>, from: Option<u64>| {
+                if let Some(n) = from {
+                    *into = Some(into.unwrap_or(0) + n);
+                }
+            };
+            add(&mut m.messages_sent, p.messages_sent);
+            add(&mut m.messages_received, p.messages_received);
+            if let Some(n) = p.sockets_open {
+                m.sockets_open = Some(m.sockets_open.unwrap_or(0) + n);
+            }
             if let Some(o) = p.offered {
                 m.offered = Some(m.offered.unwrap_or(0) + o);
             }

@@ -54,6 +54,11 @@ pub struct Results {
     /// server sent bytes nobody asked for.
     #[serde(default)]
     pub connections: Connections,
+    /// WebSockets and server-sent-event streams (sessions' `ws` / `sse`
+    /// steps): sockets opened and most open at once, messages and bytes
+    /// each way, and how sockets closed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sockets: Option<Sockets>,
     /// How often a per-user memory bound was reached (each also warned
     /// about): bodies that reached the 1 MiB capture limit (checks saw their
     /// start), cookies not stored because the user's jar held 64.
@@ -180,6 +185,106 @@ pub struct Connections {
     /// HTTP/3: what QUIC counted on the run's connections.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub quic: Option<QuicSummary>,
+}
+
+/// `sockets` in results.json (see [`headroom_metrics::SocketStats`]).
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
+pub struct Sockets {
+    /// WebSockets upgraded (a `101` with a valid accept key).
+    pub websockets_opened: u64,
+    /// Event streams opened (2xx `text/event-stream`), reconnects included.
+    pub event_streams_opened: u64,
+    /// Event streams opened again after the server ended one, with
+    /// `Last-Event-ID`.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub event_stream_reconnects: u64,
+    /// Most sockets open at once in any second (the timeline's `sockets_open`).
+    pub open_peak: u32,
+    /// Data messages (WebSocket text and binary frames) sent, and their
+    /// payload bytes; what the server should have received.
+    pub messages_sent: u64,
+    pub bytes_sent: u64,
+    /// Data messages and events received, and their payload bytes.
+    pub messages_received: u64,
+    pub bytes_received: u64,
+    /// Received messages no `expect` took: pushed by the server unasked,
+    /// or passed over while a step waited for another.
+    pub unmatched: u64,
+    /// Pings from the server (each answered with a pong).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub pings_received: u64,
+    /// Messages sent and received per second of the run.
+    pub messages_sent_per_s: f64,
+    pub messages_received_per_s: f64,
+    /// Sockets closed, by who and how: `client:<code>` (a `close` step, or
+    /// 1000 when a session ended with its socket open), `server:<code>`,
+    /// `server:no_close_frame`, `server:ended` (an event stream),
+    /// `error:<class>`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub closes: BTreeMap<String, u64>,
+}
+
+impl Sockets {
+    pub fn from_stats(
+        s: &headroom_metrics::SocketStats,
+        timeline: &[TimelinePoint],
+        duration_s: f64,
+    ) -> Option<Sockets> {
+        if s.is_empty() {
+            return None;
+        }
+        let per_s = |n: u64| {
+            if duration_s > 0.0 {
+                n as f64 / duration_s
+            } else {
+                0.0
+            }
+        };
+        Some(Sockets {
+            websockets_opened: s.opened_ws,
+            event_streams_opened: s.opened_sse,
+            event_stream_reconnects: s.sse_reconnects,
+            open_peak: timeline
+                .iter()
+                .filter_map(|p| p.sockets_open)
+                .max()
+                .unwrap_or(0),
+            messages_sent: s.messages_sent,
+            bytes_sent: s.bytes_sent,
+            messages_received: s.messages_received,
+            bytes_received: s.bytes_received,
+            unmatched: s.unmatched,
+            pings_received: s.pings_received,
+            messages_sent_per_s: per_s(s.messages_sent),
+            messages_received_per_s: per_s(s.messages_received),
+            closes: s.closes.clone(),
+        })
+    }
+
+    /// The counts of shards added; rates and the peak from the merged
+    /// run's duration and timeline.
+    pub fn merge(
+        parts: &[Option<&Sockets>],
+        timeline: &[TimelinePoint],
+        duration_s: f64,
+    ) -> Option<Sockets> {
+        let mut stats = headroom_metrics::SocketStats::default();
+        for p in parts.iter().flatten() {
+            stats += &headroom_metrics::SocketStats {
+                opened_ws: p.websockets_opened,
+                opened_sse: p.event_streams_opened,
+                sse_reconnects: p.event_stream_reconnects,
+                messages_sent: p.messages_sent,
+                bytes_sent: p.bytes_sent,
+                messages_received: p.messages_received,
+                bytes_received: p.bytes_received,
+                unmatched: p.unmatched,
+                pings_received: p.pings_received,
+                closes: p.closes.clone(),
+            };
+        }
+        Sockets::from_stats(&stats, timeline, duration_s)
+    }
 }
 
 /// `connections.quic` in results.json: the QUIC handshakes (1-RTT), the

@@ -346,6 +346,9 @@ pub fn write_summary(out: &mut dyn Write, r: &Results) -> io::Result<()> {
             .collect();
         write_table(out, &rows)?;
     }
+    if let Some(sockets) = &r.sockets {
+        write_sockets(out, sockets)?;
+    }
     if let Some(events) = crate::events::table(r) {
         writeln!(out)?;
         writeln!(
@@ -484,6 +487,62 @@ fn write_server(
     }
     for e in &server.errors {
         writeln!(out, "monitor: {e}")?;
+    }
+    Ok(())
+}
+
+/// The sockets block: what was opened, what went each way, how they closed.
+fn write_sockets(out: &mut dyn Write, k: &headroom_records::results::Sockets) -> io::Result<()> {
+    let kib = |b: u64| format!("{:.1} KiB", b as f64 / 1024.0);
+    let mut opened = Vec::new();
+    if k.websockets_opened > 0 {
+        opened.push(format!("{} WebSockets", thousands(k.websockets_opened)));
+    }
+    if k.event_streams_opened > 0 {
+        let again = if k.event_stream_reconnects > 0 {
+            format!(" ({} reconnects)", thousands(k.event_stream_reconnects))
+        } else {
+            String::new()
+        };
+        opened.push(format!(
+            "{} event streams{again}",
+            thousands(k.event_streams_opened)
+        ));
+    }
+    writeln!(out)?;
+    writeln!(
+        out,
+        "Sockets: {} opened, at most {} open at once",
+        if opened.is_empty() {
+            "none".to_string()
+        } else {
+            opened.join(" and ")
+        },
+        thousands(u64::from(k.open_peak))
+    )?;
+    writeln!(
+        out,
+        "  messages sent {} ({:.1}/s, {}), received {} ({:.1}/s, {}); {} unmatched{}",
+        thousands(k.messages_sent),
+        k.messages_sent_per_s,
+        kib(k.bytes_sent),
+        thousands(k.messages_received),
+        k.messages_received_per_s,
+        kib(k.bytes_received),
+        thousands(k.unmatched),
+        if k.pings_received > 0 {
+            format!("; {} pings answered", thousands(k.pings_received))
+        } else {
+            String::new()
+        }
+    )?;
+    if !k.closes.is_empty() {
+        let closes: Vec<String> = k
+            .closes
+            .iter()
+            .map(|(how, n)| format!("{how} × {}", thousands(*n)))
+            .collect();
+        writeln!(out, "  closed: {}", closes.join(", "))?;
     }
     Ok(())
 }

@@ -597,7 +597,9 @@ pub struct RawSession {
 
 /// Exactly one of: `request` (a request's name), `think` ("1s" or a range
 /// "1s..3s"), `repeat` (with `steps`), `choice` (weighted branches),
-/// `feed` (a feeder's name: take its next row).
+/// `feed` (a feeder's name: take its next row); on a socket: `ws` or `sse`
+/// (open one), `send` / `send_binary` (a message), `expect` alone (wait
+/// for a message), `hold` (stay connected), `close` (with a code).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawStep {
@@ -621,6 +623,77 @@ pub struct RawStep {
     /// Take the next row of the feeder of this name into the user's variables.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub feed: Option<String>,
+    /// With `repeat`: start a round this often ("100ms": a message rate
+    /// per socket) rather than one after the other.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<lenient::DurationText>")]
+    pub every: Option<String>,
+    /// Open the user's WebSocket: a path on the base URL, or a full
+    /// `ws://` / `wss://` URL. The handshake is measured as a request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ws: Option<String>,
+    /// Open the user's server-sent-event stream (a path or a full URL).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sse: Option<String>,
+    /// With `ws` or `sse`: headers of the handshake (the session's cookies
+    /// and `[http] headers` are sent too).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub headers: Option<BTreeMap<String, String>>,
+    /// Send a text message on the WebSocket (`{{…}}` templates allowed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub send: Option<String>,
+    /// Send a binary message: its bytes in base64 (`{{…}}` allowed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub send_binary: Option<String>,
+    /// Wait for the first incoming message that matches (after `ws`, `sse`,
+    /// `send`, or alone); the wait is measured (from the send: the round trip).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expect: Option<RawMessageExpect>,
+    /// With `expect`: values taken from the matching message.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub extract: Option<Vec<RawExtract>>,
+    /// Stay connected this long, receiving (answering pings).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<lenient::DurationText>")]
+    pub hold: Option<String>,
+    /// Close the socket with this code (1000: normal).
+    #[serde(default, with = "lenient", skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<lenient::Lenient<u16>>")]
+    pub close: Option<u16>,
+    /// With `ws`, `sse`, `send`, `send_binary` or `expect`: the step's name
+    /// in the results (default: the session, the step's number and kind).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+}
+
+/// What an awaited message must be: every condition given holds (none:
+/// any message). On an event stream the message is an event's data.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawMessageExpect {
+    /// The message contains this text (`{{…}}` allowed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub contains: Option<String>,
+    /// The message matches this regular expression.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub regex: Option<String>,
+    /// A JSON path into the message, with `equals` or `exists`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub json_path: Option<String>,
+    /// With `json_path`: the value it must have.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub equals: Option<serde_json::Value>,
+    /// With `json_path`: whether the path must find something.
+    #[serde(default, with = "lenient", skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<lenient::Lenient<bool>>")]
+    pub exists: Option<bool>,
+    /// Server-sent events: the event's name (`event:`; `message` when none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub event: Option<String>,
+    /// How long to wait (default: the request timeout, `[http] timeout`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<lenient::DurationText>")]
+    pub within: Option<String>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]

@@ -58,12 +58,32 @@ pub(crate) struct Origin {
 /// at 1,000 connections, and as many bytes more in every user's future.
 pub(crate) struct Conn {
     pub http: Connection,
-    pub origin: Rc<Origin>,
+    pub origin: Claim,
 }
 
-impl Drop for Conn {
+impl Conn {
+    /// The connection for a protocol that takes it over (a WebSocket, an
+    /// event stream); the claim keeps its place under the origin's cap
+    /// until it is dropped.
+    pub fn into_parts(self) -> (Connection, Claim) {
+        let Conn { http, origin } = self;
+        (http, origin)
+    }
+}
+
+/// A connection's place under its origin's cap, freed when dropped.
+pub(crate) struct Claim(Rc<Origin>);
+
+impl std::ops::Deref for Claim {
+    type Target = Rc<Origin>;
+    fn deref(&self) -> &Rc<Origin> {
+        &self.0
+    }
+}
+
+impl Drop for Claim {
     fn drop(&mut self) {
-        self.origin.release();
+        self.0.release();
     }
 }
 
@@ -279,7 +299,7 @@ impl Origins {
 
     /// Pooled mode: a connection back to its origin's idle pool.
     pub fn check_in(&self, conn: Box<Conn>) {
-        let origin = conn.origin.clone();
+        let origin = Rc::clone(&conn.origin);
         origin.idle.borrow_mut().push(conn);
         origin.freed.notify_one();
     }
@@ -299,7 +319,7 @@ impl Origins {
         match Connection::connect(origin.addr, local, timeout, origin.tls.as_ref(), heads).await {
             Ok(http) => Ok(Box::new(Conn {
                 http,
-                origin: origin.clone(),
+                origin: Claim(origin.clone()),
             })),
             Err(failure) => {
                 origin.release();

@@ -9,6 +9,7 @@
 //! - [`limits`]: the largest durations, rates and jars a plan may ask for.
 //! - [`shard`]: one plan split exactly over several processes.
 //! - [`events`]: commands and signals at planned moments of the run.
+//! - [`socket`]: WebSocket and event-stream steps of sessions.
 
 pub mod check;
 pub mod events;
@@ -16,6 +17,7 @@ pub mod feeder;
 pub mod limits;
 pub mod schedule;
 pub mod shard;
+pub mod socket;
 pub mod template;
 
 use crate::metrics::ErrorClass;
@@ -341,7 +343,8 @@ impl Plan {
                 Step::Request(i) => Some(*i),
                 Step::Repeat { steps, .. } => first(steps),
                 Step::Choice(branches) => branches.iter().find_map(|(_, s)| first(s)),
-                Step::Think { .. } | Step::Feed(_) => None,
+                Step::Socket(socket::SocketStep::Open { handshake, .. }) => Some(*handshake),
+                Step::Think { .. } | Step::Feed(_) | Step::Socket(_) => None,
             })
         }
         match &self.flow {
@@ -546,18 +549,20 @@ pub enum Step {
     /// Send request `plan.requests[i]`.
     Request(usize),
     /// Pause for a time drawn uniformly from [min, max].
-    Think {
-        min: Duration,
-        max: Duration,
-    },
+    Think { min: Duration, max: Duration },
     Repeat {
         times: u32,
         steps: Vec<Step>,
+        /// Start each round this long after the previous one started (a
+        /// message rate per socket); `None`: one after the other.
+        every: Option<Duration>,
     },
     /// Run one branch, drawn by weight.
     Choice(Vec<(u32, Vec<Step>)>),
     /// Take the next row of `plan.feeders[i]`.
     Feed(usize),
+    /// A step on the user's WebSocket or event stream.
+    Socket(socket::SocketStep),
 }
 
 #[derive(Clone, Debug)]

@@ -22,11 +22,16 @@ use std::pin::Pin;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
+mod socket;
+
 /// Whether the user goes on after an iteration or a step.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Control {
     Continue,
     Stop,
+    /// The iteration ends here (its socket is gone: the steps left need
+    /// it); the user goes on with the next.
+    EndIteration,
 }
 
 /// A pause this long is worth giving buffers back for (see
@@ -68,6 +73,8 @@ pub(crate) struct User {
     backoff_pending: bool,
     /// The request timeout: one timer per user, made on the first request.
     request_timer: Option<RequestTimer>,
+    /// The user's WebSocket or event stream, while a session holds one.
+    socket: Option<Box<socket::Socket>>,
 }
 
 impl User {
@@ -86,6 +93,7 @@ impl User {
             backoff: ConnectBackoff::default(),
             backoff_pending: false,
             request_timer: None,
+            socket: None,
         }
     }
 
@@ -169,7 +177,17 @@ impl User {
         }
         let control = match &shared.plan.flow {
             Flow::Mix => self.request(shared, pick).await,
-            Flow::Sessions(sessions) => self.steps(shared, &sessions[pick].steps).await,
+            Flow::Sessions(sessions) => {
+                let control = self.steps(shared, &sessions[pick].steps).await;
+                // A socket the session left open closes with it.
+                if control != Control::Stop {
+                    self.close_socket(shared, 1000).await;
+                }
+                match control {
+                    Control::EndIteration => Control::Continue,
+                    other => other,
+                }
+            }
         };
         self.iteration += 1;
         control
@@ -191,20 +209,40 @@ impl User {
                             let span = (*max - *min).as_nanos() as u64;
                             *min + Duration::from_nanos(shared.rng.borrow_mut().u64(0..=span))
                         };
-                        self.before_pause(pause);
-                        let wake = Instant::now() + pause;
-                        let wake = self.deadline.map_or(wake, |d| wake.min(d));
-                        if shared.sleep_until(wake).await {
-                            Control::Continue
+                        if self.socket.is_some() {
+                            // Receiving while thinking: pings answered,
+                            // pushed messages counted.
+                            self.hold(shared, pause).await
                         } else {
-                            Control::Stop
+                            self.think(shared, pause).await
                         }
                     }
-                    Step::Repeat { times, steps } => {
+                    Step::Repeat {
+                        times,
+                        steps,
+                        every,
+                    } => {
                         let mut c = Control::Continue;
-                        for _ in 0..*times {
+                        let start = Instant::now();
+                        for round in 0..*times {
+                            if let Some(every) = every {
+                                // Rounds start on a fixed beat (a message
+                                // rate), not one after the other.
+                                let at = start + *every * round;
+                                let pause = at.saturating_duration_since(Instant::now());
+                                if !pause.is_zero() {
+                                    c = if self.socket.is_some() {
+                                        self.hold(shared, pause).await
+                                    } else {
+                                        self.think(shared, pause).await
+                                    };
+                                    if c != Control::Continue {
+                                        break;
+                                    }
+                                }
+                            }
                             c = self.steps(shared, steps).await;
-                            if c == Control::Stop {
+                            if c != Control::Continue {
                                 break;
                             }
                         }
@@ -224,13 +262,26 @@ impl User {
                         self.steps(shared, branch).await
                     }
                     Step::Feed(i) => self.feed(shared, *i),
+                    Step::Socket(step) => self.socket_step(shared, step).await,
                 };
-                if control == Control::Stop {
-                    return Control::Stop;
+                if control != Control::Continue {
+                    return control;
                 }
             }
             Control::Continue
         })
+    }
+
+    /// Pauses (a think time) until `pause` passed or the user's deadline.
+    async fn think(&mut self, shared: &Shared, pause: Duration) -> Control {
+        self.before_pause(pause);
+        let wake = Instant::now() + pause;
+        let wake = self.deadline.map_or(wake, |d| wake.min(d));
+        if shared.sleep_until(wake).await {
+            Control::Continue
+        } else {
+            Control::Stop
+        }
     }
 
     /// May this user start another request now? If so, now (one read of

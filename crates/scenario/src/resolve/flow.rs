@@ -2,14 +2,30 @@
 //! steps (requests, think times, repeats, choices, feeds).
 
 use super::builder::Builder;
+use super::sockets::{is_socket_step, SocketNames};
 use crate::raw::*;
 use headroom_engine::plan::feeder::Feeder;
-use headroom_engine::plan::{Flow, Session, Step};
+use headroom_engine::plan::{Flow, RequestSpec, Session, Step};
 use std::collections::BTreeSet;
 use std::sync::Arc;
+use std::time::Duration;
+
+/// What socket steps resolve against: their entries by step, the plan's
+/// requests (where those entries are), and how long an `expect` waits
+/// without a `within`.
+pub(super) struct SocketContext<'a> {
+    pub names: &'a SocketNames,
+    pub requests: &'a [RequestSpec],
+    pub default_within: Duration,
+}
 
 impl Builder<'_> {
-    pub(super) fn flow(&mut self, raw: &RawScenario, feeders: &[Arc<Feeder>]) -> Flow {
+    pub(super) fn flow(
+        &mut self,
+        raw: &RawScenario,
+        feeders: &[Arc<Feeder>],
+        sockets: &SocketContext,
+    ) -> Flow {
         if raw.sessions.is_empty() {
             if !raw.requests.is_empty() && raw.requests.iter().all(|r| r.weight == Some(0)) {
                 self.problem(
@@ -40,7 +56,7 @@ impl Builder<'_> {
                     format!("session `{}` has no steps", s.name),
                 );
             }
-            let steps = self.steps(&s.name, &s.steps, raw, feeders);
+            let steps = self.steps((&s.name, ""), &s.steps, raw, (feeders, sockets));
             sessions.push(Session {
                 name: s.name.clone(),
                 weight: s.weight.unwrap_or(1),
@@ -58,28 +74,66 @@ impl Builder<'_> {
         Flow::Sessions(sessions)
     }
 
+    /// `prefix`: where these steps are in the session (`3.` inside step 3).
     fn steps(
         &mut self,
-        session: &str,
+        (session, prefix): (&str, &str),
         raw: &[RawStep],
         scenario: &RawScenario,
-        feeders: &[Arc<Feeder>],
+        (feeders, sockets): (&[Arc<Feeder>], &SocketContext),
     ) -> Vec<Step> {
         let a = Some(session);
         let mut out = Vec::new();
         for (i, st) in raw.iter().enumerate() {
-            let n = i + 1;
-            let kinds = [
+            let n = format!("{prefix}{}", i + 1);
+            let mut kinds = vec![
                 st.request.is_some(),
                 st.think.is_some(),
                 st.repeat.is_some(),
                 st.choice.is_some(),
                 st.feed.is_some(),
+                st.ws.is_some(),
+                st.sse.is_some(),
+                st.send.is_some(),
+                st.send_binary.is_some(),
+                st.hold.is_some(),
+                st.close.is_some(),
             ];
+            // `expect` alone waits; beside ws, sse or send it is theirs.
+            kinds.push(st.expect.is_some() && !kinds[5..9].contains(&true));
             if kinds.iter().filter(|&&k| k).count() != 1 {
                 self.problem(a, "steps", "steps", format!(
-                    "session `{session}` step {n}: each step has exactly one of request, think, repeat (with steps), choice, feed"
+                    "session `{session}` step {n}: each step has exactly one of request, think, repeat (with steps), choice, feed, ws, sse, send, send_binary, expect, hold, close"
                 ));
+                continue;
+            }
+            if st.every.is_some() && st.repeat.is_none() {
+                self.problem(
+                    a,
+                    "every",
+                    "every",
+                    format!("session `{session}` step {n}: `every` goes with `repeat`"),
+                );
+            }
+            if st.name.is_some() && !is_socket_step(st) {
+                self.problem(
+                    a,
+                    "name",
+                    "name",
+                    format!("session `{session}` step {n}: `name` goes with ws, sse, send, send_binary or expect (a request's name is its own)"),
+                );
+            }
+            if is_socket_step(st) {
+                let built = self.socket_step(
+                    (session, &n),
+                    st,
+                    sockets.names,
+                    sockets.requests,
+                    sockets.default_within,
+                );
+                if let Some(step) = built {
+                    out.push(Step::Socket(step));
+                }
                 continue;
             }
             if st.steps.is_some() && st.repeat.is_none() {
@@ -144,8 +198,20 @@ impl Builder<'_> {
                     );
                     continue;
                 };
-                let steps = self.steps(session, inner, scenario, feeders);
-                out.push(Step::Repeat { times, steps });
+                let every = match &st.every {
+                    Some(e) => match self.duration(a, "every", e) {
+                        Some(d) => Some(d),
+                        None => continue,
+                    },
+                    None => None,
+                };
+                let inner_at = format!("{n}.");
+                let steps = self.steps((session, &inner_at), inner, scenario, (feeders, sockets));
+                out.push(Step::Repeat {
+                    times,
+                    steps,
+                    every,
+                });
             } else if let Some(branches) = &st.choice {
                 if branches.is_empty() || branches.iter().all(|b| b.weight == Some(0)) {
                     self.problem(
@@ -160,10 +226,12 @@ impl Builder<'_> {
                 }
                 let branches = branches
                     .iter()
-                    .map(|b| {
+                    .enumerate()
+                    .map(|(b, branch)| {
+                        let at = format!("{n}/{}.", b + 1);
                         (
-                            b.weight.unwrap_or(1),
-                            self.steps(session, &b.steps, scenario, feeders),
+                            branch.weight.unwrap_or(1),
+                            self.steps((session, &at), &branch.steps, scenario, (feeders, sockets)),
                         )
                     })
                     .collect();

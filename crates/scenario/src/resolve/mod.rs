@@ -26,6 +26,7 @@ mod flow;
 mod load;
 mod objectives;
 mod requests;
+mod sockets;
 
 pub use builder::Builder;
 
@@ -68,12 +69,24 @@ impl Builder<'_> {
 
         let (load, max_requests, graceful_stop) = self.load(raw.load.as_ref());
         let feeders = self.feeders(&raw.feeders);
-        let routes = self.routes(raw);
-        let endpoint = self.endpoint(raw, &routes);
+        // Socket steps' handshakes and awaited messages are requests too,
+        // after the file's own.
+        let (socket_requests, socket_names) = self.socket_requests(raw);
+        let with_sockets;
+        let raw_requests = if socket_requests.is_empty() {
+            raw
+        } else {
+            let mut all = raw.clone();
+            all.requests.extend(socket_requests);
+            with_sockets = all;
+            &with_sockets
+        };
+        let routes = self.routes(raw_requests);
+        let endpoint = self.endpoint(raw_requests, &routes);
         let mut check_names = Vec::new();
-        let requests = match &endpoint {
+        let mut requests = match &endpoint {
             Some(endpoint) => self.requests(
-                raw,
+                raw_requests,
                 &http,
                 (endpoint, &routes),
                 keep_alive,
@@ -98,7 +111,16 @@ impl Builder<'_> {
             );
         }
         self.variables(raw, &feeders);
-        let flow = self.flow(raw, &feeders);
+        sockets::label_messages(&mut requests, &socket_names);
+        let flow = self.flow(
+            raw,
+            &feeders,
+            &flow::SocketContext {
+                names: &socket_names,
+                requests: &requests,
+                default_within: request_timeout,
+            },
+        );
         let mut load = load;
         if let (Some(Load::Open(open)), Flow::Sessions(_)) = (&mut load, &flow) {
             open.users = true;

@@ -1,0 +1,611 @@
+//! A user's WebSocket or event stream, and the session steps that use it
+//! (see `plan::socket`): open it with a handshake measured as a request,
+//! send messages, wait for the one that matches (the round trip measured
+//! from the send), hold, close. Every message and close is counted in the
+//! recorder's socket figures as it happens.
+
+use super::{Control, User};
+use crate::connections::Claim;
+use crate::metrics::{ErrorClass, Outcome};
+use crate::plan::check::ResponseView;
+use crate::plan::socket::{MessageExpect, SocketKind, SocketStep, CLOSE_WAIT, SSE_RECONNECT};
+use crate::plan::template::{Scope, Template};
+use crate::shared::{InFlight, Shared};
+use crate::tasks::timeout::timed;
+use base64::Engine as _;
+use headroom_http::sse::{self, EventParser, EventStream};
+use headroom_http::websocket::{self, Incoming, WebSocket};
+use headroom_http::{Capture, Failure};
+use std::time::{Duration, Instant};
+
+/// An open socket and its place under the origin's connection cap.
+pub(crate) struct Socket {
+    wire: Wire,
+    /// The handshake request: an event stream reconnects with it.
+    handshake: usize,
+    _claim: Claim,
+}
+
+enum Wire {
+    Ws(WebSocket),
+    Sse(EventStream),
+}
+
+/// One thing read from the socket, either protocol.
+enum Received {
+    Message {
+        data: Vec<u8>,
+        event: Option<(String, Option<String>)>,
+    },
+    Ping,
+    /// Closed by the server: how, for the close counts.
+    Closed(String),
+}
+
+impl Socket {
+    async fn next(&mut self) -> Result<Received, Failure> {
+        match &mut self.wire {
+            Wire::Ws(ws) => Ok(match ws.next().await? {
+                Incoming::Message { data, .. } => Received::Message { data, event: None },
+                Incoming::Ping => Received::Ping,
+                Incoming::Closed(Some(code)) => Received::Closed(format!("server:{code}")),
+                Incoming::Closed(None) => Received::Closed("server:no_code".into()),
+                Incoming::Ended => Received::Closed("server:no_close_frame".into()),
+            }),
+            Wire::Sse(stream) => Ok(match stream.next_event().await? {
+                sse::Next::Event(e) => Received::Message {
+                    data: e.data.into_bytes(),
+                    event: Some((e.name, e.id)),
+                },
+                sse::Next::Ended => Received::Closed("server:ended".into()),
+            }),
+        }
+    }
+}
+
+/// Why waiting for a message ended without one.
+enum Gone {
+    /// The server closed the socket (counted under this key).
+    Closed(String),
+    Failed(Failure),
+    Error(ErrorClass),
+}
+
+impl User {
+    pub(super) async fn socket_step(&mut self, shared: &Shared, step: &SocketStep) -> Control {
+        match step {
+            SocketStep::Open {
+                kind,
+                handshake,
+                expect,
+            } => {
+                let opened_at = match self.open_socket(shared, *kind, *handshake, None).await {
+                    Ok(at) => at,
+                    Err(control) => return control,
+                };
+                match expect {
+                    Some(expect) => self.expect_message(shared, expect, opened_at).await,
+                    None => Control::Continue,
+                }
+            }
+            SocketStep::Send {
+                payload,
+                binary,
+                expect,
+            } => self.send(shared, payload, *binary, expect.as_ref()).await,
+            SocketStep::Expect(expect) => {
+                if shared.stop.is_stopping() {
+                    return Control::Stop;
+                }
+                self.expect_message(shared, expect, Instant::now()).await
+            }
+            SocketStep::Hold(pause) => self.hold(shared, *pause).await,
+            SocketStep::Close(code) => {
+                self.close_socket(shared, *code).await;
+                Control::Continue
+            }
+        }
+    }
+
+    /// Opens the socket with handshake request `index` (closing one the
+    /// user holds); the handshake is recorded as that request. `last_id`:
+    /// an event stream reconnecting. `Ok(when it opened)`, or `Err` with
+    /// what the session does next.
+    async fn open_socket(
+        &mut self,
+        shared: &Shared,
+        kind: SocketKind,
+        index: usize,
+        last_id: Option<String>,
+    ) -> Result<Instant, Control> {
+        if self.socket.is_some() {
+            self.close_socket(shared, 1000).await;
+        }
+        let spec = &shared.plan.requests[index];
+        let Some(now) = self.may_send(shared) else {
+            return Err(Control::Stop);
+        };
+        let mut in_flight = InFlight::begin(shared, index, now);
+        let failed = |in_flight: InFlight, class: ErrorClass| {
+            let outcome = Outcome {
+                error: Some(class),
+                ..Default::default()
+            };
+            in_flight.finish_at(Instant::now(), outcome);
+            Err(Control::EndIteration)
+        };
+        let rendered = {
+            let mut rng = shared.rng.borrow_mut();
+            spec.render_target(&mut self.scope(&mut rng))
+        };
+        let (origin, target) = match self.origin(shared, spec, rendered.as_deref()).await {
+            Ok(found) => found,
+            Err(unreachable) => return failed(in_flight, unreachable.0),
+        };
+        let cookie = crate::cookies::header(self.jar.as_deref(), &origin, spec, target);
+        let wire = {
+            let mut rng = shared.rng.borrow_mut();
+            let mut scope = Scope {
+                vars: &self.vars,
+                user_id: self.id,
+                iteration: self.iteration,
+                rng: &mut rng,
+            };
+            spec.render(
+                &mut scope,
+                target,
+                &origin.host_header,
+                true,
+                cookie.as_deref(),
+                &mut self.wire,
+            )
+        };
+        let wire = match wire {
+            Ok(wire) => spec.wire(wire, &self.wire).to_vec(),
+            Err(class) => return failed(in_flight, class),
+        };
+        // A WebSocket key is new for every handshake; an event stream
+        // that reconnects says where it left off.
+        let key = (kind == SocketKind::WebSocket).then(websocket::new_key);
+        let request = match (&key, &last_id) {
+            (Some(key), _) => with_header(&wire, "Sec-WebSocket-Key", key),
+            (None, Some(id)) => with_header(&wire, "Last-Event-ID", id),
+            (None, None) => wire,
+        };
+        in_flight.sent_at(now);
+        let mut conn = match self.connect(shared, &origin, index).await {
+            Ok(conn) => conn,
+            Err(failure) => return failed(in_flight, failure.into()),
+        };
+        let want = Capture {
+            headers: true,
+            set_cookies: shared.plan.cookies,
+            body: false,
+        };
+        let due = Instant::now() + shared.plan.timeout_of(spec);
+        let head = {
+            let open = std::pin::pin!(conn.http.open_stream(
+                &request,
+                want,
+                &mut self.captured,
+                &in_flight.attempts
+            ));
+            timed(&mut self.request_timer, due, open).await
+        };
+        let head = match head {
+            Err(()) => return failed(in_flight, ErrorClass::RequestTimeout),
+            Ok(Err(failure)) => return failed(in_flight, failure.into()),
+            Ok(Ok(head)) => head,
+        };
+        let done = Instant::now();
+        let mut outcome = Outcome {
+            status: Some(head.status),
+            bytes: head.len as u64,
+            ..Default::default()
+        };
+        self.judge(
+            shared,
+            (spec, index, &origin, target),
+            head.status,
+            (now, done),
+            &mut outcome,
+        );
+        let opened = match &key {
+            Some(key) => websocket::accepted(head.status, key, &self.captured),
+            None => sse::is_event_stream(head.status, self.captured.header("content-type")),
+        };
+        if !opened {
+            outcome.error = Some(match kind {
+                SocketKind::WebSocket => ErrorClass::WsUpgradeRefused,
+                SocketKind::EventStream => ErrorClass::SseRefused,
+            });
+            outcome.failed_check = None;
+        }
+        in_flight.finish_at(done, outcome);
+        if !opened {
+            return Err(Control::EndIteration);
+        }
+        let (http, claim) = (*conn).into_parts();
+        let wire = match kind {
+            SocketKind::WebSocket => Wire::Ws(WebSocket::over(http).await),
+            SocketKind::EventStream => {
+                let parser = EventParser::resuming(last_id);
+                Wire::Sse(EventStream::over(http, &head, parser))
+            }
+        };
+        self.socket = Some(Box::new(Socket {
+            wire,
+            handshake: index,
+            _claim: claim,
+        }));
+        let mut recorder = shared.recorder.borrow_mut();
+        recorder.socket_open(true);
+        match kind {
+            SocketKind::WebSocket => recorder.sockets().opened_ws += 1,
+            SocketKind::EventStream => recorder.sockets().opened_sse += 1,
+        }
+        Ok(done)
+    }
+
+    /// Sends a message on the WebSocket, then waits for `expect`.
+    async fn send(
+        &mut self,
+        shared: &Shared,
+        payload: &Template,
+        binary: bool,
+        expect: Option<&MessageExpect>,
+    ) -> Control {
+        if shared.stop.is_stopping() || self.deadline.is_some_and(|d| Instant::now() >= d) {
+            return Control::Stop;
+        }
+        let data = {
+            let mut rng = shared.rng.borrow_mut();
+            let mut out = Vec::new();
+            payload.render(&mut self.scope(&mut rng), &mut out);
+            out
+        };
+        let data = if binary {
+            base64::engine::general_purpose::STANDARD.decode(&data).ok()
+        } else {
+            Some(data)
+        };
+        let sent = Instant::now();
+        let written = match (data, self.socket.as_deref_mut()) {
+            // No WebSocket (the server closed it): nothing left to send on.
+            (_, None)
+            | (
+                _,
+                Some(Socket {
+                    wire: Wire::Sse(_), ..
+                }),
+            ) => return Control::EndIteration,
+            (None, _) => Err(ErrorClass::MalformedRequest),
+            (
+                Some(data),
+                Some(Socket {
+                    wire: Wire::Ws(ws), ..
+                }),
+            ) => {
+                let len = data.len() as u64;
+                let due = sent + shared.plan.request_timeout;
+                let write = std::pin::pin!(ws.send(data, !binary));
+                match timed(&mut self.request_timer, due, write).await {
+                    Ok(Ok(())) => Ok(len),
+                    Err(()) => Err(ErrorClass::RequestTimeout),
+                    Ok(Err(failure)) => Err(failure.into()),
+                }
+            }
+        };
+        let broken = matches!(written, Err(class)
+            if class != ErrorClass::RequestTimeout && class != ErrorClass::MalformedRequest);
+        if let (true, Err(class)) = (broken, written) {
+            // The write failed: the socket is no use any more.
+            self.socket_gone(shared, Gone::Error(class));
+        }
+        let failure = match written {
+            Ok(len) => {
+                let mut recorder = shared.recorder.borrow_mut();
+                let counts = recorder.sockets();
+                counts.messages_sent += 1;
+                counts.bytes_sent += len;
+                None
+            }
+            Err(class) => Some(class),
+        };
+        match (failure, expect) {
+            (None, Some(expect)) => self.expect_message(shared, expect, sent).await,
+            (None, None) => Control::Continue,
+            (Some(class), expect) => {
+                if let Some(expect) = expect {
+                    let in_flight = InFlight::begin(shared, expect.entry, sent);
+                    let outcome = Outcome {
+                        error: Some(class),
+                        ..Default::default()
+                    };
+                    in_flight.finish_at(Instant::now(), outcome);
+                }
+                if broken {
+                    Control::EndIteration
+                } else {
+                    Control::Continue
+                }
+            }
+        }
+    }
+
+    /// Waits for the first message that passes `expect`'s checks, timed
+    /// from `since` (the send, or the socket's opening) and recorded as
+    /// its entry; other messages are counted as unmatched.
+    async fn expect_message(
+        &mut self,
+        shared: &Shared,
+        expect: &MessageExpect,
+        since: Instant,
+    ) -> Control {
+        if self.socket.is_none() {
+            // Closed by the server before (counted then): nothing to wait on.
+            return Control::EndIteration;
+        }
+        let mut in_flight = InFlight::begin(shared, expect.entry, since);
+        in_flight.sent_at(since);
+        in_flight.attempts.set(1);
+        let due = since + expect.within;
+        let mut outcome = Outcome::default();
+        let mut control = Control::Continue;
+        loop {
+            let Some(socket) = self.socket.as_deref_mut() else {
+                outcome.error = Some(ErrorClass::SocketClosed);
+                control = Control::EndIteration;
+                break;
+            };
+            let received = {
+                let next = std::pin::pin!(socket.next());
+                timed(&mut self.request_timer, due, next).await
+            };
+            let Ok(received) = received else {
+                outcome.error = Some(ErrorClass::MessageTimeout);
+                break;
+            };
+            match self.count(shared, received) {
+                Ok(Some((data, event))) => {
+                    let done = Instant::now();
+                    self.captured.clear();
+                    self.captured.body = data;
+                    if let Some((name, id)) = event {
+                        self.captured.headers.push(("event".into(), name));
+                        if let Some(id) = id {
+                            self.captured.headers.push(("id".into(), id));
+                        }
+                    }
+                    if self.matches(shared, expect.entry, done.saturating_duration_since(since)) {
+                        outcome.bytes = self.captured.body.len() as u64;
+                        if let Some(failed) = self.extract(shared, expect.entry, since, done) {
+                            outcome.error = Some(ErrorClass::CheckFailed);
+                            outcome.failed_check = Some(failed);
+                        }
+                        in_flight.finish_at(done, outcome);
+                        return Control::Continue;
+                    }
+                    shared.recorder.borrow_mut().sockets().unmatched += 1;
+                }
+                Ok(None) => {}
+                Err(gone) => {
+                    // An event stream the server ended reconnects (as a
+                    // browser's does) if there is time left to wait.
+                    if self.reconnect_stream(shared, &gone, due).await {
+                        continue;
+                    }
+                    outcome.error = Some(match &gone {
+                        Gone::Closed(_) => ErrorClass::SocketClosed,
+                        Gone::Failed(f) => (*f).into(),
+                        Gone::Error(class) => *class,
+                    });
+                    self.socket_gone(shared, gone);
+                    control = Control::EndIteration;
+                    break;
+                }
+            }
+        }
+        in_flight.finish_at(Instant::now(), outcome);
+        control
+    }
+
+    /// Whether the message in `captured` passes every check of `entry`.
+    fn matches(&mut self, shared: &Shared, entry: usize, waited: Duration) -> bool {
+        let spec = &shared.plan.requests[entry];
+        let view = ResponseView::new(0, &self.captured, waited);
+        let mut rng = shared.rng.borrow_mut();
+        let mut scope = self.scope(&mut rng);
+        spec.checks.iter().all(|c| c.passes(&view, &mut scope))
+    }
+
+    /// Runs `entry`'s extractions on the matching message: the id of one
+    /// that found nothing.
+    fn extract(
+        &mut self,
+        shared: &Shared,
+        entry: usize,
+        since: Instant,
+        done: Instant,
+    ) -> Option<u32> {
+        let spec = &shared.plan.requests[entry];
+        let view = ResponseView::new(0, &self.captured, done.saturating_duration_since(since));
+        let mut failed = None;
+        for x in &spec.extracts {
+            match x.apply(&view) {
+                Some(value) => {
+                    self.vars.insert(x.var.clone(), value);
+                }
+                None => failed = failed.or(Some(x.id)),
+            }
+        }
+        failed
+    }
+
+    /// Counts what was read: `Ok(Some(message))` for a data message or an
+    /// event, `Ok(None)` for a ping, `Err` when the socket is gone.
+    #[allow(clippy::type_complexity)]
+    fn count(
+        &mut self,
+        shared: &Shared,
+        received: Result<Received, Failure>,
+    ) -> Result<Option<(Vec<u8>, Option<(String, Option<String>)>)>, Gone> {
+        let mut recorder = shared.recorder.borrow_mut();
+        match received {
+            Ok(Received::Message { data, event }) => {
+                let counts = recorder.sockets();
+                counts.messages_received += 1;
+                counts.bytes_received += data.len() as u64;
+                Ok(Some((data, event)))
+            }
+            Ok(Received::Ping) => {
+                recorder.sockets().pings_received += 1;
+                Ok(None)
+            }
+            Ok(Received::Closed(how)) => Err(Gone::Closed(how)),
+            Err(failure) => Err(Gone::Failed(failure)),
+        }
+    }
+
+    /// Stays connected for `pause` (bounded by the user's deadline),
+    /// counting what comes; an event stream the server ends reconnects.
+    pub(super) async fn hold(&mut self, shared: &Shared, pause: Duration) -> Control {
+        let wake = Instant::now() + pause;
+        let wake = self.deadline.map_or(wake, |d| wake.min(d));
+        loop {
+            let Some(socket) = self.socket.as_deref_mut() else {
+                return if shared.sleep_until(wake).await {
+                    Control::Continue
+                } else {
+                    Control::Stop
+                };
+            };
+            let received = {
+                let next = std::pin::pin!(socket.next());
+                let stop = std::pin::pin!(shared.sleep_until(wake));
+                match futures_util::future::select(next, stop).await {
+                    futures_util::future::Either::Left((received, _)) => received,
+                    futures_util::future::Either::Right((running, _)) => {
+                        return if running {
+                            Control::Continue
+                        } else {
+                            Control::Stop
+                        };
+                    }
+                }
+            };
+            match self.count(shared, received) {
+                Ok(Some(_)) => shared.recorder.borrow_mut().sockets().unmatched += 1,
+                Ok(None) => {}
+                Err(gone) => {
+                    if !self.reconnect_stream(shared, &gone, wake).await {
+                        self.socket_gone(shared, gone);
+                    }
+                }
+            }
+        }
+    }
+
+    /// An event stream the server ended: wait its retry time and open it
+    /// again with `Last-Event-ID`, when that fits before `until`. Whether
+    /// it is open again.
+    async fn reconnect_stream(&mut self, shared: &Shared, gone: &Gone, until: Instant) -> bool {
+        let Some(socket) = self.socket.as_deref() else {
+            return false;
+        };
+        let Wire::Sse(stream) = &socket.wire else {
+            return false;
+        };
+        if !matches!(gone, Gone::Closed(_)) {
+            return false;
+        }
+        let wait = stream
+            .parser
+            .retry_ms
+            .map_or(SSE_RECONNECT, Duration::from_millis);
+        let (last_id, handshake) = (stream.parser.last_id.clone(), socket.handshake);
+        let at = Instant::now() + wait;
+        if at >= until {
+            return false;
+        }
+        self.socket_gone(shared, Gone::Closed("server:ended".into()));
+        if !shared.sleep_until(at).await {
+            return false;
+        }
+        shared.recorder.borrow_mut().sockets().sse_reconnects += 1;
+        self.open_socket(shared, SocketKind::EventStream, handshake, last_id)
+            .await
+            .is_ok()
+    }
+
+    /// The socket ended under us: counted and dropped.
+    fn socket_gone(&mut self, shared: &Shared, gone: Gone) {
+        if self.socket.take().is_none() {
+            return;
+        }
+        let how = match gone {
+            Gone::Closed(how) => how,
+            Gone::Failed(f) => format!("error:{}", ErrorClass::from(f).key()),
+            Gone::Error(class) => format!("error:{}", class.key()),
+        };
+        let mut recorder = shared.recorder.borrow_mut();
+        recorder.socket_open(false);
+        recorder.sockets().close(how);
+    }
+
+    /// Closes the user's socket (if it has one) with `code`, waiting at
+    /// most [`CLOSE_WAIT`] for the server's close frame.
+    pub(super) async fn close_socket(&mut self, shared: &Shared, code: u16) {
+        let Some(mut socket) = self.socket.take() else {
+            return;
+        };
+        if let Wire::Ws(ws) = &mut socket.wire {
+            let mut pushed = (0u64, 0u64, 0u64);
+            let close = ws.close(code, |m| match m {
+                Incoming::Message { data, .. } => {
+                    pushed.0 += 1;
+                    pushed.1 += data.len() as u64;
+                }
+                Incoming::Ping => pushed.2 += 1,
+                _ => {}
+            });
+            let _ = tokio::time::timeout(CLOSE_WAIT, close).await;
+            let mut recorder = shared.recorder.borrow_mut();
+            let counts = recorder.sockets();
+            counts.messages_received += pushed.0;
+            counts.bytes_received += pushed.1;
+            counts.unmatched += pushed.0;
+            counts.pings_received += pushed.2;
+        }
+        let mut recorder = shared.recorder.borrow_mut();
+        recorder.socket_open(false);
+        recorder.sockets().close(format!("client:{code}"));
+    }
+}
+
+/// `request` with one more header, before the blank line.
+fn with_header(request: &[u8], name: &str, value: &str) -> Vec<u8> {
+    let head_end = request
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .map_or(request.len(), |p| p + 2);
+    let mut out = Vec::with_capacity(request.len() + name.len() + value.len() + 4);
+    out.extend_from_slice(&request[..head_end]);
+    for part in [name.as_bytes(), b": ", value.as_bytes(), b"\r\n"] {
+        out.extend_from_slice(part);
+    }
+    out.extend_from_slice(&request[head_end..]);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_header_goes_before_the_blank_line() {
+        let r = b"GET /c HTTP/1.1\r\nHost: a\r\n\r\n";
+        assert_eq!(
+            super::with_header(r, "Sec-WebSocket-Key", "k=="),
+            b"GET /c HTTP/1.1\r\nHost: a\r\nSec-WebSocket-Key: k==\r\n\r\n".to_vec()
+        );
+    }
+}

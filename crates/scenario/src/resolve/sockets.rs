@@ -1,0 +1,352 @@
+//! Socket steps of sessions (`ws`, `sse`, `send`, `send_binary`, `expect`,
+//! `hold`, `close`). Each measured step becomes an entry of the plan's
+//! requests, written here as a `[[request]]` would be and built with them:
+//! the handshake is a GET with the step's headers (and the upgrade's), and
+//! each `expect` an entry whose checks are the message's match rules and
+//! whose extractions are the step's `extract`.
+
+use super::builder::Builder;
+use crate::raw::*;
+use headroom_engine::plan::socket::{MessageExpect, SocketKind, SocketStep};
+use headroom_engine::plan::RequestSpec;
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// The entries of one socket step, by the step's place in its session.
+#[derive(Clone, Debug)]
+pub(super) struct SocketEntries {
+    pub kind: SocketKind,
+    /// The handshake (`ws`, `sse`).
+    pub handshake: Option<String>,
+    /// The awaited message.
+    pub expect: Option<String>,
+}
+
+/// Every socket step's entries, keyed by `session/path` (see [`key`]).
+pub(super) type SocketNames = BTreeMap<String, SocketEntries>;
+
+/// A step's key: its session and its place (`3.1`: the first step inside
+/// step 3; `4/2.1`: inside the second branch of choice 4).
+pub(super) fn key(session: &str, path: &str) -> String {
+    format!("{session}/{path}")
+}
+
+/// The method shown for a message entry in the results.
+pub const MESSAGE_METHODS: [&str; 2] = ["WS", "SSE"];
+
+/// Whether a raw step is one of the socket kinds.
+pub(super) fn is_socket_step(st: &RawStep) -> bool {
+    st.ws.is_some()
+        || st.sse.is_some()
+        || st.send.is_some()
+        || st.send_binary.is_some()
+        || st.hold.is_some()
+        || st.close.is_some()
+        || (st.expect.is_some() && st.request.is_none())
+}
+
+/// A `ws://` / `wss://` URL as the `http://` / `https://` URL its handshake
+/// goes to; a path as it is.
+fn handshake_target(text: &str) -> (Option<String>, Option<String>) {
+    let lower = text.to_ascii_lowercase();
+    if let Some(rest) = lower.strip_prefix("ws://").map(|_| &text[5..]) {
+        (Some(format!("http://{rest}")), None)
+    } else if let Some(rest) = lower.strip_prefix("wss://").map(|_| &text[6..]) {
+        (Some(format!("https://{rest}")), None)
+    } else if text.contains("://") {
+        (Some(text.to_string()), None)
+    } else {
+        (None, Some(text.to_string()))
+    }
+}
+
+/// The match rules of an awaited message, as checks on a body.
+fn message_checks(e: &RawMessageExpect) -> Vec<RawCheck> {
+    let mut checks = Vec::new();
+    if let Some(c) = &e.contains {
+        checks.push(RawCheck {
+            body_contains: Some(c.clone()),
+            ..Default::default()
+        });
+    }
+    if let Some(r) = &e.regex {
+        checks.push(RawCheck {
+            body_regex: Some(r.clone()),
+            ..Default::default()
+        });
+    }
+    if let Some(p) = &e.json_path {
+        checks.push(RawCheck {
+            json_path: Some(p.clone()),
+            equals: e.equals.clone(),
+            exists: e.exists,
+            ..Default::default()
+        });
+    }
+    if let Some(name) = &e.event {
+        // An event's name is read as a header of the message.
+        checks.push(RawCheck {
+            header: Some("event".into()),
+            equals: Some(serde_json::Value::String(name.clone())),
+            ..Default::default()
+        });
+    }
+    checks
+}
+
+impl Builder<'_> {
+    /// The requests socket steps add to the plan, and their names by step.
+    pub(super) fn socket_requests(&mut self, raw: &RawScenario) -> (Vec<RawRequest>, SocketNames) {
+        let mut out = Vec::new();
+        let mut names = SocketNames::new();
+        for s in &raw.sessions {
+            let mut open = None;
+            self.walk_sockets(&s.name, &s.steps, "", &mut open, &mut out, &mut names);
+        }
+        (out, names)
+    }
+
+    /// `open`: the socket the steps so far opened (its kind and target),
+    /// in file order.
+    fn walk_sockets(
+        &mut self,
+        session: &str,
+        steps: &[RawStep],
+        prefix: &str,
+        open: &mut Option<(SocketKind, String)>,
+        out: &mut Vec<RawRequest>,
+        names: &mut SocketNames,
+    ) {
+        let a = Some(session);
+        for (i, st) in steps.iter().enumerate() {
+            let path = format!("{prefix}{}", i + 1);
+            if let Some(inner) = &st.steps {
+                self.walk_sockets(session, inner, &format!("{path}."), open, out, names);
+            }
+            for (b, branch) in st.choice.iter().flatten().enumerate() {
+                let at = format!("{path}/{}.", b + 1);
+                self.walk_sockets(session, &branch.steps, &at, open, out, names);
+            }
+            if !is_socket_step(st) {
+                continue;
+            }
+            let label = st
+                .name
+                .clone()
+                .unwrap_or_else(|| format!("{session}: step {path}"));
+            let opening = match (&st.ws, &st.sse) {
+                (Some(t), _) => Some((SocketKind::WebSocket, t.clone())),
+                (None, Some(t)) => Some((SocketKind::EventStream, t.clone())),
+                _ => None,
+            };
+            let mut entries = SocketEntries {
+                kind: SocketKind::WebSocket,
+                handshake: None,
+                expect: None,
+            };
+            if let Some((kind, target)) = &opening {
+                let (url, path_on_base) = handshake_target(target);
+                let mut headers = st.headers.clone().unwrap_or_default();
+                let protocol: &[(&str, &str)] = match kind {
+                    SocketKind::WebSocket => &[
+                        ("Upgrade", "websocket"),
+                        ("Connection", "Upgrade"),
+                        ("Sec-WebSocket-Version", "13"),
+                    ],
+                    SocketKind::EventStream => &[
+                        ("Accept", "text/event-stream"),
+                        ("Cache-Control", "no-cache"),
+                    ],
+                };
+                for (k, v) in protocol {
+                    if !headers.keys().any(|h| h.eq_ignore_ascii_case(k)) {
+                        headers.insert(k.to_string(), v.to_string());
+                    }
+                }
+                let word = match kind {
+                    SocketKind::WebSocket => "ws",
+                    SocketKind::EventStream => "sse",
+                };
+                let name = match &st.name {
+                    Some(n) => n.clone(),
+                    None => format!("{label} {word} {target}"),
+                };
+                out.push(RawRequest {
+                    name: name.clone(),
+                    method: Some("GET".into()),
+                    url,
+                    path: path_on_base,
+                    headers: Some(headers),
+                    weight: Some(0),
+                    ..Default::default()
+                });
+                entries.kind = *kind;
+                entries.handshake = Some(name);
+                *open = Some((*kind, target.clone()));
+            } else if st.headers.is_some() {
+                self.problem(
+                    a,
+                    "headers",
+                    "headers",
+                    format!("session `{session}` step {path}: `headers` go with `ws` or `sse`"),
+                );
+            }
+            let Some((kind, target)) = open.clone() else {
+                self.problem(
+                    a,
+                    "steps",
+                    "steps",
+                    format!(
+                        "session `{session}` step {path}: no socket is open here — open one with `ws` or `sse` first"
+                    ),
+                );
+                continue;
+            };
+            entries.kind = kind;
+            if (st.send.is_some() || st.send_binary.is_some()) && kind == SocketKind::EventStream {
+                self.problem(
+                    a,
+                    "send",
+                    "send",
+                    format!(
+                        "session `{session}` step {path}: an event stream only receives — `send` needs a `ws` socket"
+                    ),
+                );
+            }
+            if let Some(expect) = &st.expect {
+                let sends = st.send.is_some() || st.send_binary.is_some();
+                let name = match (&st.name, opening.is_some()) {
+                    (Some(n), true) => format!("{n} expect"),
+                    (Some(n), false) => n.clone(),
+                    (None, true) => {
+                        format!("{} expect", entries.handshake.as_deref().unwrap_or(&label))
+                    }
+                    (None, false) if sends => format!("{label} send"),
+                    (None, false) => format!("{label} expect"),
+                };
+                let (url, path_on_base) = handshake_target(&target);
+                out.push(RawRequest {
+                    name: name.clone(),
+                    method: Some("GET".into()),
+                    url,
+                    path: path_on_base,
+                    weight: Some(0),
+                    checks: message_checks(expect),
+                    extracts: st.extract.clone().unwrap_or_default(),
+                    ..Default::default()
+                });
+                entries.expect = Some(name);
+            } else if st.extract.is_some() {
+                self.problem(
+                    a,
+                    "extract",
+                    "extract",
+                    format!("session `{session}` step {path}: `extract` takes from the message an `expect` waits for — add one"),
+                );
+            }
+            if st.close.is_some() {
+                *open = None;
+            }
+            names.insert(key(session, &path), entries);
+        }
+    }
+
+    /// The engine's step for socket step `st` (at `path` of `session`).
+    pub(super) fn socket_step(
+        &mut self,
+        (session, path): (&str, &str),
+        st: &RawStep,
+        names: &SocketNames,
+        requests: &[RequestSpec],
+        default_within: Duration,
+    ) -> Option<SocketStep> {
+        let a = Some(session);
+        let entries = names.get(&key(session, path))?;
+        let index = |name: &Option<String>| {
+            name.as_ref()
+                .and_then(|n| requests.iter().position(|r| &r.name == n))
+        };
+        let expect = match (&st.expect, index(&entries.expect)) {
+            (Some(e), Some(entry)) => {
+                let within = match &e.within {
+                    Some(w) => self.duration(a, "within", w)?,
+                    None => default_within,
+                };
+                Some(MessageExpect { entry, within })
+            }
+            _ => None,
+        };
+        if st.ws.is_some() || st.sse.is_some() {
+            return Some(SocketStep::Open {
+                kind: entries.kind,
+                handshake: index(&entries.handshake)?,
+                expect,
+            });
+        }
+        if let Some(text) = st.send.as_ref().or(st.send_binary.as_ref()) {
+            let field = if st.send.is_some() {
+                "send"
+            } else {
+                "send_binary"
+            };
+            let payload = self.template(a, field, text)?;
+            if st.send_binary.is_some() && !text.contains("{{") {
+                use base64::Engine as _;
+                if base64::engine::general_purpose::STANDARD
+                    .decode(text)
+                    .is_err()
+                {
+                    self.problem(
+                        a,
+                        "send_binary",
+                        text,
+                        format!("session `{session}` step {path}: send_binary is not base64"),
+                    );
+                    return None;
+                }
+            }
+            return Some(SocketStep::Send {
+                payload,
+                binary: st.send_binary.is_some(),
+                expect,
+            });
+        }
+        if let Some(hold) = &st.hold {
+            return Some(SocketStep::Hold(self.duration(a, "hold", hold)?));
+        }
+        if let Some(code) = st.close {
+            // RFC 6455 §7.4: codes an endpoint may send.
+            if !matches!(code, 1000..=1003 | 1007..=1014 | 3000..=4999) {
+                self.problem(
+                    a,
+                    "close",
+                    &code.to_string(),
+                    format!(
+                        "session `{session}` step {path}: close code {code} may not be sent (use 1000, 1001, 1008, 1011, or 3000–4999)"
+                    ),
+                );
+                return None;
+            }
+            return Some(SocketStep::Close(code));
+        }
+        expect.map(SocketStep::Expect)
+    }
+}
+
+/// Message entries are shown as `WS` / `SSE` in the results (nothing of
+/// theirs goes on the wire as a request).
+pub(super) fn label_messages(requests: &mut [RequestSpec], names: &SocketNames) {
+    for entries in names.values() {
+        let Some(name) = &entries.expect else {
+            continue;
+        };
+        if let Some(spec) = requests.iter_mut().find(|r| &r.name == name) {
+            spec.method = match entries.kind {
+                SocketKind::WebSocket => MESSAGE_METHODS[0],
+                SocketKind::EventStream => MESSAGE_METHODS[1],
+            }
+            .to_string();
+            spec.encoded.clear();
+        }
+    }
+}
