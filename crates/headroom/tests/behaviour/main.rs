@@ -28,6 +28,7 @@ mod router;
 mod ruby_servers;
 mod scenario;
 mod shards;
+mod sockets;
 mod study;
 mod target;
 mod tls;

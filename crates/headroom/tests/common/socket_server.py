@@ -18,6 +18,7 @@ Prints `ready` once listening.
 import asyncio
 import base64
 import hashlib
+import http
 import json
 import os
 import struct
@@ -172,7 +173,7 @@ async def main():
 
         async def count_route(path, request_headers):
             if path == "/count":
-                return (200, [("Content-Type", "application/json")], json.dumps(counts).encode())
+                return (http.HTTPStatus.OK, [("Content-Type", "application/json")], json.dumps(counts).encode())
             return None
 
         async def echo(ws, path):

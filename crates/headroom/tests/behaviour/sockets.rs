@@ -1,0 +1,525 @@
+//! WebSockets and server-sent events in sessions, against real servers on
+//! loopback: Python's `websockets` echo server and hand-written event
+//! streams and hostile WebSocket servers (`common/socket_server.py`), and
+//! Rails' Action Cable on Puma (`examples/ruby/chat`, `examples/chat.toml`),
+//! directly and behind nginx. Counts are checked against the server's own.
+//! Needs python3-websockets, ruby-rails, ruby-actioncable,
+//! ruby-websocket-driver, puma, nginx (.ci/run installs them).
+
+use crate::common::{example, free_port, run, wait_for_port, Nginx, ProcessGuard, Run};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+/// `common/socket_server.py` in one of its modes, on a free port.
+struct SocketServer {
+    _guard: ProcessGuard,
+    port: u16,
+}
+
+impl SocketServer {
+    fn start(mode: &str) -> SocketServer {
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/common/socket_server.py");
+        let port = free_port();
+        // Debian's python3, where python3-websockets is installed.
+        let child = Command::new("/usr/bin/python3")
+            .arg(script)
+            .arg(mode)
+            .arg(port.to_string())
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("start common/socket_server.py (python3-websockets)");
+        let guard = ProcessGuard { child };
+        wait_for_port(port);
+        SocketServer {
+            _guard: guard,
+            port,
+        }
+    }
+
+    fn base(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// What the server counted (`GET /count`).
+    fn counts(&self) -> Value {
+        counts(self.port)
+    }
+}
+
+fn counts(port: u16) -> Value {
+    let text = crate::common::http_get(&format!("http://127.0.0.1:{port}/count"));
+    // The JSON object, whatever the framing around it (Puma chunks it).
+    let body = match (text.find('{'), text.rfind('}')) {
+        (Some(a), Some(b)) => &text[a..=b],
+        _ => panic!("no JSON in {text}"),
+    };
+    serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {text}"))
+}
+
+/// A scenario file in a temporary folder.
+fn scenario(text: &str) -> (tempfile::TempDir, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.toml");
+    std::fs::write(&path, text).unwrap();
+    let path = path.display().to_string();
+    (dir, path)
+}
+
+fn sockets(r: &Run) -> &Value {
+    &r.results()["sockets"]
+}
+
+fn n(v: &Value) -> u64 {
+    v.as_u64().unwrap_or_else(|| panic!("not a count: {v}"))
+}
+
+fn per_request<'a>(r: &'a Run, name: &str) -> &'a Value {
+    let per = &r.results()["per_request"];
+    assert!(per.get(name).is_some(), "no entry {name}: {per}");
+    &per[name]
+}
+
+/// Every socket opened was closed one way or another (or was open when
+/// the run ended), and the timeline's messages add up to the totals.
+fn assert_books_balance(r: &Run) {
+    let k = sockets(r);
+    let opened = n(&k["websockets_opened"]) + n(&k["event_streams_opened"]);
+    let closed: u64 = k["closes"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|v| v.as_u64().unwrap())
+        .sum();
+    assert_eq!(opened, closed, "{k}");
+    let timeline = r.results()["timeline"].as_array().unwrap();
+    let sum = |field: &str| -> u64 {
+        timeline
+            .iter()
+            .map(|p| p[field].as_u64().unwrap_or(0))
+            .sum()
+    };
+    assert_eq!(sum("messages_sent"), n(&k["messages_sent"]));
+    assert_eq!(sum("messages_received"), n(&k["messages_received"]));
+    let peak = timeline
+        .iter()
+        .filter_map(|p| p["sockets_open"].as_u64())
+        .max()
+        .unwrap();
+    assert_eq!(peak, n(&k["open_peak"]));
+}
+
+const ECHO: &str = r#"
+[load]
+model = "closed"
+vus = 8
+duration = "2s"
+
+[[session]]
+name = "echo"
+steps = [
+  { ws = "/echo", name = "connect" },
+  { repeat = 25, steps = [
+    { send = 'u{{user_id}}-{{iteration}}', name = "text", expect = { contains = "u{{user_id}}-{{iteration}}", within = "2s" } },
+    { send_binary = "AAEC/w==", name = "binary", expect = { within = "2s" } },
+  ] },
+  { close = 1000 },
+]
+"#;
+
+#[test]
+fn a_websocket_echo_counts_every_message_exactly() {
+    let _light = crate::common::light();
+    let server = SocketServer::start("echo");
+    let (_dir, file) = scenario(&format!("base_url = {:?}\n{ECHO}", server.base()));
+    let r = run(&[&file]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    let k = sockets(&r);
+    let c = server.counts();
+    // What headroom sent is what the server received, and back.
+    assert!(n(&k["messages_sent"]) > 100, "{k}");
+    assert_eq!(n(&k["messages_sent"]), n(&c["received"]), "{k} {c}");
+    assert_eq!(n(&k["messages_received"]), n(&c["sent"]), "{k} {c}");
+    assert_eq!(n(&k["websockets_opened"]), n(&c["handshakes"]));
+    assert_eq!(n(&k["unmatched"]), 0);
+    // Each round trip is an entry with its own histogram: one per send.
+    let text = per_request(&r, "text");
+    let binary = per_request(&r, "binary");
+    let sends = n(&text["requests"]["total"]) + n(&binary["requests"]["total"]);
+    assert_eq!(sends, n(&k["messages_sent"]));
+    assert_eq!(n(&text["requests"]["failed"]), 0, "{}", r.stdout);
+    assert!(text["latency_ms"]["p99"].as_f64().unwrap() > 0.0);
+    assert_eq!(
+        n(&per_request(&r, "connect")["status_codes"]["101"]),
+        n(&k["websockets_opened"])
+    );
+    // Payload bytes: "uN-M" texts and 4-byte binaries, both ways alike.
+    assert_eq!(k["bytes_sent"], k["bytes_received"]);
+    assert_books_balance(&r);
+    assert!(r.stdout.contains("Sockets: "), "{}", r.stdout);
+    assert!(r.stdout.contains("messages sent"), "{}", r.stdout);
+}
+
+#[test]
+fn websocket_users_arrive_at_a_rate_in_the_open_model() {
+    let _light = crate::common::light();
+    let server = SocketServer::start("echo");
+    let text = format!(
+        r#"base_url = {:?}
+[load]
+model = "open"
+rate = 20
+duration = "2s"
+
+[[session]]
+name = "visit"
+steps = [
+  {{ ws = "/", name = "connect" }},
+  {{ repeat = 3, every = "50ms", steps = [ {{ send = "hi", name = "hi", expect = {{ within = "2s" }} }} ] }},
+  {{ close = 1000 }},
+]
+"#,
+        server.base()
+    );
+    let (_dir, file) = scenario(&text);
+    let r = run(&[&file]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    let k = sockets(&r);
+    let opened = n(&k["websockets_opened"]);
+    // 20 users a second for 2 s, each its own socket, three messages each.
+    assert!((36..=44).contains(&opened), "{k}");
+    assert_eq!(n(&k["messages_sent"]), 3 * opened);
+    assert_eq!(n(&k["messages_sent"]), n(&server.counts()["received"]));
+    assert_eq!(n(&k["closes"]["client:1000"]), opened, "{k}");
+    assert_eq!(n(&per_request(&r, "hi")["requests"]["failed"]), 0);
+    assert_books_balance(&r);
+}
+
+/// 2 users for 2 s against the hostile server in `mode`; a 1 s request
+/// timeout bounds every wait.
+fn hostile(mode: &str) -> Run {
+    let server = SocketServer::start(mode);
+    let text = format!(
+        r#"base_url = {:?}
+[http]
+timeout = "1s"
+[load]
+model = "closed"
+vus = 2
+duration = "2s"
+
+[[session]]
+name = "h"
+steps = [
+  {{ ws = "/", name = "connect" }},
+  {{ repeat = 3, steps = [ {{ send = "hello {{{{user_id}}}}", name = "hello", expect = {{ contains = "hello", within = "500ms" }} }} ] }},
+  {{ close = 1000 }},
+]
+"#,
+        server.base()
+    );
+    let (_dir, file) = scenario(&text);
+    let r = run(&[&file]);
+    assert!(
+        r.elapsed < Duration::from_secs(20),
+        "{mode}: took {:?}",
+        r.elapsed
+    );
+    assert!(r.code == 0 || r.code == 1, "{mode}: {}", r.stderr);
+    r
+}
+
+#[test]
+fn hostile_websocket_servers_are_classified_and_bounded() {
+    let _light = crate::common::light();
+    // An upgrade answered 200: refused, its status counted, nothing sent.
+    let r = hostile("upgrade-200");
+    assert!(r.error("ws_upgrade_refused") > 0, "{}", r.stdout);
+    assert_eq!(r.error("ws_upgrade_refused"), r.total());
+    assert_eq!(
+        r.results()["status_codes"]["200"],
+        r.results()["errors"]["ws_upgrade_refused"]
+    );
+    assert!(r.results().get("sockets").is_none());
+
+    // A handshake never answered: the request timeout, nothing else.
+    let r = hostile("no-handshake");
+    assert!(r.error("request_timeout") > 0);
+    assert_eq!(r.error("request_timeout"), r.total(), "{}", r.stdout);
+
+    // Fragmented frames are one message each: every round trip is OK.
+    let r = hostile("fragmented");
+    assert_eq!(r.results()["requests"]["failed"], 0, "{}", r.stdout);
+    assert!(n(&sockets(&r)["messages_received"]) > 0);
+
+    // A masked frame from the server, a 32 MiB frame: protocol errors
+    // that end the socket, closes counted under their class.
+    for (mode, class) in [
+        ("masked", "ws_protocol_error"),
+        ("oversized", "ws_message_too_big"),
+    ] {
+        let r = hostile(mode);
+        assert!(r.error(class) > 0, "{mode}: {}", r.stdout);
+        let k = sockets(&r);
+        assert_eq!(
+            r.error(class),
+            n(&k["closes"][format!("error:{class}")]),
+            "{mode}: {k}"
+        );
+        assert_books_balance(&r);
+    }
+
+    // 2,000 pings before each echo: all answered, every round trip OK.
+    let r = hostile("ping-flood");
+    assert_eq!(r.results()["requests"]["failed"], 0, "{}", r.stdout);
+    let k = sockets(&r);
+    assert_eq!(n(&k["pings_received"]), 2000 * n(&k["messages_received"]));
+
+    // Closed with 1011 while a message was awaited.
+    let r = hostile("close-1011");
+    assert!(r.error("socket_closed") > 0, "{}", r.stdout);
+    assert_eq!(
+        r.error("socket_closed"),
+        n(&sockets(&r)["closes"]["server:1011"])
+    );
+
+    // A silent half-open socket: each wait ends at its `within`.
+    let r = hostile("silent");
+    assert!(r.error("message_timeout") > 0, "{}", r.stdout);
+    assert_eq!(
+        r.error("message_timeout"),
+        n(&per_request(&r, "hello")["requests"]["total"])
+    );
+    assert_books_balance(&r);
+}
+
+#[test]
+fn event_streams_wait_for_events_and_reconnect_with_the_last_id() {
+    let _light = crate::common::light();
+    let server = SocketServer::start("sse");
+    let text = format!(
+        r#"base_url = {:?}
+[load]
+model = "closed"
+vus = 2
+iterations = 2
+
+[[session]]
+name = "feed"
+steps = [
+  {{ sse = "/events", name = "open", expect = {{ event = "tick", within = "2s" }} }},
+  {{ repeat = 7, steps = [ {{ expect = {{ event = "tick", regex = "n=[0-9]+", within = "2s" }}, name = "tick", extract = [ {{ name = "n", regex = "n=([0-9]+)" }} ] }} ] }},
+  {{ close = 1000 }},
+]
+"#,
+        server.base()
+    );
+    let (_dir, file) = scenario(&text);
+    let r = run(&[&file]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    assert_eq!(r.results()["requests"]["failed"], 0, "{}", r.stdout);
+    let k = sockets(&r);
+    // 8 events per iteration from streams that end after 5: one reconnect
+    // each, resuming after event 5.
+    assert_eq!(n(&per_request(&r, "tick")["requests"]["total"]), 2 * 2 * 7);
+    assert_eq!(n(&k["event_stream_reconnects"]), 4, "{k}");
+    assert_eq!(n(&k["event_streams_opened"]), 8);
+    let c = server.counts();
+    assert_eq!(n(&c["handshakes"]), 8);
+    let ids: Vec<&str> = c["last_event_ids"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["5"; 4], "{c}");
+    // Time to the first event is the `open expect` entry.
+    assert_eq!(n(&per_request(&r, "open expect")["requests"]["ok"]), 4);
+    assert_books_balance(&r);
+
+    // A path that is not an event stream is refused (404 counted).
+    let (_dir, file) = scenario(&text.replace("/events", "/nothing"));
+    let r = run(&[&file]);
+    assert!(r.error("sse_refused") > 0, "{}", r.stdout);
+    assert_eq!(
+        r.results()["status_codes"]["404"],
+        r.results()["errors"]["sse_refused"]
+    );
+}
+
+/// Puma serving the Action Cable chat (`examples/ruby/chat/config.ru`)
+/// with `threads`, on a free port; stopped when dropped.
+struct Chat {
+    _guard: ProcessGuard,
+    port: u16,
+}
+
+impl Chat {
+    fn start(threads: u32) -> Chat {
+        let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples/ruby/chat");
+        assert!(
+            Path::new("/usr/lib/ruby/vendor_ruby/action_cable.rb").exists()
+                || Path::new("/usr/share/rubygems-integration/all/gems").exists(),
+            "Rails' Action Cable is required: apt-get install -y ruby-rails ruby-actioncable ruby-websocket-driver puma"
+        );
+        let port = free_port();
+        let child = Command::new("puma")
+            .args(["-t", &format!("{threads}:{threads}"), "-b"])
+            .arg(format!("tcp://127.0.0.1:{port}"))
+            .arg(dir.join("config.ru"))
+            .current_dir(&dir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start puma (apt-get install -y puma ruby-rails ruby-actioncable)");
+        let guard = ProcessGuard { child };
+        wait_for_port(port);
+        Chat {
+            _guard: guard,
+            port,
+        }
+    }
+}
+
+/// examples/chat.toml as written, against `base` with these overrides.
+fn chat(base: &str, extra: &[&str]) -> Run {
+    let file = example("chat.toml");
+    let mut args = vec![file.as_str(), "--base-url", base];
+    args.extend_from_slice(extra);
+    run(&args)
+}
+
+/// The chat's figures agree with what Action Cable counted: every message
+/// headroom sent was received and broadcast back to its sender.
+fn assert_chat_counts(r: &Run, server: &Value) {
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    assert_eq!(r.results()["requests"]["failed"], 0, "{}", r.stdout);
+    let k = sockets(r);
+    let said = n(&per_request(r, "chatter: step 3.1 send")["requests"]["total"]);
+    assert!(said > 0);
+    assert_eq!(said, n(&server["messages"]), "{server}");
+    let subscribed = n(&per_request(r, "chatter: step 2 send")["requests"]["total"]);
+    assert_eq!(subscribed, n(&server["subscriptions"]));
+    assert_eq!(n(&k["websockets_opened"]), n(&server["connections"]));
+    // Sent: subscriptions and messages; received: the welcome, the
+    // confirmations, the broadcasts, and Action Cable's pings (unmatched).
+    assert_eq!(n(&k["messages_sent"]), said + subscribed);
+    assert_eq!(
+        n(&k["messages_received"]),
+        n(&k["websockets_opened"]) + subscribed + said + n(&k["unmatched"])
+    );
+    let p99 = per_request(r, "chatter: step 3.1 send")["latency_ms"]["p99"]
+        .as_f64()
+        .unwrap();
+    assert!(p99 > 0.0);
+    assert_books_balance(r);
+}
+
+#[test]
+fn the_action_cable_chat_runs_as_written_closed_and_open() {
+    let _light = crate::common::light();
+    let server = Chat::start(5);
+    let base = format!("http://127.0.0.1:{}", server.port);
+    // Closed, as written (fewer users, shorter).
+    let r = chat(&base, &["--vus", "10", "--duration", "4s"]);
+    let after_closed = counts(server.port);
+    assert_chat_counts(&r, &after_closed);
+    assert!(n(&sockets(&r)["open_peak"]) <= 10);
+
+    // Open: 10 chatters arriving a second, each holding its socket for its
+    // session (~2 s), then leaving.
+    let r = chat(&base, &["--rate", "10", "--duration", "3s"]);
+    let total = counts(server.port);
+    let delta = |k: &str| n(&total[k]) - n(&after_closed[k]);
+    let server_open: Value = serde_json::json!({
+        "messages": delta("messages"),
+        "subscriptions": delta("subscriptions"),
+        "connections": delta("connections"),
+    });
+    assert_chat_counts(&r, &server_open);
+    assert!(n(&sockets(&r)["websockets_opened"]) >= 25, "{}", r.stdout);
+}
+
+#[test]
+fn the_action_cable_chat_runs_behind_nginx() {
+    let _light = crate::common::light();
+    let server = Chat::start(5);
+    let upstream = server.port;
+    let nginx = Nginx::start_http(tempfile::tempdir().unwrap(), |d, port| {
+        format!(
+            "access_log {d}/access.log;
+  map $http_upgrade $connection_upgrade {{ default upgrade; '' close; }}
+  server {{
+    listen 127.0.0.1:{port};
+    location / {{
+      proxy_pass http://127.0.0.1:{upstream};
+      proxy_http_version 1.1;
+      proxy_set_header Upgrade $http_upgrade;
+      proxy_set_header Connection $connection_upgrade;
+      proxy_set_header Host $host;
+      proxy_read_timeout 60s;
+    }}
+  }}",
+            d = d.display()
+        )
+    });
+    let r = chat(&nginx.url(""), &["--vus", "10", "--duration", "3s"]);
+    assert_chat_counts(&r, &counts(server.port));
+    // nginx logged each upgrade as a 101.
+    let upgrades = nginx
+        .log_fields()
+        .iter()
+        .filter(|f| f.iter().any(|x| x == "101"))
+        .count() as u64;
+    assert_eq!(upgrades, n(&sockets(&r)["websockets_opened"]));
+}
+
+#[test]
+fn socket_steps_are_checked_with_where_and_why() {
+    let cases = [
+        (
+            r#"{ send = "x" }"#,
+            "no socket is open here — open one with `ws` or `sse` first",
+        ),
+        (
+            r#"{ sse = "/e" }, { send = "x" }"#,
+            "an event stream only receives",
+        ),
+        (
+            r#"{ ws = "/c" }, { close = 1006 }"#,
+            "close code 1006 may not be sent",
+        ),
+        (
+            r#"{ ws = "/c", hold = "1s" }"#,
+            "each step has exactly one of",
+        ),
+        (
+            r#"{ ws = "/c" }, { send_binary = "***" }"#,
+            "send_binary is not base64",
+        ),
+        (
+            r#"{ ws = "/c" }, { send = "x", extract = [ { name = "a", regex = "(.)" } ] }"#,
+            "`extract` takes from the message an `expect` waits for",
+        ),
+        (r#"{ ws = "/c", expect = { within = "soon" } }"#, "within"),
+        (
+            r#"{ think = "1s", every = "1s" }"#,
+            "`every` goes with `repeat`",
+        ),
+    ];
+    for (steps, message) in cases {
+        let text = format!(
+            "base_url = \"http://127.0.0.1:9\"\n[[session]]\nname = \"s\"\nsteps = [ {steps} ]\n"
+        );
+        let (_dir, file) = scenario(&text);
+        let o = Command::new(crate::common::headroom_bin())
+            .args(["run", &file])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{steps}: {stderr}");
+        assert!(stderr.contains(message), "{steps}: {stderr}");
+        assert!(stderr.contains("s.toml"), "{steps}: {stderr}");
+    }
+}
