@@ -523,3 +523,50 @@ fn socket_steps_are_checked_with_where_and_why() {
         assert!(stderr.contains("s.toml"), "{steps}: {stderr}");
     }
 }
+
+/// examples/ruby/chat-study.toml, small: a capacity search over users for
+/// each Puma thread count; every step's users hold their sockets, and the
+/// configurations are ranked by the users held within the objective.
+#[test]
+fn a_study_ranks_puma_thread_counts_by_chat_users_held() {
+    let _serial = crate::common::serial();
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples/ruby");
+    let out = tempfile::tempdir().unwrap();
+    let o = Command::new(crate::common::headroom_bin())
+        .args(["study", "chat-study.toml", "--out"])
+        .arg(out.path())
+        .current_dir(&dir)
+        .envs([
+            ("STEP", "2s"),
+            ("WARMUP", "1s"),
+            ("MAX_USERS", "40"),
+            ("PRECISION", "50%"),
+        ])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let report: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.path().join("study.json")).unwrap())
+            .unwrap();
+    let configs = report["configs"].as_array().unwrap();
+    let labels: Vec<&str> = configs.iter().map(|c| c["label"].as_str().unwrap()).collect();
+    assert_eq!(labels, ["puma threads=1", "puma threads=5", "puma threads=16"]);
+    for c in configs {
+        assert_eq!(c["status"], "ok", "{}: {stdout}", c["label"]);
+        let held = c["stats"]["capacity"]["median"].as_f64().unwrap();
+        assert!((20.0..=40.0).contains(&held), "{}: {held}", c["label"]);
+        let run = &c["runs"][0];
+        assert_eq!(run["survivors"].as_u64(), Some(0), "{}", c["label"]);
+        // The users of the search's steps held their sockets.
+        let peak = c["results"]["sockets"]["open_peak"].as_u64().unwrap();
+        assert!(peak >= 20, "{}: {}", c["label"], c["results"]["sockets"]);
+    }
+    assert!(stdout.contains("Capacity users"), "{stdout}");
+    assert!(report["winner"]["label"].is_string());
+}
