@@ -200,10 +200,12 @@ impl EventStream {
                     return Ok(Next::Ended);
                 }
                 if self.buf.is_empty() {
-                    let mut chunk = [0u8; 4096];
+                    // Into the buffer itself: a chunk on the stack would sit
+                    // in every waiting user's future.
+                    self.buf.reserve(4096);
                     let n = self
                         .stream
-                        .read(&mut chunk)
+                        .read_buf(&mut self.buf)
                         .await
                         .map_err(|e| exchange_error_class(&e))?;
                     if n == 0 {
@@ -212,7 +214,6 @@ impl EventStream {
                         self.ended = true;
                         continue;
                     }
-                    self.buf.extend_from_slice(&chunk[..n]);
                 }
                 self.decode()?;
             }

@@ -68,8 +68,9 @@ impl WebSocket {
     pub async fn over(connection: Connection) -> WebSocket {
         let (stream, read) = connection.into_parts();
         let config = WebSocketConfig::default()
-            // Small buffers: an idle socket holds little (thousands open).
-            .read_buffer_size(4096)
+            // Small buffers: an idle socket holds little (thousands open);
+            // a bigger message reserves what it needs.
+            .read_buffer_size(1024)
             .write_buffer_size(0)
             .max_message_size(Some(MAX_MESSAGE))
             .max_frame_size(Some(MAX_MESSAGE));

@@ -14,6 +14,8 @@
 //! | `headroom_connections_opened_total` | counter | `protocol` (`http/1.1`, `h2`) |
 //! | `headroom_request_duration_seconds` | histogram | — (from the intended send time) |
 //! | `headroom_active_users`, `headroom_in_flight` | gauge | |
+//! | `headroom_sockets_open` | gauge | (WebSockets and event streams) |
+//! | `headroom_messages_sent_total`, `headroom_messages_received_total` | counter | (on those sockets) |
 //! | `headroom_target_rate` | gauge | (open model: requests or sessions per second) |
 //! | `headroom_server_cpu_cores`, `headroom_server_resident_memory_bytes`, `headroom_server_open_fds`, `headroom_server_processes`, `headroom_server_accept_queue` | gauge | |
 //! | `headroom_generator_cpu_cores`, `headroom_generator_resident_memory_bytes` | gauge | |
@@ -53,6 +55,8 @@ struct Figures {
     sum_s: f64,
     count: u64,
     gauges: BTreeMap<&'static str, f64>,
+    /// Messages sent and received on sockets, when the run has any.
+    messages: Option<(u64, u64)>,
 }
 
 impl Figures {
@@ -133,6 +137,13 @@ impl LiveMetrics {
             f.gauges
                 .insert("active_users", p.second.active_users as f64);
             f.gauges.insert("in_flight", p.second.in_flight as f64);
+            if let Some(open) = p.second.sockets_open {
+                f.gauges.insert("sockets_open", open as f64);
+            }
+            let k = &p.total.sockets;
+            if !k.is_empty() {
+                f.messages = Some((k.messages_sent, k.messages_received));
+            }
             if let Load::Open(o) = &plan.load {
                 f.gauges
                     .insert("target_rate", o.schedule.rate_at(p.elapsed));
@@ -164,6 +175,10 @@ impl LiveMetrics {
             }
             f.gauges.insert("active_users", 0.0);
             f.gauges.insert("in_flight", 0.0);
+            if let Some(k) = &r.sockets {
+                f.gauges.insert("sockets_open", 0.0);
+                f.messages = Some((k.messages_sent, k.messages_received));
+            }
             f.gauges.remove("target_rate");
         });
     }
@@ -230,6 +245,10 @@ impl LiveMetrics {
                 vec![],
                 f.count as f64,
             );
+            if let Some((sent, received)) = f.messages {
+                push("headroom_messages_sent_total", vec![], sent as f64);
+                push("headroom_messages_received_total", vec![], received as f64);
+            }
             for (gauge, v) in &f.gauges {
                 push(&format!("headroom_{gauge}"), vec![], *v);
             }
@@ -345,6 +364,12 @@ fn describe(family: &str) -> (&'static str, &'static str) {
             "Users running (closed model) or sessions in progress.",
         ),
         "in_flight" => ("gauge", "Requests sent and not yet answered."),
+        "sockets_open" => ("gauge", "WebSockets and event streams open."),
+        "messages_sent_total" => ("counter", "Messages sent on WebSockets."),
+        "messages_received_total" => (
+            "counter",
+            "Messages (and events) received on WebSockets and event streams.",
+        ),
         "target_rate" => (
             "gauge",
             "Open model: arrivals per second the schedule asks for now.",

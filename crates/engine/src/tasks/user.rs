@@ -201,7 +201,10 @@ impl User {
         Box::pin(async move {
             for step in steps {
                 let control = match step {
-                    Step::Request(i) => self.request(shared, *i).await,
+                    // Boxed: a request's state (~3.6 KB) would otherwise
+                    // be held by every user through its think times and
+                    // socket holds, not only while it is in flight.
+                    Step::Request(i) => Box::pin(self.request(shared, *i)).await,
                     Step::Think { min, max } => {
                         let pause = if min == max {
                             *min

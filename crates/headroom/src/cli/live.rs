@@ -121,6 +121,13 @@ fn message(p: &Progress, server: Option<&Sample>) -> String {
         s.in_flight,
         p.total.requests
     );
+    if let Some(open) = s.sockets_open {
+        message.push_str(&format!(
+            "  sockets {open}  messages {}/{} per s",
+            s.messages_sent.unwrap_or(0),
+            s.messages_received.unwrap_or(0)
+        ));
+    }
     if let Some(tree) = server.and_then(|x| x.server.as_ref()) {
         message.push_str(&format!(
             "  | server CPU {:.0} %  mem {:.0} MiB",

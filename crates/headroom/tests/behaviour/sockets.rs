@@ -555,8 +555,14 @@ fn a_study_ranks_puma_thread_counts_by_chat_users_held() {
         serde_json::from_str(&std::fs::read_to_string(out.path().join("study.json")).unwrap())
             .unwrap();
     let configs = report["configs"].as_array().unwrap();
-    let labels: Vec<&str> = configs.iter().map(|c| c["label"].as_str().unwrap()).collect();
-    assert_eq!(labels, ["puma threads=1", "puma threads=5", "puma threads=16"]);
+    let labels: Vec<&str> = configs
+        .iter()
+        .map(|c| c["label"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        labels,
+        ["puma threads=1", "puma threads=5", "puma threads=16"]
+    );
     for c in configs {
         assert_eq!(c["status"], "ok", "{}: {stdout}", c["label"]);
         let held = c["stats"]["capacity"]["median"].as_f64().unwrap();

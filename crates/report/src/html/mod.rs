@@ -227,6 +227,28 @@ fn timeline_charts(r: &Results) -> Vec<Markup> {
     thr.markers = event_markers(r);
     charts.push(thr.render());
 
+    if r.sockets.is_some() {
+        let mut sockets = LineChart::new(
+            "Sockets and messages",
+            "time since start (s)",
+            "messages per second",
+        );
+        sockets.series.push(Series::new(
+            "sent",
+            c(&|p| p.messages_sent.unwrap_or(0) as f64),
+        ));
+        sockets.series.push(Series::new(
+            "received",
+            c(&|p| p.messages_received.unwrap_or(0) as f64),
+        ));
+        sockets
+            .series
+            .push(Series::new("sockets open", t(&|p| p.sockets_open.unwrap_or(0) as f64)).right());
+        sockets.y2_label = Some("sockets open".into());
+        sockets.markers = event_markers(r);
+        charts.push(sockets.render());
+    }
+
     let mut err = LineChart::new(
         "Errors by class",
         "time since start (s)",

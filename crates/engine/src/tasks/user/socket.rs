@@ -470,6 +470,7 @@ impl User {
     /// Stays connected for `pause` (bounded by the user's deadline),
     /// counting what comes; an event stream the server ends reconnects.
     pub(super) async fn hold(&mut self, shared: &Shared, pause: Duration) -> Control {
+        self.before_pause(pause);
         let wake = Instant::now() + pause;
         let wake = self.deadline.map_or(wake, |d| wake.min(d));
         loop {
