@@ -39,6 +39,10 @@ CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "headro
 GATLING_LIB = CACHE / "gatling-3.15.1/lib"
 ARTILLERY = CACHE / "artillery/node_modules/.bin/artillery"
 TICK = os.sysconf("SC_CLK_TCK")
+# Idle sockets open over this many seconds (as bench/connections.py ramps
+# its users): the figure is what a held socket costs, not the transient of
+# thousands of handshakes at once.
+RAMP_S = 8
 
 
 def free_port():
@@ -116,10 +120,12 @@ def headroom_cmd(port, users, seconds, idle, work):
         else '{ repeat = 100000000, steps = [ { send = "hello", name = "echo", '
         'expect = { contains = "hello", within = "5s" } } ] }'
     )
+    ramp = f'ramp_up = "{RAMP_S}s"' if idle else ""
     text = f"""base_url = "http://127.0.0.1:{port}"
 [load]
 model = "closed"
 vus = {users}
+{ramp}
 duration = "{seconds}s"
 [[session]]
 name = "ws"
@@ -135,7 +141,8 @@ def gatling_cmd(port, users, seconds, idle, work):
     cp = f"{GATLING_LIB}/*:{work}/classes"
     return ["java", "--add-opens", "java.base/java.lang=ALL-UNNAMED",
             f"-Dport={port}", f"-Dusers={users}", f"-Dseconds={seconds}",
-            f"-Didle={'true' if idle else 'false'}", "-XX:ActiveProcessorCount=1",
+            f"-Didle={'true' if idle else 'false'}", f"-Dramp={RAMP_S if idle else 0}",
+            "-XX:ActiveProcessorCount=1",
             "-cp", cp, "io.gatling.app.Gatling", "-s", "EchoSimulation",
             "-rf", str(work / "gatling-results"), "-nr"]
 
@@ -148,7 +155,7 @@ def artillery_cmd(port, users, seconds, idle, work):
     script = {
         "config": {
             "target": f"ws://127.0.0.1:{port}",
-            "phases": [{"duration": 1, "arrivalCount": users}],
+            "phases": [{"duration": RAMP_S if idle else 1, "arrivalCount": users}],
         },
         "scenarios": [{"engine": "ws", "flow": flow}],
     }
@@ -180,7 +187,7 @@ def throughput(tool, echo, users, warmup, window, work):
             "per_s": (m1 - m0) / (t1 - t0)}
 
 
-def idle_rss(tool, echo, sockets, work, settle=40):
+def idle_rss(tool, echo, sockets, work, settle=RAMP_S + 40):
     """RSS of the generator once `sockets` sockets are open (the server's
     handshake count says so), bounded by `settle` seconds."""
     before = echo.counts()["handshakes"]
@@ -204,7 +211,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--users", type=int, default=50)
-    ap.add_argument("--warmup", type=float, default=4)
+    ap.add_argument("--warmup", type=float, default=8, help="seconds before the window (a JVM's JIT)")
     ap.add_argument("--window", type=float, default=6)
     ap.add_argument("--idle", type=int, default=5000, help="sockets held for the memory figure")
     ap.add_argument("--tools", default="headroom,gatling,artillery")

@@ -1,7 +1,8 @@
 // Gatling 3 (Java DSL) WebSocket load for bench/websocket.py: each user
 // opens a socket and, for -Dseconds, sends a text message and waits for its
 // echo (or, with -Didle=true, only holds the socket). The port, users and
-// seconds come from -D properties.
+// seconds (and -Dramp: users arriving over that many seconds) come from
+// -D properties.
 import static io.gatling.javaapi.core.CoreDsl.*;
 import static io.gatling.javaapi.http.HttpDsl.*;
 
@@ -14,6 +15,7 @@ public class EchoSimulation extends Simulation {
   int users = Integer.getInteger("users", 10);
   int seconds = Integer.getInteger("seconds", 10);
   boolean idle = Boolean.getBoolean("idle");
+  int ramp = Integer.getInteger("ramp", 0);
 
   HttpProtocolBuilder protocol = http.wsBaseUrl("ws://127.0.0.1:" + port);
 
@@ -30,6 +32,7 @@ public class EchoSimulation extends Simulation {
       .exec(ws("close").close());
 
   {
-    setUp(scn.injectOpen(atOnceUsers(users))).protocols(protocol);
+    setUp(scn.injectOpen(ramp > 0 ? rampUsers(users).during(ramp) : atOnceUsers(users)))
+        .protocols(protocol);
   }
 }

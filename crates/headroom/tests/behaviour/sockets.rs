@@ -161,6 +161,23 @@ fn a_websocket_echo_counts_every_message_exactly() {
     assert!(r.stdout.contains("messages sent"), "{}", r.stdout);
 }
 
+/// Two processes, one merged record: the socket counts and the timeline's
+/// per-second messages add up exactly to what the server counted.
+#[test]
+fn shards_merge_their_sockets_exactly() {
+    let _light = crate::common::light();
+    let server = SocketServer::start("echo");
+    let (_dir, file) = scenario(&format!("base_url = {:?}\n{ECHO}", server.base()));
+    let r = run(&[&file, "--processes", "2"]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    let k = sockets(&r);
+    let c = server.counts();
+    assert_eq!(n(&k["messages_sent"]), n(&c["received"]), "{k} {c}");
+    assert_eq!(n(&k["messages_received"]), n(&c["sent"]), "{k} {c}");
+    assert_eq!(n(&k["websockets_opened"]), n(&c["handshakes"]));
+    assert_books_balance(&r);
+}
+
 #[test]
 fn websocket_users_arrive_at_a_rate_in_the_open_model() {
     let _light = crate::common::light();

@@ -229,6 +229,9 @@ impl Feed {
             "send_lag_p99_ms": s.send_lag_p99_ms,
             "active_users": s.active_users,
             "in_flight": s.in_flight,
+            "sockets_open": s.sockets_open,
+            "messages_sent": s.messages_sent,
+            "messages_received": s.messages_received,
             "errors": errors,
             "status_classes": classes,
             "total": {
