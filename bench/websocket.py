@@ -23,7 +23,6 @@ import argparse
 import json
 import os
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -43,12 +42,6 @@ TICK = os.sysconf("SC_CLK_TCK")
 # its users): the figure is what a held socket costs, not the transient of
 # thousands of handshakes at once.
 RAMP_S = 8
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def tree(pid):
@@ -96,13 +89,14 @@ class Echo:
     """The echo server, pinned to CPU 1."""
 
     def __init__(self):
-        self.port = free_port()
         self.proc = subprocess.Popen(
-            ["taskset", "-c", "1", "/usr/bin/python3", str(SERVER), "echo", str(self.port)],
+            ["taskset", "-c", "1", "/usr/bin/python3", str(SERVER), "echo", "0"],
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
         )
-        assert self.proc.stdout.readline().strip() == b"ready"
+        ready = self.proc.stdout.readline().split()
+        assert ready[0] == b"ready", ready
+        self.port = int(ready[1])
 
     def counts(self):
         with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/count", timeout=5) as r:

@@ -532,6 +532,21 @@ impl<'a> RequestWriter<'a> {
     }
 }
 
+/// `request` with one more header, written into `out`: before the blank
+/// line that ends its head.
+pub fn with_header(request: &[u8], (name, value): (&str, &str), out: &mut Vec<u8>) {
+    out.clear();
+    let head_end = request
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .map_or(request.len(), |p| p + 2);
+    out.extend_from_slice(&request[..head_end]);
+    for part in [name.as_bytes(), b": ", value.as_bytes(), b"\r\n"] {
+        out.extend_from_slice(part);
+    }
+    out.extend_from_slice(&request[head_end..]);
+}
+
 /// `n` in decimal, written into the end of `buf`.
 fn decimal(mut n: usize, buf: &mut [u8; 20]) -> &[u8] {
     let mut at = buf.len();

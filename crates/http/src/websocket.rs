@@ -52,6 +52,8 @@ pub enum Incoming {
     Message { data: Vec<u8>, text: bool },
     /// A ping (its pong is sent with the next read or write).
     Ping,
+    /// A pong (the answer to our ping, or unasked).
+    Pong,
     /// The server's close frame (its code, when it gave one).
     Closed(Option<u16>),
     /// The TCP connection ended without a close frame.
@@ -92,6 +94,14 @@ impl WebSocket {
         self.inner.send(message).await.map_err(failure)
     }
 
+    /// Sends a ping (an empty one) and flushes it.
+    pub async fn ping(&mut self) -> Result<(), Failure> {
+        self.inner
+            .send(Message::Ping(Default::default()))
+            .await
+            .map_err(failure)
+    }
+
     /// The next thing from the server. Waits as long as it takes: the
     /// caller bounds it.
     pub async fn next(&mut self) -> Result<Incoming, Failure> {
@@ -109,7 +119,8 @@ impl WebSocket {
                     text: false,
                 }),
                 Ok(Message::Ping(_)) => Ok(Incoming::Ping),
-                Ok(Message::Pong(_)) | Ok(Message::Frame(_)) => continue,
+                Ok(Message::Pong(_)) => Ok(Incoming::Pong),
+                Ok(Message::Frame(_)) => continue,
                 Ok(Message::Close(frame)) => Ok(Incoming::Closed(frame.map(|f| f.code.into()))),
                 Err(WsError::Protocol(ProtocolError::ResetWithoutClosingHandshake))
                 | Err(WsError::ConnectionClosed)

@@ -116,6 +116,8 @@ pub enum ErrorClass {
     /// The server closed the socket (or the stream ended) while a message
     /// was awaited.
     SocketClosed,
+    /// No pong to a ping (`ping_every` on a `hold`) before the next was due.
+    PingTimeout,
     Http4xx,
     /// A 5xx status that the scenario did not expect.
     Http5xx,
@@ -135,7 +137,7 @@ pub enum ErrorClass {
 }
 
 impl ErrorClass {
-    pub const COUNT: usize = 38;
+    pub const COUNT: usize = 39;
     pub const ALL: [ErrorClass; Self::COUNT] = [
         Self::ConnectRefused,
         Self::ConnectTimeout,
@@ -169,6 +171,7 @@ impl ErrorClass {
         Self::WsMessageTooBig,
         Self::MessageTimeout,
         Self::SocketClosed,
+        Self::PingTimeout,
         Self::Http4xx,
         Self::Http5xx,
         Self::UnexpectedStatus,
@@ -216,6 +219,7 @@ impl ErrorClass {
             Self::WsMessageTooBig => "ws_message_too_big",
             Self::MessageTimeout => "message_timeout",
             Self::SocketClosed => "socket_closed",
+            Self::PingTimeout => "ping_timeout",
             Self::Http4xx => "http_4xx",
             Self::Http5xx => "http_5xx",
             Self::UnexpectedStatus => "unexpected_status",
@@ -290,6 +294,7 @@ impl ErrorClass {
             Self::WsMessageTooBig => "a WebSocket message or frame larger than the limit",
             Self::MessageTimeout => "no matching message within the step's `within`",
             Self::SocketClosed => "the server closed the socket while a message was awaited",
+            Self::PingTimeout => "no pong to a WebSocket ping before the next was due",
             Self::Http4xx => "client error status (4xx) not expected",
             Self::Http5xx => "server error status (5xx) not expected",
             Self::UnexpectedStatus => "status not in the expected set",

@@ -656,6 +656,13 @@ pub struct RawStep {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Option<lenient::DurationText>")]
     pub hold: Option<String>,
+    /// With `hold` on a WebSocket: send a ping this often; each pong's
+    /// round trip is measured (the step's `… ping` entry), and a ping
+    /// unanswered when the next is due is `ping_timeout` (the socket is
+    /// given up).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<lenient::DurationText>")]
+    pub ping_every: Option<String>,
     /// Close the socket with this code (1000: normal).
     #[serde(default, with = "lenient", skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Option<lenient::Lenient<u16>>")]

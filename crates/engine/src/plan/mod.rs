@@ -660,18 +660,7 @@ impl RequestSpec {
 
     /// The pre-encoded request with a `Cookie` header, written into `out`.
     pub fn encoded_with_cookie(&self, cookie: &str, out: &mut Vec<u8>) {
-        out.clear();
-        // Insert the Cookie header before the blank line.
-        let head_end = self
-            .encoded
-            .windows(4)
-            .position(|w| w == b"\r\n\r\n")
-            .map_or(self.encoded.len(), |p| p + 2);
-        out.extend_from_slice(&self.encoded[..head_end]);
-        out.extend_from_slice(b"Cookie: ");
-        out.extend_from_slice(cookie.as_bytes());
-        out.extend_from_slice(b"\r\n");
-        out.extend_from_slice(&self.encoded[head_end..]);
+        headroom_http::with_header(&self.encoded, ("Cookie", cookie), out);
     }
 
     /// The bytes request `wire` sends, `rendered` holding those written

@@ -36,8 +36,9 @@ pub enum SocketStep {
     },
     /// Wait for a matching message without sending.
     Expect(MessageExpect),
-    /// Stay connected this long, receiving (and answering pings).
-    Hold(Duration),
+    /// Stay connected this long, receiving (and answering pings); with
+    /// `ping`, pinging the server too.
+    Hold { pause: Duration, ping: Option<Ping> },
     /// Close with this code and wait (bounded) for the server's close.
     Close(u16),
 }
@@ -48,6 +49,15 @@ pub enum SocketStep {
 pub struct MessageExpect {
     pub entry: usize,
     pub within: Duration,
+}
+
+/// Pings sent while holding a WebSocket: one every `every`, its round
+/// trip recorded as request entry `entry`; no pong before the next is due
+/// is `ping_timeout`, and the socket is given up.
+#[derive(Clone, Debug)]
+pub struct Ping {
+    pub every: Duration,
+    pub entry: usize,
 }
 
 /// How long a close waits for the server's close frame.

@@ -215,7 +215,7 @@ impl User {
                         if self.socket.is_some() {
                             // Receiving while thinking: pings answered,
                             // pushed messages counted.
-                            self.hold(shared, pause).await
+                            self.hold(shared, pause, None).await
                         } else {
                             self.think(shared, pause).await
                         }
@@ -235,7 +235,7 @@ impl User {
                                 let pause = at.saturating_duration_since(Instant::now());
                                 if !pause.is_zero() {
                                     c = if self.socket.is_some() {
-                                        self.hold(shared, pause).await
+                                        self.hold(shared, pause, None).await
                                     } else {
                                         self.think(shared, pause).await
                                     };
@@ -338,23 +338,13 @@ impl User {
             }
         };
         let cookie = cookies::header(self.jar.as_deref(), &origin, spec, target);
-        let wire = {
-            let mut rng = shared.rng.borrow_mut();
-            let mut scope = Scope {
-                vars: &self.vars,
-                user_id: self.id,
-                iteration: self.iteration,
-                rng: &mut rng,
-            };
-            spec.render(
-                &mut scope,
-                target,
-                &origin.host_header,
-                shared.plan.keep_alive,
-                cookie.as_deref(),
-                &mut self.wire,
-            )
-        };
+        let wire = self.write_request(
+            shared,
+            spec,
+            (target, &origin.host_header),
+            shared.plan.keep_alive,
+            cookie.as_deref(),
+        );
         let wire = match wire {
             Ok(wire) => wire,
             Err(class) => {
@@ -409,6 +399,26 @@ impl User {
         } else {
             Control::Stop
         }
+    }
+
+    /// Request `spec` for this send, to `target` on `host`, with this
+    /// user's variables (see [`RequestSpec::render`]).
+    fn write_request(
+        &mut self,
+        shared: &Shared,
+        spec: &RequestSpec,
+        (target, host): (&str, &str),
+        keep_alive: bool,
+        cookie: Option<&str>,
+    ) -> Result<Wire, ErrorClass> {
+        let mut rng = shared.rng.borrow_mut();
+        let mut scope = Scope {
+            vars: &self.vars,
+            user_id: self.id,
+            iteration: self.iteration,
+            rng: &mut rng,
+        };
+        spec.render(&mut scope, target, host, keep_alive, cookie, &mut self.wire)
     }
 
     /// The template scope of this user now.

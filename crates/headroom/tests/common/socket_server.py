@@ -12,7 +12,8 @@ Usage: socket_server.py MODE PORT
 
 Every mode answers `GET /count` (on a fresh connection) with JSON: the
 messages (or events) it received and sent, and the handshakes.
-Prints `ready` once listening.
+Prints `ready PORT` once listening (PORT 0: any free port, the one
+printed — no race with another test for a port picked beforehand).
 """
 
 import asyncio
@@ -188,7 +189,8 @@ async def main():
         )
     else:
         server = await asyncio.start_server(hostile, "127.0.0.1", PORT)
-    print("ready", flush=True)
+    port = server.sockets[0].getsockname()[1]
+    print(f"ready {port}", flush=True)
     async with server:
         await asyncio.sleep(3600)
 

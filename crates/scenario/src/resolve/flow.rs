@@ -120,7 +120,7 @@ impl Builder<'_> {
                     a,
                     "name",
                     "name",
-                    format!("session `{session}` step {n}: `name` goes with ws, sse, send, send_binary or expect (a request's name is its own)"),
+                    format!("session `{session}` step {n}: `name` goes with ws, sse, send, send_binary, expect or hold (a request's name is its own)"),
                 );
             }
             if is_socket_step(st) {

@@ -7,7 +7,7 @@
 
 use super::builder::Builder;
 use crate::raw::*;
-use headroom_engine::plan::socket::{MessageExpect, SocketKind, SocketStep};
+use headroom_engine::plan::socket::{MessageExpect, Ping, SocketKind, SocketStep};
 use headroom_engine::plan::RequestSpec;
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -57,6 +57,21 @@ fn handshake_target(text: &str) -> (Option<String>, Option<String>) {
         (Some(text.to_string()), None)
     } else {
         (None, Some(text.to_string()))
+    }
+}
+
+/// A measured step's entry, as a `[[request]]` on the socket's target
+/// (a GET: the handshake's own, or one that stands for a message and is
+/// never sent); weight 0, as it is never drawn from a mix.
+fn entry(name: &str, target: &str) -> RawRequest {
+    let (url, path) = handshake_target(target);
+    RawRequest {
+        name: name.to_string(),
+        method: Some("GET".into()),
+        url,
+        path,
+        weight: Some(0),
+        ..Default::default()
     }
 }
 
@@ -145,7 +160,6 @@ impl Builder<'_> {
                 expect: None,
             };
             if let Some((kind, target)) = &opening {
-                let (url, path_on_base) = handshake_target(target);
                 let mut headers = st.headers.clone().unwrap_or_default();
                 let protocol: &[(&str, &str)] = match kind {
                     SocketKind::WebSocket => &[
@@ -172,13 +186,8 @@ impl Builder<'_> {
                     None => format!("{label} {word} {target}"),
                 };
                 out.push(RawRequest {
-                    name: name.clone(),
-                    method: Some("GET".into()),
-                    url,
-                    path: path_on_base,
                     headers: Some(headers),
-                    weight: Some(0),
-                    ..Default::default()
+                    ..entry(&name, target)
                 });
                 entries.kind = *kind;
                 entries.handshake = Some(name);
@@ -224,16 +233,10 @@ impl Builder<'_> {
                     (None, false) if sends => format!("{label} send"),
                     (None, false) => format!("{label} expect"),
                 };
-                let (url, path_on_base) = handshake_target(&target);
                 out.push(RawRequest {
-                    name: name.clone(),
-                    method: Some("GET".into()),
-                    url,
-                    path: path_on_base,
-                    weight: Some(0),
                     checks: message_checks(expect),
                     extracts: st.extract.clone().unwrap_or_default(),
-                    ..Default::default()
+                    ..entry(&name, &target)
                 });
                 entries.expect = Some(name);
             } else if st.extract.is_some() {
@@ -243,6 +246,27 @@ impl Builder<'_> {
                     "extract",
                     format!("session `{session}` step {path}: `extract` takes from the message an `expect` waits for — add one"),
                 );
+            }
+            match (&st.ping_every, st.hold.is_some(), kind) {
+                (None, _, _) => {}
+                (Some(_), false, _) => self.problem(
+                    a,
+                    "ping_every",
+                    "ping_every",
+                    format!("session `{session}` step {path}: `ping_every` goes with `hold`"),
+                ),
+                (Some(_), true, SocketKind::EventStream) => self.problem(
+                    a,
+                    "ping_every",
+                    "ping_every",
+                    format!("session `{session}` step {path}: pings are WebSocket's — `ping_every` needs a `ws` socket"),
+                ),
+                (Some(_), true, SocketKind::WebSocket) => {
+                    // Each ping's round trip is an entry, like a message's.
+                    let name = st.name.clone().unwrap_or_else(|| format!("{label} ping"));
+                    out.push(entry(&name, &target));
+                    entries.expect = Some(name);
+                }
             }
             if st.close.is_some() {
                 *open = None;
@@ -312,7 +336,15 @@ impl Builder<'_> {
             });
         }
         if let Some(hold) = &st.hold {
-            return Some(SocketStep::Hold(self.duration(a, "hold", hold)?));
+            let pause = self.duration(a, "hold", hold)?;
+            let ping = match (&st.ping_every, index(&entries.expect)) {
+                (Some(every), Some(entry)) => Some(Ping {
+                    every: self.duration(a, "ping_every", every)?,
+                    entry,
+                }),
+                _ => None,
+            };
+            return Some(SocketStep::Hold { pause, ping });
         }
         if let Some(code) = st.close {
             // RFC 6455 §7.4: codes an endpoint may send.

@@ -8,8 +8,8 @@ use super::{Control, User};
 use crate::connections::Claim;
 use crate::metrics::{ErrorClass, Outcome};
 use crate::plan::check::ResponseView;
-use crate::plan::socket::{MessageExpect, SocketKind, SocketStep, CLOSE_WAIT, SSE_RECONNECT};
-use crate::plan::template::{Scope, Template};
+use crate::plan::socket::{MessageExpect, Ping, SocketKind, SocketStep, CLOSE_WAIT, SSE_RECONNECT};
+use crate::plan::template::Template;
 use crate::shared::{InFlight, Shared};
 use crate::tasks::timeout::timed;
 use base64::Engine as _;
@@ -38,6 +38,7 @@ enum Received {
         event: Option<(String, Option<String>)>,
     },
     Ping,
+    Pong,
     /// Closed by the server: how, for the close counts.
     Closed(String),
 }
@@ -48,6 +49,7 @@ impl Socket {
             Wire::Ws(ws) => Ok(match ws.next().await? {
                 Incoming::Message { data, .. } => Received::Message { data, event: None },
                 Incoming::Ping => Received::Ping,
+                Incoming::Pong => Received::Pong,
                 Incoming::Closed(Some(code)) => Received::Closed(format!("server:{code}")),
                 Incoming::Closed(None) => Received::Closed("server:no_code".into()),
                 Incoming::Ended => Received::Closed("server:no_close_frame".into()),
@@ -99,7 +101,7 @@ impl User {
                 }
                 self.expect_message(shared, expect, Instant::now()).await
             }
-            SocketStep::Hold(pause) => self.hold(shared, *pause).await,
+            SocketStep::Hold { pause, ping } => self.hold(shared, *pause, ping.as_ref()).await,
             SocketStep::Close(code) => {
                 self.close_socket(shared, *code).await;
                 Control::Continue
@@ -143,23 +145,14 @@ impl User {
             Err(unreachable) => return failed(in_flight, unreachable.0),
         };
         let cookie = crate::cookies::header(self.jar.as_deref(), &origin, spec, target);
-        let wire = {
-            let mut rng = shared.rng.borrow_mut();
-            let mut scope = Scope {
-                vars: &self.vars,
-                user_id: self.id,
-                iteration: self.iteration,
-                rng: &mut rng,
-            };
-            spec.render(
-                &mut scope,
-                target,
-                &origin.host_header,
-                true,
-                cookie.as_deref(),
-                &mut self.wire,
-            )
-        };
+        // Kept alive: the server's answer decides (a 101 keeps it).
+        let wire = self.write_request(
+            shared,
+            spec,
+            (target, &origin.host_header),
+            true,
+            cookie.as_deref(),
+        );
         let wire = match wire {
             Ok(wire) => spec.wire(wire, &self.wire).to_vec(),
             Err(class) => return failed(in_flight, class),
@@ -167,11 +160,16 @@ impl User {
         // A WebSocket key is new for every handshake; an event stream
         // that reconnects says where it left off.
         let key = (kind == SocketKind::WebSocket).then(websocket::new_key);
-        let request = match (&key, &last_id) {
-            (Some(key), _) => with_header(&wire, "Sec-WebSocket-Key", key),
-            (None, Some(id)) => with_header(&wire, "Last-Event-ID", id),
-            (None, None) => wire,
-        };
+        let mut request = Vec::new();
+        match (&key, &last_id) {
+            (Some(key), _) => {
+                headroom_http::with_header(&wire, ("Sec-WebSocket-Key", key), &mut request)
+            }
+            (None, Some(id)) => {
+                headroom_http::with_header(&wire, ("Last-Event-ID", id), &mut request)
+            }
+            (None, None) => request = wire,
+        }
         in_flight.sent_at(now);
         let mut conn = match self.connect(shared, &origin, index).await {
             Ok(conn) => conn,
@@ -462,6 +460,7 @@ impl User {
                 recorder.sockets().pings_received += 1;
                 Ok(None)
             }
+            Ok(Received::Pong) => Ok(None),
             Ok(Received::Closed(how)) => Err(Gone::Closed(how)),
             Err(failure) => Err(Gone::Failed(failure)),
         }
@@ -469,10 +468,21 @@ impl User {
 
     /// Stays connected for `pause` (bounded by the user's deadline),
     /// counting what comes; an event stream the server ends reconnects.
-    pub(super) async fn hold(&mut self, shared: &Shared, pause: Duration) -> Control {
+    /// With `ping`, a ping goes out every `ping.every`, each pong's round
+    /// trip recorded; a ping unanswered when the next is due ends the
+    /// socket (`ping_timeout`) and the iteration.
+    pub(super) async fn hold(
+        &mut self,
+        shared: &Shared,
+        pause: Duration,
+        ping: Option<&Ping>,
+    ) -> Control {
         self.before_pause(pause);
         let wake = Instant::now() + pause;
         let wake = self.deadline.map_or(wake, |d| wake.min(d));
+        let mut ping_due = ping.map(|p| Instant::now() + p.every);
+        // The ping sent and not yet answered.
+        let mut unanswered: Option<InFlight> = None;
         loop {
             let Some(socket) = self.socket.as_deref_mut() else {
                 return if shared.sleep_until(wake).await {
@@ -481,20 +491,59 @@ impl User {
                     Control::Stop
                 };
             };
+            let until = ping_due.map_or(wake, |p| p.min(wake));
             let received = {
                 let next = std::pin::pin!(socket.next());
-                let stop = std::pin::pin!(shared.sleep_until(wake));
+                let stop = std::pin::pin!(shared.sleep_until(until));
                 match futures_util::future::select(next, stop).await {
-                    futures_util::future::Either::Left((received, _)) => received,
-                    futures_util::future::Either::Right((running, _)) => {
-                        return if running {
-                            Control::Continue
-                        } else {
-                            Control::Stop
-                        };
-                    }
+                    futures_util::future::Either::Left((received, _)) => Some(received),
+                    futures_util::future::Either::Right((false, _)) => return Control::Stop,
+                    futures_util::future::Either::Right((true, _)) => None,
                 }
             };
+            let Some(received) = received else {
+                let now = Instant::now();
+                if now >= wake {
+                    return Control::Continue;
+                }
+                let Some(ping) = ping else { continue };
+                if let Some(late) = unanswered.take() {
+                    let outcome = Outcome {
+                        error: Some(ErrorClass::PingTimeout),
+                        ..Default::default()
+                    };
+                    late.finish_at(now, outcome);
+                    self.socket_gone(shared, Gone::Error(ErrorClass::PingTimeout));
+                    return Control::EndIteration;
+                }
+                let mut in_flight = InFlight::begin(shared, ping.entry, now);
+                in_flight.sent_at(now);
+                let sent = match self.socket.as_deref_mut() {
+                    Some(Socket {
+                        wire: Wire::Ws(ws), ..
+                    }) => ws.ping().await,
+                    _ => Err(Failure::SocketClosed),
+                };
+                if let Err(failure) = sent {
+                    let outcome = Outcome {
+                        error: Some(failure.into()),
+                        ..Default::default()
+                    };
+                    in_flight.finish_at(Instant::now(), outcome);
+                    self.socket_gone(shared, Gone::Failed(failure));
+                    return Control::EndIteration;
+                }
+                in_flight.attempts.set(1);
+                unanswered = Some(in_flight);
+                ping_due = Some(now + ping.every);
+                continue;
+            };
+            if matches!(received, Ok(Received::Pong)) {
+                if let Some(answered) = unanswered.take() {
+                    answered.finish_at(Instant::now(), Outcome::default());
+                }
+                continue;
+            }
             match self.count(shared, received) {
                 Ok(Some(_)) => shared.recorder.borrow_mut().sockets().unmatched += 1,
                 Ok(None) => {}
@@ -581,32 +630,5 @@ impl User {
         let mut recorder = shared.recorder.borrow_mut();
         recorder.socket_open(false);
         recorder.sockets().close(format!("client:{code}"));
-    }
-}
-
-/// `request` with one more header, before the blank line.
-fn with_header(request: &[u8], name: &str, value: &str) -> Vec<u8> {
-    let head_end = request
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .map_or(request.len(), |p| p + 2);
-    let mut out = Vec::with_capacity(request.len() + name.len() + value.len() + 4);
-    out.extend_from_slice(&request[..head_end]);
-    for part in [name.as_bytes(), b": ", value.as_bytes(), b"\r\n"] {
-        out.extend_from_slice(part);
-    }
-    out.extend_from_slice(&request[head_end..]);
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn a_header_goes_before_the_blank_line() {
-        let r = b"GET /c HTTP/1.1\r\nHost: a\r\n\r\n";
-        assert_eq!(
-            super::with_header(r, "Sec-WebSocket-Key", "k=="),
-            b"GET /c HTTP/1.1\r\nHost: a\r\nSec-WebSocket-Key: k==\r\n\r\n".to_vec()
-        );
     }
 }
