@@ -171,7 +171,9 @@ pub struct EventStream {
 impl EventStream {
     /// The stream over a connection whose response head `head` was read.
     pub fn over(connection: Connection, head: &Head, parser: EventParser) -> EventStream {
-        let (stream, buf) = connection.into_parts();
+        let (stream, mut buf) = connection.into_parts();
+        // The connection's 8 KiB read buffer, down to what it holds.
+        buf.shrink_to_fit();
         EventStream {
             stream,
             buf,

@@ -69,6 +69,10 @@ impl WebSocket {
     /// the `101` are its first frames).
     pub async fn over(connection: Connection) -> WebSocket {
         let (stream, read) = connection.into_parts();
+        // What came after the 101, in a buffer of its size: the
+        // connection's 8 KiB read buffer would be kept as the socket's
+        // (collected in place), 8 KiB per idle socket.
+        let read = read.to_vec();
         let config = WebSocketConfig::default()
             // Small buffers: an idle socket holds little (thousands open);
             // a bigger message reserves what it needs.

@@ -5,8 +5,8 @@
 //! as the count rises and falls; one that leaves finishes its iteration,
 //! then closes its connections.
 
-use super::user::{Control, User};
-use crate::plan::{ClosedLoad, Load, UserStage};
+use super::user::{Control, Flavor, Mix, Sessions, User};
+use crate::plan::{ClosedLoad, Flow, Load, UserStage};
 use crate::shared::{ActiveUser, Shared};
 use std::rc::Rc;
 use std::time::{Duration, Instant};
@@ -22,7 +22,14 @@ pub(crate) async fn run(shared: Rc<Shared>, load: &ClosedLoad) {
             } else {
                 UserStage::spans(&load.stages, user as u32)
             };
-            tokio::task::spawn_local(user_loop(shared.clone(), user, spans))
+            match shared.plan.flow {
+                Flow::Mix => {
+                    tokio::task::spawn_local(user_loop::<Mix>(shared.clone(), user, spans))
+                }
+                Flow::Sessions(_) => {
+                    tokio::task::spawn_local(user_loop::<Sessions>(shared.clone(), user, spans))
+                }
+            }
         })
         .collect();
     for user in users {
@@ -41,7 +48,11 @@ fn closed_load(shared: &Shared) -> &ClosedLoad {
 
 /// One user over its active spans (one, from its ramp-up offset to the
 /// end, without stages).
-async fn user_loop(shared: Rc<Shared>, id: u64, spans: Vec<(Duration, Option<Duration>)>) {
+async fn user_loop<F: Flavor>(
+    shared: Rc<Shared>,
+    id: u64,
+    spans: Vec<(Duration, Option<Duration>)>,
+) {
     let load = closed_load(&shared);
     let deadline = load.duration.map(|d| shared.start + d);
     let mut user = User::new(&shared, id, deadline);
@@ -50,7 +61,7 @@ async fn user_loop(shared: Rc<Shared>, id: u64, spans: Vec<(Duration, Option<Dur
             return;
         }
         let retire = stop.map(|s| shared.start + s);
-        if active(&shared, load, &mut user, retire).await == Control::Stop {
+        if active::<F>(&shared, load, &mut user, retire).await == Control::Stop {
             return;
         }
         user.close_connections();
@@ -59,7 +70,7 @@ async fn user_loop(shared: Rc<Shared>, id: u64, spans: Vec<(Duration, Option<Dur
 
 /// Iterations until the user retires (checked between iterations), the
 /// load ends, or its iterations are done.
-async fn active(
+async fn active<F: Flavor>(
     shared: &Shared,
     load: &ClosedLoad,
     user: &mut User,
@@ -71,7 +82,7 @@ async fn active(
             return Control::Continue;
         }
         let pick = shared.pick();
-        if user.iteration(shared, None, pick).await == Control::Stop {
+        if F::iteration(user, shared, None, pick).await == Control::Stop {
             return Control::Stop;
         }
         if !load.think_time.is_zero() {

@@ -9,8 +9,8 @@
 //! sees the connection churn real users make.
 
 use super::arrival_clock::ArrivalClock;
-use super::user::User;
-use crate::plan::OpenLoad;
+use super::user::{Flavor, Mix, Sessions, User};
+use crate::plan::{Flow, OpenLoad};
 use crate::shared::{ActiveUser, Shared};
 use std::cell::Cell;
 use std::rc::Rc;
@@ -100,12 +100,15 @@ pub(crate) async fn run(shared: Rc<Shared>, load: &OpenLoad, queue: Queue) {
         // Grow the pool only when every connection is busy.
         if tx.len() > idle.get() {
             if connections.len() < cap {
-                connections.push(tokio::task::spawn_local(connection(
-                    shared.clone(),
-                    rx.clone(),
-                    idle.clone(),
-                    load.users,
-                )));
+                let (shared, rx, idle) = (shared.clone(), rx.clone(), idle.clone());
+                connections.push(match shared.plan.flow {
+                    Flow::Mix => {
+                        tokio::task::spawn_local(connection::<Mix>(shared, rx, idle, load.users))
+                    }
+                    Flow::Sessions(_) => tokio::task::spawn_local(connection::<Sessions>(
+                        shared, rx, idle, load.users,
+                    )),
+                });
             } else {
                 shared.recorder.borrow_mut().arrival_waited_for_connection();
             }
@@ -120,7 +123,7 @@ pub(crate) async fn run(shared: Rc<Shared>, load: &OpenLoad, queue: Queue) {
     }
 }
 
-async fn connection(
+async fn connection<F: Flavor>(
     shared: Rc<Shared>,
     rx: async_channel::Receiver<Arrival>,
     idle: Rc<Cell<usize>>,
@@ -150,12 +153,10 @@ async fn connection(
         user.reset(arrival.n);
         if users {
             let _active = ActiveUser::start(&shared);
-            user.iteration(&shared, Some(arrival.intended), arrival.pick)
-                .await;
+            F::iteration(&mut user, &shared, Some(arrival.intended), arrival.pick).await;
             user.close_connections();
         } else {
-            user.iteration(&shared, Some(arrival.intended), arrival.pick)
-                .await;
+            F::iteration(&mut user, &shared, Some(arrival.intended), arrival.pick).await;
         }
     }
 }

@@ -43,6 +43,44 @@ const IDLE_LONG_ENOUGH: Duration = Duration::from_millis(100);
 /// would otherwise hold a connection to each).
 const MAX_ORIGINS_PER_USER: usize = 16;
 
+/// What a user's iterations are: requests from the mix, or sessions. A
+/// user's task is made for one (`closed.rs`, `open.rs`), so a session
+/// user's future does not hold a request's state (~3.6 KB) inline through
+/// its think times and socket holds.
+pub(crate) trait Flavor {
+    fn iteration<'a>(
+        user: &'a mut User,
+        shared: &'a Shared,
+        intended: Option<Instant>,
+        pick: usize,
+    ) -> impl Future<Output = Control> + 'a;
+}
+
+pub(crate) struct Mix;
+pub(crate) struct Sessions;
+
+impl Flavor for Mix {
+    fn iteration<'a>(
+        user: &'a mut User,
+        shared: &'a Shared,
+        intended: Option<Instant>,
+        pick: usize,
+    ) -> impl Future<Output = Control> + 'a {
+        user.mix_iteration(shared, intended, pick)
+    }
+}
+
+impl Flavor for Sessions {
+    fn iteration<'a>(
+        user: &'a mut User,
+        shared: &'a Shared,
+        intended: Option<Instant>,
+        pick: usize,
+    ) -> impl Future<Output = Control> + 'a {
+        user.session_iteration(shared, intended, pick)
+    }
+}
+
 pub(crate) struct User {
     pub id: u64,
     pub iteration: u64,
@@ -154,10 +192,10 @@ impl User {
         }
     }
 
-    /// One iteration: a feeder row from each feeder, then a request drawn
-    /// from the mix or a session drawn by weight. `intended` is the
-    /// open-model arrival time of its first request.
-    pub async fn iteration(
+    /// An iteration's start: a row from each feeder (not those a session
+    /// feeds from in its own steps). `intended` is the open-model arrival
+    /// time of its first request.
+    fn begin_iteration(
         &mut self,
         shared: &Shared,
         intended: Option<Instant>,
@@ -175,22 +213,48 @@ impl User {
                 return Control::Stop;
             }
         }
-        let control = match &shared.plan.flow {
-            Flow::Mix => self.request(shared, pick).await,
-            Flow::Sessions(sessions) => {
-                let control = self.steps(shared, &sessions[pick].steps).await;
-                // A socket the session left open closes with it.
-                if control != Control::Stop {
-                    self.close_socket(shared, 1000).await;
-                }
-                match control {
-                    Control::EndIteration => Control::Continue,
-                    other => other,
-                }
-            }
-        };
+        Control::Continue
+    }
+
+    /// One iteration of the mix: its feeder rows, then request `pick`.
+    pub async fn mix_iteration(
+        &mut self,
+        shared: &Shared,
+        intended: Option<Instant>,
+        pick: usize,
+    ) -> Control {
+        if self.begin_iteration(shared, intended, pick) == Control::Stop {
+            return Control::Stop;
+        }
+        let control = self.request(shared, pick).await;
         self.iteration += 1;
         control
+    }
+
+    /// One iteration of session `pick`: its feeder rows, then its steps
+    /// (which box what they await, so a waiting user holds little).
+    pub async fn session_iteration(
+        &mut self,
+        shared: &Shared,
+        intended: Option<Instant>,
+        pick: usize,
+    ) -> Control {
+        if self.begin_iteration(shared, intended, pick) == Control::Stop {
+            return Control::Stop;
+        }
+        let Flow::Sessions(sessions) = &shared.plan.flow else {
+            unreachable!("a session iteration runs a plan of sessions");
+        };
+        let control = self.steps(shared, &sessions[pick].steps).await;
+        // A socket the session left open closes with it.
+        if control != Control::Stop {
+            self.close_socket(shared, 1000).await;
+        }
+        self.iteration += 1;
+        match control {
+            Control::EndIteration => Control::Continue,
+            other => other,
+        }
     }
 
     fn steps<'a>(
