@@ -7,7 +7,7 @@
 
 use crate::{exchange_error_class, Captured, Connection, Failure, Stream};
 use futures_util::{SinkExt, StreamExt};
-use tokio_tungstenite::tungstenite::error::{CapacityError, ProtocolError};
+use tokio_tungstenite::tungstenite::error::ProtocolError;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::protocol::{CloseFrame, Role, WebSocketConfig};
 use tokio_tungstenite::tungstenite::{Error as WsError, Message};
@@ -164,7 +164,6 @@ impl WebSocket {
 fn failure(e: WsError) -> Failure {
     match e {
         WsError::Io(e) => exchange_error_class(&e),
-        WsError::Capacity(CapacityError::MessageTooLong { .. }) => Failure::WsMessageTooBig,
         WsError::Capacity(_) | WsError::WriteBufferFull(_) => Failure::WsMessageTooBig,
         WsError::ConnectionClosed | WsError::AlreadyClosed => Failure::SocketClosed,
         WsError::Tls(_) => Failure::TlsHandshake,

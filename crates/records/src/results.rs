@@ -218,6 +218,7 @@ pub struct Sockets {
     pub messages_received_per_s: f64,
     /// Sockets closed, by who and how: `client:<code>` (a `close` step, or
     /// 1000 when a session ended with its socket open), `server:<code>`,
+    /// `server:no_code` (a close frame without a code),
     /// `server:no_close_frame`, `server:ended` (an event stream),
     /// `error:<class>`.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]

@@ -24,7 +24,7 @@ fn require(tool: &str) {
 /// Runs `headroom study examples/ruby/FILE` with `env` (headroom itself on
 /// PATH, for the studies that start it); asserts exit 0 and returns the
 /// printed comparison and study.json.
-fn study(file: &str, env: &[(&str, &str)]) -> (String, serde_json::Value) {
+pub(crate) fn study(file: &str, env: &[(&str, &str)]) -> (String, serde_json::Value) {
     let study = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("../../examples/ruby")
         .join(file);

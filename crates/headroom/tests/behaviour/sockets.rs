@@ -555,30 +555,15 @@ fn socket_steps_are_checked_with_where_and_why() {
 #[test]
 fn a_study_ranks_puma_thread_counts_by_chat_users_held() {
     let _serial = crate::common::serial();
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples/ruby");
-    let out = tempfile::tempdir().unwrap();
-    let o = Command::new(crate::common::headroom_bin())
-        .args(["study", "chat-study.toml", "--out"])
-        .arg(out.path())
-        .current_dir(&dir)
-        .envs([
+    let (stdout, report) = crate::ruby_servers::study(
+        "chat-study.toml",
+        &[
             ("STEP", "2s"),
             ("WARMUP", "1s"),
             ("MAX_USERS", "40"),
             ("PRECISION", "50%"),
-        ])
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&o.stdout);
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&o.stderr)
+        ],
     );
-    let report: Value =
-        serde_json::from_str(&std::fs::read_to_string(out.path().join("study.json")).unwrap())
-            .unwrap();
     let configs = report["configs"].as_array().unwrap();
     let labels: Vec<&str> = configs
         .iter()

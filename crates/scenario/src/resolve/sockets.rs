@@ -189,7 +189,6 @@ impl Builder<'_> {
                     headers: Some(headers),
                     ..entry(&name, target)
                 });
-                entries.kind = *kind;
                 entries.handshake = Some(name);
                 *open = Some((*kind, target.clone()));
             } else if st.headers.is_some() {
