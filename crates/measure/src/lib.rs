@@ -16,6 +16,7 @@ pub mod abort;
 pub mod act;
 pub mod assemble;
 pub mod dashboard;
+pub mod fleet;
 pub mod prometheus;
 pub mod run;
 

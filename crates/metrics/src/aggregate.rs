@@ -66,12 +66,14 @@ pub struct RequestPoint {
 }
 
 impl TimelinePoint {
-    fn from_merged(index: u32, m: &Merged) -> Self {
-        let s = &m.stats;
+    /// Second `t_s` (1 = the first) from its merged stats and the peaks of
+    /// users, requests in flight and sockets open during it.
+    pub fn of_second(t_s: u32, s: &Stats, peaks: Peaks) -> Self {
         let seen = !s.latency.is_empty();
         let q = |q: f64| seen.then(|| histogram::ms(s.latency.value_at_quantile(q)));
+        let sockets_seen = peaks.sockets_open.is_some();
         TimelinePoint {
-            t_s: index + 1,
+            t_s,
             requests: s.requests,
             ok: s.ok,
             failed: s.failed,
@@ -85,15 +87,26 @@ impl TimelinePoint {
             send_lag_p99_ms: (!s.send_lag.is_empty())
                 .then(|| histogram::ms(s.send_lag.value_at_quantile(0.99))),
             offered: None,
-            active_users: m.active_peak,
-            in_flight: m.in_flight_peak,
-            sockets_open: m.sockets_seen.then_some(m.sockets_peak),
-            messages_sent: m.sockets_seen.then_some(s.sockets.messages_sent),
-            messages_received: m.sockets_seen.then_some(s.sockets.messages_received),
+            active_users: peaks.active_users,
+            in_flight: peaks.in_flight,
+            sockets_open: peaks.sockets_open,
+            messages_sent: sockets_seen.then_some(s.sockets.messages_sent),
+            messages_received: sockets_seen.then_some(s.sockets.messages_received),
             errors: s
                 .error_counts()
                 .map(|(c, n)| (c.key().to_string(), n))
                 .collect(),
+            per_request: Vec::new(),
+        }
+    }
+
+    fn from_merged(index: u32, m: &Merged) -> Self {
+        let peaks = Peaks {
+            active_users: m.active_peak,
+            in_flight: m.in_flight_peak,
+            sockets_open: m.sockets_seen.then_some(m.sockets_peak),
+        };
+        TimelinePoint {
             per_request: m
                 .by_request_latency
                 .iter()
@@ -111,8 +124,18 @@ impl TimelinePoint {
                     }
                 })
                 .collect(),
+            ..TimelinePoint::of_second(index + 1, &m.stats, peaks)
         }
     }
+}
+
+/// The most users running, requests in flight and sockets open during a
+/// second (`sockets_open` is `None` when no socket was open or used).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Peaks {
+    pub active_users: u32,
+    pub in_flight: u32,
+    pub sockets_open: Option<u32>,
 }
 
 #[derive(Default)]

@@ -16,6 +16,7 @@ pub mod histogram;
 mod recorder;
 pub mod spill;
 pub mod trace;
+pub mod wire;
 
 pub use recorder::{Interval, Outcome, Recorder, RequestCounts, WorkerReport};
 

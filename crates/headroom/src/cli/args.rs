@@ -354,6 +354,16 @@ pub struct ScaleArgs {
     /// open-files limit allows (P = 1: the run in this process).
     #[arg(long, value_name = "P", value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub processes: Option<u32>,
+
+    /// A shard of a fleet: send each finished second (counts and HDR
+    /// histograms, a few KB) to the process that shows and judges the
+    /// fleet — `-` (standard output, one JSON line each, as `k8s run`
+    /// follows the pods' logs) or http://HOST:PORT (a `headroom fleet`
+    /// coordinator, which is sent the results too). The fleet's aborting
+    /// thresholds and verdict are judged there: this shard does not abort
+    /// on its own share, and its exit code does not carry thresholds.
+    #[arg(long, value_name = "-|URL", requires = "shard")]
+    pub report_to: Option<String>,
 }
 
 pub fn parse_shard(s: &str) -> Result<headroom_engine::plan::shard::Shard, String> {

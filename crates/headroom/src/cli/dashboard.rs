@@ -150,60 +150,6 @@ pub fn capacity_event(feed: &Feed, event: &headroom_capacity::Event, unit: &str)
     }
 }
 
-/// A fleet's shard's own dashboard, followed by the parent: the shard
-/// prints its address to `log` when it starts; each event of its stream
-/// is sent on `to` with the shard's number, until the stream ends or
-/// `over` is set.
-pub fn follow_shard(
-    shard: usize,
-    log: std::path::PathBuf,
-    token: String,
-    to: std::sync::mpsc::Sender<(usize, serde_json::Value)>,
-    over: Arc<AtomicBool>,
-) -> std::io::Result<JoinHandle<()>> {
-    use std::io::BufRead;
-    std::thread::Builder::new()
-        .name(format!("headroom-shard-{}", shard + 1))
-        .spawn(move || {
-            let addr = loop {
-                let text = std::fs::read_to_string(&log).unwrap_or_default();
-                let found = text.lines().find_map(|l| {
-                    let rest = l.split("live dashboard at http://").nth(1)?;
-                    rest.split('/').next()?.parse::<SocketAddr>().ok()
-                });
-                if let Some(addr) = found {
-                    break addr;
-                }
-                if over.load(Ordering::SeqCst) {
-                    return;
-                }
-                std::thread::sleep(Duration::from_millis(50));
-            };
-            let Ok(mut stream) = std::net::TcpStream::connect(addr) else {
-                return;
-            };
-            let asked = write!(
-                stream,
-                "GET /events HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\n\r\n"
-            );
-            if asked.is_err() {
-                return;
-            }
-            for line in std::io::BufReader::new(stream).lines() {
-                let Ok(line) = line else { return };
-                let Some(event) = line
-                    .strip_prefix("data: ")
-                    .and_then(|d| serde_json::from_str(d).ok())
-                else {
-                    continue;
-                };
-                if to.send((shard, event)).is_err() {
-                    return;
-                }
-            }
-        })
-}
-
 /// A dashboard that can stop the run must not be reachable from the
 /// network without a token.
 fn check_address(addr: SocketAddr, token: Option<&str>) -> anyhow::Result<()> {

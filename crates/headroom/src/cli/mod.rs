@@ -11,6 +11,7 @@ mod dashboard;
 mod demo;
 mod docs;
 mod exit;
+mod fleet;
 mod import;
 mod k8s;
 mod live;

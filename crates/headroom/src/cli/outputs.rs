@@ -34,6 +34,9 @@ pub struct Outputs<'args> {
     pub thresholds: Slo,
     /// The live dashboard, which links the HTML report at the end.
     pub dashboard: Option<headroom_measure::dashboard::Feed>,
+    /// A shard of a fleet (`--report-to`): its coordinator is sent the
+    /// results, and judges the thresholds (this exit code does not).
+    pub reporter: Option<&'args super::fleet::report::Reporter>,
 }
 
 impl<'args> Outputs<'args> {
@@ -76,6 +79,7 @@ impl<'args> Outputs<'args> {
                     .collect(),
             },
             dashboard: None,
+            reporter: None,
         }
     }
 }
@@ -166,6 +170,13 @@ pub fn finish(
         Ok(line) => written.push(line),
         Err(e) => not_written.push(format!("{e:#}")),
     };
+    if let Some(reporter) = outputs.reporter {
+        keep(
+            reporter
+                .results(&serde_json::to_string(&results)?)
+                .map(|()| "results sent to the fleet's coordinator".to_string()),
+        );
+    }
     if let Some(path) = outputs.out {
         let json = serde_json::to_string_pretty(&results)? + "\n";
         if json_to_stdout {
@@ -266,6 +277,14 @@ pub fn finish(
             results.config.url,
         );
         EXIT_ERROR
+    } else if outputs.reporter.is_some() {
+        if breached && !outputs.quiet {
+            eprintln!(
+                "headroom: thresholds breached on this shard's share; the fleet's verdict is its \
+                 coordinator's"
+            );
+        }
+        EXIT_OK
     } else if let Some(a) = &results.abort {
         eprintln!(
             "headroom: stopped early at {:.0} s: {} breached over the last {:.0} s ({:.2})",

@@ -16,21 +16,19 @@
 
 use super::args::RunCmdArgs;
 use super::common::recording;
-use super::dashboard::{follow_shard, Dashboard};
+use super::dashboard::Dashboard;
 use super::exit::{install_interrupt, interrupting_signal};
+use super::fleet::view::FleetView;
+use super::live::{Live, ProgressMode};
 use super::outputs::{finish, Outputs};
 use super::run::{self, scenario_from_args, watch_from_args};
 use anyhow::{bail, Context};
 use headroom_engine::StopSignal;
-use headroom_measure::dashboard::fleet::{Fleet, GRACE};
-use headroom_measure::dashboard::Feed;
 use headroom_monitor::Monitor;
 use headroom_records::merge::{merge, ShardFile};
 use headroom_records::server::machine;
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, SystemTime};
 
 /// Flags the children do not get: the parent writes the outputs, watches
 /// the server and checks the thresholds; the children get their own
@@ -38,6 +36,11 @@ use std::time::{Duration, Instant, SystemTime};
 const PARENT_ONLY: &[(&str, Option<char>, bool)] = &[
     ("--processes", None, true),
     ("--shard", None, true),
+    ("--report-to", None, true),
+    // The parent judges aborting thresholds on the fleet's seconds.
+    ("--abort-on", None, true),
+    ("--abort-delay", None, true),
+    ("--abort-window", None, true),
     ("--start-at", None, true),
     ("--out", Some('o'), true),
     ("--out-fallback", None, true),
@@ -156,19 +159,13 @@ pub fn run(args: &RunCmdArgs, processes: u32) -> anyhow::Result<i32> {
         let threads = (machine::available_cores() / processes as usize).max(1);
         common.extend(["--threads".into(), threads.to_string()]);
     }
-    // Each shard serves its own dashboard on a port of its choosing, for
-    // this process to follow and merge (a token of this run's).
-    let shard_token = random_token()?;
-    if dashboard.is_some() {
-        common.extend([
-            "--dashboard=127.0.0.1:0".to_string(),
-            "--dashboard-token".to_string(),
-            shard_token.clone(),
-        ]);
-    }
+    // Each child reports its seconds on its stdout, a pipe to this
+    // process, which shows and judges the fleet.
+    common.extend(["--report-to".to_string(), "-".to_string()]);
     let exe = std::env::current_exe().context("cannot find headroom's own executable")?;
     let start_text = humantime::format_rfc3339_millis(start).to_string();
     let mut children = Vec::new();
+    let (lines_to, lines) = std::sync::mpsc::channel();
     for k in 1..=processes {
         let out = dir.path().join(format!("shard-{k}.json"));
         let log = dir.path().join(format!("shard-{k}.log"));
@@ -182,51 +179,87 @@ pub fn run(args: &RunCmdArgs, processes: u32) -> anyhow::Result<i32> {
             .arg(&out)
             .arg("-q")
             .stdin(Stdio::null())
-            .stdout(Stdio::null())
+            .stdout(Stdio::piped())
             .stderr(std::fs::File::create(&log)?);
         // Its own process group: a Ctrl-C at the terminal reaches only the
         // parent, which passes it on exactly once (a second one aborts).
         std::os::unix::process::CommandExt::process_group(&mut command, 0);
-        let child = command
+        let mut child = command
             .spawn()
             .with_context(|| format!("cannot start shard {k}/{processes}"))?;
+        let stdout = child.stdout.take().expect("stdout is piped");
+        read_lines(k as usize - 1, stdout, lines_to.clone())?;
         children.push(ShardChild { child, out, log });
     }
+    drop(lines_to);
     if !outputs.quiet {
         eprintln!("headroom: {processes} processes, one shard each, starting at {start_text}",);
     }
     let start_instant = run::instant_of(start);
     let monitor = Monitor::start(watch.config.clone(), start_instant, start);
 
-    let following = Following::start(dashboard.as_ref(), &children, &shard_token, plan)?;
+    let exporter = super::metrics::Exporter::start(&run_args.metrics)?;
+    let mode = if outputs.quiet {
+        ProgressMode::Never
+    } else {
+        outputs.progress
+    };
+    let mut view = FleetView::new(
+        plan,
+        children.len(),
+        &scenario.aborts,
+        Live::new(plan.load_duration(), mode),
+        exporter.as_ref().map(|e| e.metrics.clone()),
+        dashboard.as_ref().map(|d| d.feed.clone()),
+        outputs.quiet,
+    );
     let mut passed_on = false;
     let mut exits = vec![None; children.len()];
+    let pass_on = |children: &[ShardChild], signal: i32| {
+        for c in children {
+            // SAFETY: kill(2) on the pid of a child we started and have
+            // not reaped.
+            unsafe { libc::kill(c.child.id() as i32, signal) };
+        }
+    };
     while exits.iter().any(Option::is_none) {
         if stop.was_interrupted() && !passed_on {
             passed_on = true;
-            let signal = interrupting_signal().unwrap_or(libc::SIGINT);
-            for c in &children {
-                // SAFETY: kill(2) on the pid of a child we started and
-                // have not reaped.
-                unsafe { libc::kill(c.child.id() as i32, signal) };
-            }
+            pass_on(&children, interrupting_signal().unwrap_or(libc::SIGINT));
+        }
+        while let Ok((k, line)) = lines.try_recv() {
+            view.line(k, &line);
         }
         for (k, (c, exit)) in children.iter_mut().zip(exits.iter_mut()).enumerate() {
             if exit.is_none() {
                 *exit = c.child.try_wait()?;
-                if let (Some(status), Some(f)) = (exit, &following) {
-                    f.ended(k, *status);
+                if let Some(status) = exit {
+                    // 130: stopped by the signal passed on, results written.
+                    let failed = !(status.success() || status.code() == Some(130));
+                    view.ended(k, failed.then(|| status.to_string()));
                 }
             }
         }
-        if let Some(f) = &following {
-            f.tick(monitor.latest().as_ref(), false);
+        if let Some(breach) = view.tick(monitor.latest().as_ref()) {
+            if !passed_on {
+                passed_on = true;
+                if !outputs.quiet {
+                    eprintln!(
+                        "headroom: the fleet breached {} over the last {:.0} s ({:.2}): stopping \
+                         every shard",
+                        breach.threshold, breach.window_s, breach.actual
+                    );
+                }
+                pass_on(&children, libc::SIGINT);
+            }
         }
         std::thread::sleep(Duration::from_millis(50));
     }
-    if let Some(f) = &following {
-        f.tick(monitor.latest().as_ref(), true);
+    // The pipes end with the processes: what is left is read to its end.
+    for (k, line) in lines.iter() {
+        view.line(k, &line);
     }
+    view.finish(monitor.latest().as_ref());
     drop(watch.server);
 
     let mut files = Vec::new();
@@ -266,12 +299,16 @@ pub fn run(args: &RunCmdArgs, processes: u32) -> anyhow::Result<i32> {
     // (itself and the shards): its findings judge the merged run.
     let report = monitor.finish(machine::available_cores(), &results.client_facts());
     results.attach_server(report);
-    if stop.was_interrupted() {
-        results.interrupted = true;
+    // The shards were stopped by this process: interrupted only when it
+    // was (Ctrl-C), stopped early when the fleet breached a threshold.
+    results.interrupted = stop.was_interrupted();
+    if let Some(breach) = view.aborted() {
+        results.abort = Some(breach.clone());
+        results.interrupted = false;
     }
     let intervals = results.histograms.per_second.clone();
     // The children measure; the parent publishes the merged figures.
-    if let Some(exporter) = super::metrics::Exporter::start(&run_args.metrics)? {
+    if let Some(exporter) = exporter {
         exporter.metrics.finish(&Vec::new(), &results);
         super::metrics::finish(Some(exporter));
     }
@@ -288,88 +325,26 @@ pub fn run(args: &RunCmdArgs, processes: u32) -> anyhow::Result<i32> {
     code
 }
 
-/// 128 random bits as hex.
-fn random_token() -> anyhow::Result<String> {
-    use std::io::Read;
-    let mut bytes = [0u8; 16];
-    std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| f.read_exact(&mut bytes))
-        .context("cannot read /dev/urandom for the shards' dashboard token")?;
-    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
-}
-
-/// The shards' dashboards followed, their seconds merged into the
-/// fleet's on this process's dashboard.
-struct Following {
-    feed: Feed,
-    fleet: std::cell::RefCell<Fleet>,
-    events: std::sync::mpsc::Receiver<(usize, serde_json::Value)>,
-    over: Arc<AtomicBool>,
-}
-
-impl Following {
-    fn start(
-        dashboard: Option<&Dashboard>,
-        children: &[ShardChild],
-        token: &str,
-        plan: &headroom_engine::plan::Plan,
-    ) -> anyhow::Result<Option<Following>> {
-        let Some(d) = dashboard else {
-            return Ok(None);
-        };
-        let (to, events) = std::sync::mpsc::channel();
-        let over = Arc::new(AtomicBool::new(false));
-        for (k, c) in children.iter().enumerate() {
-            follow_shard(
-                k,
-                c.log.clone(),
-                token.to_string(),
-                to.clone(),
-                over.clone(),
-            )?;
-        }
-        d.feed.run_start(plan);
-        Ok(Some(Following {
-            feed: d.feed.clone(),
-            fleet: std::cell::RefCell::new(Fleet::new(children.len())),
-            events,
-            over,
-        }))
-    }
-
-    /// Shard `k`'s process ended with `status`.
-    fn ended(&self, k: usize, status: std::process::ExitStatus) {
-        // 130: stopped by the signal passed on, results written.
-        let failed = !(status.success() || status.code() == Some(130));
-        self.fleet
-            .borrow_mut()
-            .ended(k, failed.then(|| status.to_string()));
-    }
-
-    /// The shards' events so far into the fleet, and the merged seconds
-    /// out to the page; `last`: nothing more will come, send every second.
-    fn tick(&self, sample: Option<&headroom_records::server::sample::Sample>, last: bool) {
-        let now = Instant::now();
-        let mut fleet = self.fleet.borrow_mut();
-        if last {
-            // The shards' streams end with their processes: what is left
-            // arrives within moments.
-            while let Ok((k, e)) = self.events.recv_timeout(Duration::from_millis(300)) {
-                fleet.event(k, e, now);
+/// Each line of a child's stdout, sent on as (shard, line) by a thread
+/// of its own (a full pipe would stall the child).
+fn read_lines(
+    shard: usize,
+    stdout: std::process::ChildStdout,
+    to: std::sync::mpsc::Sender<(usize, String)>,
+) -> anyhow::Result<()> {
+    use std::io::BufRead;
+    std::thread::Builder::new()
+        .name(format!("headroom-shard-{}", shard + 1))
+        .spawn(move || {
+            for line in std::io::BufReader::new(stdout).lines() {
+                let Ok(line) = line else { return };
+                if to.send((shard, line)).is_err() {
+                    return;
+                }
             }
-            self.over.store(true, Ordering::SeqCst);
-        }
-        while let Ok((k, e)) = self.events.try_recv() {
-            fleet.event(k, e, now);
-        }
-        let at = if last { now + GRACE } else { now };
-        for e in fleet.ready(at, sample) {
-            self.feed.event(e);
-        }
-        if last {
-            self.feed.event(fleet.rows());
-        }
-    }
+        })
+        .context("cannot start a thread to read a shard's reports")?;
+    Ok(())
 }
 
 #[cfg(test)]
@@ -424,10 +399,7 @@ mod tests {
             "--threads",
             "--engine",
             "--buckets",
-            // Each shard judges its own share; only the first acts on events.
-            "--abort-on",
-            "--abort-delay",
-            "--abort-window",
+            // Only the first shard acts on events.
             "--event",
         ];
         let command = super::super::args::RunCmdArgs::augment_args(clap::Command::new("run"));

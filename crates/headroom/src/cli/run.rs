@@ -384,6 +384,7 @@ pub fn execute(
         event_group: watch.server.as_ref().map(|s| s.pid()),
         event_dir: None,
     };
+    let reporter = outputs.reporter;
     let measured = measure_from(
         plan,
         stop,
@@ -391,11 +392,21 @@ pub fn execute(
         recording,
         &during,
         start_instant,
-        |p, sample| live.update(p, sample),
+        |p, sample| {
+            live.update(p, sample);
+            if let Some(r) = reporter {
+                r.second(p);
+            }
+        },
     );
     live.finish();
     drop(watch.server);
     let mut results = measured.results;
+    if let Some(r) = reporter {
+        // Every report line out before the results (on the same stdout).
+        let t = &results.summary.requests;
+        r.end(t.total, t.ok, t.failed);
+    }
     if let Some(at) = start {
         let late_ms = measured.late_by.as_secs_f64() * 1000.0;
         results.start_at = Some(StartAt {
@@ -437,6 +448,20 @@ pub fn run(args: RunCmdArgs) -> anyhow::Result<i32> {
     outputs.check_writable()?;
     let stop = StopSignal::new();
     install_interrupt(&stop)?;
+    let reporter = match &scale.report_to {
+        Some(dest) => {
+            // The fleet's coordinator judges the aborting thresholds, on
+            // the fleet's figures.
+            scenario.aborts.clear();
+            Some(super::fleet::report::Reporter::start(
+                dest,
+                scenario.plan.shard,
+                &stop,
+            )?)
+        }
+        None => None,
+    };
+    outputs.reporter = reporter.as_ref();
     let watch = watch_from_args(&args, &scenario.plan)?;
     check_event_targets(&scenario.plan, &watch)?;
     let exporter = super::metrics::Exporter::start(&args.metrics)?;

@@ -8,6 +8,7 @@ use headroom_metrics::histogram;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::time::Duration;
 
 /// A start time `secs` ahead, as RFC 3339 (what shards on several machines
 /// would be given).
@@ -353,6 +354,49 @@ fn processes_run_the_shards_and_print_one_summary() {
         most_threads >= 3 * 3 + 2,
         "{most_threads} generator threads"
     );
+}
+
+/// An aborting threshold is judged on the fleet's merged seconds, and
+/// stops every shard: each writes what it measured, the merge says why
+/// the run ended early, and the server saw exactly what the results count.
+#[test]
+fn a_fleet_abort_stops_every_shard_and_nothing_is_lost() {
+    let target = Target::start(1, 8);
+    let before = target.requests();
+    let started = std::time::Instant::now();
+    let (o, v, _dir) = processes_run(&[
+        "--url",
+        &target.url("/sleep?ms=5"),
+        "--rate",
+        "100",
+        "-d",
+        "60s",
+        "--processes",
+        "2",
+        "--abort-on",
+        "p99<1ms",
+        "--abort-delay",
+        "2s",
+        "--abort-window",
+        "1s",
+    ]);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("the fleet breached p99<1ms"), "{stderr}");
+    assert!(started.elapsed() < Duration::from_secs(30), "not stopped");
+    let abort = &v["abort"];
+    assert_eq!(abort["threshold"], "p99<1ms", "{v}");
+    let at = abort["at_s"].as_f64().unwrap();
+    // Both shards stopped within 2 s of the fleet's verdict: neither's
+    // timeline goes on past it.
+    let seconds = v["timeline"].as_array().unwrap().len() as f64;
+    assert!(
+        seconds <= at + 2.0,
+        "{seconds} s of timeline, abort at {at} s"
+    );
+    assert_eq!(v["interrupted"], false);
+    assert_eq!(v["meta"]["shards"].as_array().unwrap().len(), 2);
+    assert_eq!(target.requests() - before, total(&v));
 }
 
 /// `--processes 1` is the run itself (it once failed: the one child's

@@ -18,8 +18,6 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
-pub mod fleet;
-
 /// Seconds kept at full resolution for browsers that join late: the
 /// last hour.
 pub const KEPT_SECONDS: usize = 3600;

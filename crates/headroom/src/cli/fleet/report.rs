@@ -1,0 +1,185 @@
+//! A shard's side of the fleet view (`run --shard K/N --report-to DEST`):
+//! each finished second as one [`Report`] line, written by a thread of its
+//! own so a slow reader never holds the load back.
+//!
+//! - `-`: standard output, one JSON line each (what `run --processes`
+//!   reads from its children's pipes and `k8s run` from the pods' logs);
+//!   the coordinator stops the shard with a signal (or by deleting its
+//!   pod), which makes it write what it measured.
+//! - `http://HOST:PORT`: POSTed to a `headroom fleet` coordinator, whose
+//!   answer may say stop (the fleet breached an aborting threshold); the
+//!   results are POSTed at the end too.
+
+use anyhow::{bail, Context};
+use headroom_engine::plan::shard::Shard;
+use headroom_engine::{Progress, StopSignal};
+use headroom_measure::fleet::Report;
+use std::io::Write;
+use std::sync::{mpsc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// How long a POST may take before the line is given up (the run goes on).
+const POST_TIMEOUT: Duration = Duration::from_secs(5);
+
+#[derive(Clone, Debug)]
+enum Destination {
+    Stdout,
+    /// The coordinator's base URL, without a trailing '/'.
+    Http(String),
+}
+
+pub struct Reporter {
+    destination: Destination,
+    shard: Shard,
+    lines: Mutex<Option<mpsc::Sender<String>>>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl Reporter {
+    /// `--report-to DEST` for shard `shard`; `stop` is told when the
+    /// coordinator says the fleet must stop.
+    pub fn start(dest: &str, shard: Shard, stop: &StopSignal) -> anyhow::Result<Reporter> {
+        let destination = if dest == "-" {
+            Destination::Stdout
+        } else if let Some(rest) = dest.strip_prefix("http://") {
+            if rest.is_empty() || rest.starts_with('/') {
+                bail!("--report-to {dest}: give the coordinator's address, http://HOST:PORT");
+            }
+            Destination::Http(dest.trim_end_matches('/').to_string())
+        } else {
+            bail!(
+                "--report-to {dest}: write `-` (standard output) or http://HOST:PORT (a `headroom \
+                 fleet` coordinator)"
+            );
+        };
+        let (lines, receive) = mpsc::channel::<String>();
+        let thread = {
+            let destination = destination.clone();
+            let stop = stop.clone();
+            std::thread::Builder::new()
+                .name("headroom-report".into())
+                .spawn(move || send_lines(&destination, shard, &receive, &stop))
+                .context("cannot start the reporting thread")?
+        };
+        let reporter = Reporter {
+            destination,
+            shard,
+            lines: Mutex::new(Some(lines)),
+            thread: Mutex::new(Some(thread)),
+        };
+        reporter.send(&Report::Hello {
+            shard: shard.index + 1,
+            of: shard.count,
+            version: env!("CARGO_PKG_VERSION").to_string(),
+        });
+        Ok(reporter)
+    }
+
+    fn send(&self, report: &Report) {
+        if let Some(lines) = &*self.lines.lock().expect("reporter lock") {
+            let _ = lines.send(report.to_line());
+        }
+    }
+
+    /// A second has finished.
+    pub fn second(&self, p: &Progress) {
+        self.send(&Report::second(p));
+    }
+
+    /// The run ended with these totals: the last line, and every line
+    /// before it out before this returns.
+    pub fn end(&self, requests: u64, ok: u64, failed: u64) {
+        self.send(&Report::End {
+            requests,
+            ok,
+            failed,
+        });
+        self.close();
+    }
+
+    /// Every line sent: the thread has written them all.
+    fn close(&self) {
+        self.lines.lock().expect("reporter lock").take();
+        if let Some(t) = self.thread.lock().expect("reporter lock").take() {
+            let _ = t.join();
+        }
+    }
+
+    /// The results JSON, for a coordinator over HTTP (on standard output
+    /// the pod's log or the parent's `--out` file carries them).
+    pub fn results(&self, json: &str) -> anyhow::Result<()> {
+        let Destination::Http(base) = &self.destination else {
+            return Ok(());
+        };
+        let url = format!("{base}/shards/{}/results", self.shard.index + 1);
+        post(&agent(), &url, json)
+            .map(|_| ())
+            .with_context(|| format!("cannot send the results to {url}"))
+    }
+}
+
+impl Drop for Reporter {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
+fn send_lines(
+    destination: &Destination,
+    shard: Shard,
+    lines: &mpsc::Receiver<String>,
+    stop: &StopSignal,
+) {
+    let agent = agent();
+    let mut warned = false;
+    for line in lines {
+        match destination {
+            Destination::Stdout => {
+                let mut out = std::io::stdout().lock();
+                // A reader gone (the parent ended) is not this run's
+                // failure: the results are written all the same.
+                let _ = writeln!(out, "{line}").and_then(|()| out.flush());
+            }
+            Destination::Http(base) => {
+                let url = format!("{base}/shards/{}/report", shard.index + 1);
+                match post(&agent, &url, &line) {
+                    Ok(answer) => {
+                        let stop_why = serde_json::from_str::<serde_json::Value>(&answer)
+                            .ok()
+                            .and_then(|v| v["stop"].as_str().map(String::from));
+                        if let Some(why) = stop_why {
+                            if !stop.is_stopping() {
+                                eprintln!("headroom: the fleet's coordinator stops the run: {why}");
+                                stop.stop_because(why);
+                            }
+                        }
+                    }
+                    Err(e) if !warned => {
+                        warned = true;
+                        eprintln!(
+                            "headroom: warning: cannot report to {url} ({e:#}); the run goes on"
+                        );
+                    }
+                    Err(_) => {}
+                }
+            }
+        }
+    }
+}
+
+fn agent() -> ureq::Agent {
+    ureq::Agent::config_builder()
+        .timeout_global(Some(POST_TIMEOUT))
+        .build()
+        .into()
+}
+
+/// POSTs `body` (JSON); the answer's body.
+fn post(agent: &ureq::Agent, url: &str, body: &str) -> anyhow::Result<String> {
+    let mut response = agent
+        .post(url)
+        .header("Content-Type", "application/json")
+        .send(body)?;
+    Ok(response.body_mut().read_to_string()?)
+}
