@@ -34,7 +34,7 @@ pub enum Report {
         of: u32,
         version: String,
     },
-    Second(SecondReport),
+    Second(Box<SecondReport>),
     /// The run ended; its results' totals (the last part-second too).
     End {
         requests: u64,
@@ -61,14 +61,14 @@ impl Report {
     /// The second `p` has just finished.
     pub fn second(p: &Progress) -> Report {
         let empty = Stats::new();
-        Report::Second(SecondReport {
+        Report::Second(Box::new(SecondReport {
             t_s: p.second.t_s,
             stats: StatsWire::from(p.recent.back().unwrap_or(&empty)),
             active_users: p.second.active_users,
             in_flight: p.second.in_flight,
             sockets_open: p.second.sockets_open,
             by_request: p.by_request.iter().map(|c| [c.ok, c.failed]).collect(),
-        })
+        }))
     }
 
     /// One line of NDJSON.
@@ -335,14 +335,14 @@ mod tests {
             s.ok += 1;
             s.status[200] += 1;
         }
-        Report::Second(SecondReport {
+        Report::Second(Box::new(SecondReport {
             t_s: t,
             stats: StatsWire::from(&s),
             active_users: 1,
             in_flight: 1,
             sockets_open: None,
             by_request: vec![[total, 0]],
-        })
+        }))
     }
 
     /// The fleet's merged seconds: (t, requests, p99 ms, max ms, total).
