@@ -9,17 +9,27 @@
 //!   `headroom run SCENARIO --shard $(JOB_COMPLETION_INDEX)+1/N --start-at T --out -`:
 //!   shard i+1 of N, all on one shared start, the results JSON on stdout.
 //!
+//! Each pod also reports every finished second on stdout (`--report-to -`,
+//! one JSON line), which `headroom k8s run` follows through `kubectl logs
+//! -f` to show and judge the fleet while it runs; a shard's exit code never
+//! carries thresholds (the verdict is the merge's), so one shard's breach
+//! neither fails the Job nor gets its siblings deleted.
+//!
 //! `headroom k8s collect JOB` reads each pod's log (`kubectl logs`), takes
 //! the results JSON out of it ([`results_in_log`]) and merges the shards.
 //! The manifests are built from the Kubernetes API types (`k8s-openapi`),
-//! so they are valid by construction, and read back into them in tests.
+//! so they are valid by construction, read back into them in tests, and
+//! meet the `restricted` Pod Security profile ([`pod_security`]).
+
+pub mod pod_security;
+pub mod room;
 
 pub use k8s_openapi;
 use k8s_openapi::api::batch::v1::{Job, JobSpec};
 use k8s_openapi::api::core::v1::{
-    ConfigMap, ConfigMapVolumeSource, Container, EnvVar, EnvVarSource, KeyToPath,
-    ObjectFieldSelector, PodSpec, PodTemplateSpec, ResourceRequirements, SecurityContext, Volume,
-    VolumeMount,
+    Capabilities, ConfigMap, ConfigMapVolumeSource, Container, EnvVar, EnvVarSource, KeyToPath,
+    ObjectFieldSelector, PodSecurityContext, PodSpec, PodTemplateSpec, ResourceRequirements,
+    SeccompProfile, SecurityContext, Toleration, Volume, VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -56,6 +66,42 @@ pub struct JobPlan {
     /// Per pod: CPU and memory requested (and the memory limit).
     pub cpu: String,
     pub memory: String,
+    /// The node's network instead of a pod network (no NAT or overlay in
+    /// the way of a large run; not allowed by the `restricted` profile).
+    pub host_network: bool,
+    /// Only nodes with these labels.
+    pub node_selector: BTreeMap<String, String>,
+    pub tolerations: Vec<Toleration>,
+}
+
+/// A toleration as `--toleration` takes it: `KEY[=VALUE][:EFFECT]`
+/// (`Equal` with a value, `Exists` without; any effect when none).
+pub fn parse_toleration(text: &str) -> Result<Toleration, String> {
+    let (rest, effect) = match text.rsplit_once(':') {
+        Some((rest, effect)) => (rest, Some(effect)),
+        None => (text, None),
+    };
+    if let Some(e) = effect {
+        if !["NoSchedule", "PreferNoSchedule", "NoExecute"].contains(&e) {
+            return Err(format!(
+                "`{text}`: the effect is NoSchedule, PreferNoSchedule or NoExecute, not `{e}`"
+            ));
+        }
+    }
+    let (key, value) = match rest.split_once('=') {
+        Some((k, v)) => (k, Some(v.to_string())),
+        None => (rest, None),
+    };
+    if key.is_empty() {
+        return Err(format!("`{text}`: write KEY[=VALUE][:EFFECT]"));
+    }
+    Ok(Toleration {
+        key: Some(key.to_string()),
+        operator: Some(if value.is_some() { "Equal" } else { "Exists" }.into()),
+        value,
+        effect: effect.map(String::from),
+        toleration_seconds: None,
+    })
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -158,6 +204,8 @@ pub fn manifests(plan: &JobPlan) -> Result<(ConfigMap, Job), K8sError> {
         plan.start_at.clone(),
         "--out".into(),
         "-".into(),
+        "--report-to".into(),
+        "-".into(),
         "-q".into(),
     ];
     args.extend(plan.run_flags.iter().cloned());
@@ -195,11 +243,18 @@ pub fn manifests(plan: &JobPlan) -> Result<(ConfigMap, Job), K8sError> {
             read_only: Some(true),
             ..VolumeMount::default()
         }]),
+        // What the `restricted` Pod Security profile asks of a container.
         security_context: Some(SecurityContext {
             run_as_non_root: Some(true),
             run_as_user: Some(65534),
+            run_as_group: Some(65534),
             read_only_root_filesystem: Some(true),
             allow_privilege_escalation: Some(false),
+            capabilities: Some(Capabilities {
+                drop: Some(vec!["ALL".into()]),
+                add: None,
+            }),
+            seccomp_profile: Some(runtime_default()),
             ..SecurityContext::default()
         }),
         ..Container::default()
@@ -210,9 +265,12 @@ pub fn manifests(plan: &JobPlan) -> Result<(ConfigMap, Job), K8sError> {
             completion_mode: Some("Indexed".into()),
             completions: Some(plan.shards as i32),
             parallelism: Some(plan.shards as i32),
-            // A shard that failed is not run again: it would miss the
-            // shared start; the merge says which shard is missing.
-            backoff_limit: Some(0),
+            // A shard that failed is not run again (it would miss the
+            // shared start; the merge says which shard is missing), and
+            // does not fail the Job early: with a Job-wide backoffLimit
+            // of 0, Kubernetes deletes the other shards' running pods.
+            backoff_limit_per_index: Some(0),
+            max_failed_indexes: Some(plan.shards as i32),
             template: PodTemplateSpec {
                 metadata: Some(ObjectMeta {
                     labels: Some(labels(plan)),
@@ -221,6 +279,17 @@ pub fn manifests(plan: &JobPlan) -> Result<(ConfigMap, Job), K8sError> {
                 spec: Some(PodSpec {
                     restart_policy: Some("Never".into()),
                     containers: vec![container],
+                    security_context: Some(PodSecurityContext {
+                        run_as_non_root: Some(true),
+                        seccomp_profile: Some(runtime_default()),
+                        ..PodSecurityContext::default()
+                    }),
+                    host_network: plan.host_network.then_some(true),
+                    // With the host's network, the cluster's DNS still.
+                    dns_policy: plan.host_network.then(|| "ClusterFirstWithHostNet".into()),
+                    node_selector: (!plan.node_selector.is_empty())
+                        .then(|| plan.node_selector.clone()),
+                    tolerations: (!plan.tolerations.is_empty()).then(|| plan.tolerations.clone()),
                     volumes: Some(vec![Volume {
                         name: "scenario".into(),
                         config_map: Some(ConfigMapVolumeSource {
@@ -238,6 +307,13 @@ pub fn manifests(plan: &JobPlan) -> Result<(ConfigMap, Job), K8sError> {
         ..Job::default()
     };
     Ok((config_map, job))
+}
+
+fn runtime_default() -> SeccompProfile {
+    SeccompProfile {
+        type_: "RuntimeDefault".into(),
+        localhost_profile: None,
+    }
 }
 
 /// A manifest as YAML, with its `apiVersion` and `kind`.
@@ -290,6 +366,9 @@ mod tests {
             run_flags: vec!["--threads".into(), "2".into()],
             cpu: "2".into(),
             memory: "1Gi".into(),
+            host_network: false,
+            node_selector: BTreeMap::new(),
+            tolerations: Vec::new(),
         }
     }
 
@@ -329,6 +408,48 @@ mod tests {
             "user\na\n",
             "the feeder's rows are in the ConfigMap"
         );
+    }
+
+    #[test]
+    fn the_pods_meet_the_restricted_profile_unless_they_take_the_hosts_network() {
+        let (_, job) = manifests(&plan()).unwrap();
+        let spec = job.spec.unwrap();
+        assert_eq!(spec.backoff_limit, None);
+        assert_eq!(spec.backoff_limit_per_index, Some(0));
+        let pod = spec.template.spec.unwrap();
+        assert_eq!(pod_security::restricted(&pod), Vec::<String>::new());
+        let mut p = plan();
+        p.host_network = true;
+        p.node_selector = BTreeMap::from([("pool".into(), "load".into())]);
+        p.tolerations = vec![parse_toleration("dedicated=load:NoSchedule").unwrap()];
+        let pod = manifests(&p)
+            .unwrap()
+            .1
+            .spec
+            .unwrap()
+            .template
+            .spec
+            .unwrap();
+        assert_eq!(pod.node_selector.as_ref().unwrap()["pool"], "load");
+        let t = &pod.tolerations.as_ref().unwrap()[0];
+        assert_eq!(
+            (
+                t.operator.as_deref(),
+                t.value.as_deref(),
+                t.effect.as_deref()
+            ),
+            (Some("Equal"), Some("load"), Some("NoSchedule"))
+        );
+        assert_eq!(
+            pod_security::restricted(&pod),
+            vec!["hostNetwork: true (host namespaces are not allowed)".to_string()]
+        );
+        assert_eq!(
+            parse_toleration("gpu").unwrap().operator.as_deref(),
+            Some("Exists")
+        );
+        assert!(parse_toleration("gpu:Sometimes").is_err());
+        assert!(parse_toleration("=x").is_err());
     }
 
     #[test]

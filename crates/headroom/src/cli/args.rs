@@ -332,6 +332,16 @@ pub struct RunCmdArgs {
     pub scale: ScaleArgs,
 }
 
+/// `headroom run`'s flags alone, as `k8s run` reads the run flags its
+/// pods get (to know their plan, thresholds and aborts).
+#[derive(clap::Parser, Debug, Clone)]
+pub struct RunOnly {
+    #[command(flatten)]
+    pub run: RunArgs,
+    #[command(flatten)]
+    pub scale: ScaleArgs,
+}
+
 /// Scale-out: shards of one plan that together run exactly the plan.
 #[derive(Args, Debug, Clone, Default)]
 #[command(next_help_heading = "Scale-out")]
@@ -409,7 +419,8 @@ pub struct MergeArgs {
     pub reports: ReportArgs,
 }
 
-/// `headroom k8s`: manifests for an Indexed Job, or (`collect`) its results.
+/// `headroom k8s`: manifests for an Indexed Job, the whole run on a
+/// cluster (`run`), or (`collect`) the Job's results.
 #[derive(Args, Debug, Clone)]
 #[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
 pub struct K8sArgs {
@@ -423,10 +434,14 @@ pub struct K8sArgs {
 pub enum K8sCommand {
     /// Read the results of the Job's pods (`kubectl logs`) and merge them.
     Collect(K8sCollectArgs),
+    /// The whole run on a cluster: apply the Job, follow the shards live,
+    /// merge, judge the thresholds on the merge, delete the Job.
+    Run(Box<K8sRunArgs>),
 }
 
+/// What the pods run, and where: shared by `k8s` and `k8s run`.
 #[derive(Args, Debug, Clone)]
-pub struct K8sJobArgs {
+pub struct K8sPodArgs {
     /// The scenario file; it and the files it reads (feeders, bodies, CA
     /// file) go into a ConfigMap.
     #[arg(value_name = "SCENARIO", required = true)]
@@ -443,22 +458,88 @@ pub struct K8sJobArgs {
     /// The Job's name [default: headroom-<scenario name>].
     #[arg(long, value_name = "NAME")]
     pub name: Option<String>,
-    /// When every shard starts: RFC 3339 UTC or +DURATION from now. Apply
-    /// the manifests before then.
-    #[arg(long, value_name = "TIME", value_parser = parse_start_at, default_value = "+2m")]
-    pub start_at: std::time::SystemTime,
     /// CPU requested per pod.
     #[arg(long, default_value = "1")]
     pub cpu: String,
     /// Memory requested (and limited to) per pod.
     #[arg(long, default_value = "1Gi")]
     pub memory: String,
-    /// Folder the YAML manifests are written into.
-    #[arg(short = 'o', long, value_name = "DIR", required = true)]
-    pub out: Option<std::path::PathBuf>,
+    /// The pods use the node's network (hostNetwork: no overlay or NAT in
+    /// the way of a large run; one pod per node and port range; refused in
+    /// a namespace that enforces the `restricted` profile).
+    #[arg(long)]
+    pub host_network: bool,
+    /// Run the pods only on nodes with this label (repeatable), e.g.
+    /// --node-selector pool=load.
+    #[arg(long, value_name = "KEY=VALUE", value_parser = parse_label)]
+    pub node_selector: Vec<(String, String)>,
+    /// Let the pods run on nodes with this taint (repeatable):
+    /// KEY[=VALUE][:EFFECT], e.g. --toleration dedicated=load:NoSchedule.
+    #[arg(long, value_name = "TAINT", value_parser = headroom_k8s::parse_toleration)]
+    pub toleration: Vec<headroom_k8s::k8s_openapi::api::core::v1::Toleration>,
     /// More `headroom run` flags for every pod, after `--`, e.g. -- --threads 2
     #[arg(last = true, value_name = "RUN FLAGS")]
     pub run_flags: Vec<String>,
+}
+
+fn parse_label(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((k, v)) if !k.is_empty() => Ok((k.to_string(), v.to_string())),
+        _ => Err(format!("`{s}`: write KEY=VALUE")),
+    }
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct K8sJobArgs {
+    #[command(flatten)]
+    pub pods: K8sPodArgs,
+    /// When every shard starts: RFC 3339 UTC or +DURATION from now. Apply
+    /// the manifests before then.
+    #[arg(long, value_name = "TIME", value_parser = parse_start_at, default_value = "+2m")]
+    pub start_at: std::time::SystemTime,
+    /// Folder the YAML manifests are written into.
+    #[arg(short = 'o', long, value_name = "DIR", required = true)]
+    pub out: Option<std::path::PathBuf>,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct K8sRunArgs {
+    #[command(flatten)]
+    pub pods: K8sPodArgs,
+    /// When every shard starts: RFC 3339 UTC or +DURATION from now
+    /// [default: 30 s after the Job is applied]. Given, the run is refused
+    /// when the nodes cannot hold every pod by then.
+    #[arg(long, value_name = "TIME", value_parser = parse_start_at)]
+    pub start_at: Option<std::time::SystemTime>,
+    /// Give up on a pod still not running this long after the start (it
+    /// is left out of the merge, and named).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "2m")]
+    pub start_timeout: Duration,
+    /// Leave the Job and ConfigMap in the cluster afterwards.
+    #[arg(long)]
+    pub keep: bool,
+    /// The kubectl to run.
+    #[arg(long, value_name = "PATH", default_value = "kubectl")]
+    pub kubectl: String,
+    /// Write the merged results (JSON) here.
+    #[arg(short = 'o', long, value_name = "FILE")]
+    pub out: Option<std::path::PathBuf>,
+    /// Keep each shard's results file in this folder too.
+    #[arg(long, value_name = "DIR")]
+    pub shards_dir: Option<std::path::PathBuf>,
+    /// Nothing but errors.
+    #[arg(short, long)]
+    pub quiet: bool,
+    /// The fleet's live line: auto (on a terminal, a plain line every 10 s
+    /// otherwise), always (the plain line), never.
+    #[arg(long, value_enum, default_value_t = ProgressFlag::Auto)]
+    pub progress: ProgressFlag,
+    #[command(flatten)]
+    pub reports: ReportArgs,
+    #[command(flatten)]
+    pub metrics: MetricsArgs,
+    #[command(flatten)]
+    pub dashboard: DashboardArgs,
 }
 
 #[derive(Args, Debug, Clone)]

@@ -4,7 +4,7 @@
 //! results from `kubectl logs`, merged. See `headroom-k8s` and the README's
 //! "Running on Kubernetes".
 
-use super::args::{K8sArgs, K8sCollectArgs, K8sCommand, K8sJobArgs};
+use super::args::{K8sArgs, K8sCollectArgs, K8sCommand, K8sJobArgs, K8sPodArgs};
 use super::exit::EXIT_OK;
 use super::merge::merge_and_report;
 use super::outputs::Outputs;
@@ -14,10 +14,12 @@ use headroom_records::merge::ShardFile;
 use headroom_records::Results;
 use std::path::{Component, Path};
 use std::process::Command;
+use std::time::SystemTime;
 
 pub fn k8s(args: K8sArgs) -> anyhow::Result<i32> {
     match args.collect {
         Some(K8sCommand::Collect(collect_args)) => collect(collect_args),
+        Some(K8sCommand::Run(run_args)) => super::k8s_run::run(*run_args),
         None => write_job(args.job),
     }
 }
@@ -45,11 +47,13 @@ fn default_name(scenario: &Path) -> String {
     format!("headroom-{}", name.trim_matches('-'))
 }
 
-fn write_job(args: K8sJobArgs) -> anyhow::Result<i32> {
-    let (Some(scenario), Some(shards), Some(image), Some(dir)) =
-        (&args.scenario, args.shards, &args.image, &args.out)
+/// The Job's plan from the pods' flags: the scenario and the files it
+/// reads, checked here first (a bad scenario is refused once, not in N
+/// pods).
+pub fn job_plan(args: &K8sPodArgs, start_at: SystemTime) -> anyhow::Result<JobPlan> {
+    let (Some(scenario), Some(shards), Some(image)) = (&args.scenario, args.shards, &args.image)
     else {
-        bail!("give SCENARIO, --shards, --image and --out");
+        bail!("give SCENARIO, --shards and --image");
     };
     let file = headroom_scenario::read(scenario)?;
     let folder = scenario.parent().unwrap_or(Path::new("."));
@@ -91,17 +95,28 @@ fn write_job(args: K8sJobArgs) -> anyhow::Result<i32> {
             size / 1024
         );
     }
-    let plan = JobPlan {
+    Ok(JobPlan {
         name: args.name.clone().unwrap_or_else(|| default_name(scenario)),
         namespace: args.namespace.clone(),
         image: image.clone(),
         shards,
         files,
-        start_at: humantime::format_rfc3339_millis(args.start_at).to_string(),
+        start_at: humantime::format_rfc3339_millis(start_at).to_string(),
         run_flags: args.run_flags.clone(),
         cpu: args.cpu.clone(),
         memory: args.memory.clone(),
+        host_network: args.host_network,
+        node_selector: args.node_selector.iter().cloned().collect(),
+        tolerations: args.toleration.clone(),
+    })
+}
+
+fn write_job(args: K8sJobArgs) -> anyhow::Result<i32> {
+    let Some(dir) = &args.out else {
+        bail!("give SCENARIO, --shards, --image and --out");
     };
+    let plan = job_plan(&args.pods, args.start_at)?;
+    let (shards, scenario) = (plan.shards, args.pods.scenario.clone().unwrap_or_default());
     let (config_map, job) = manifests(&plan)?;
     std::fs::create_dir_all(dir)
         .with_context(|| format!("cannot make the folder {}", dir.display()))?;
@@ -116,7 +131,8 @@ fn write_job(args: K8sJobArgs) -> anyhow::Result<i32> {
         "wrote {dir}/configmap.yaml and {dir}/job.yaml: {shards} shards of {scenario}, starting at {start}\n\
          next:  kubectl apply -f {dir}      (before {start})\n\
          then:  kubectl wait --for=condition=complete job/{name} -n {ns} --timeout=1h\n\
-         and:   headroom k8s collect {name} -n {ns} --out merged.json",
+         and:   headroom k8s collect {name} -n {ns} --out merged.json --allow-partial\n\
+         (or all in one: headroom k8s run … instead of these three)",
         dir = dir.display(),
         scenario = scenario.display(),
         start = plan.start_at,
@@ -126,7 +142,7 @@ fn write_job(args: K8sJobArgs) -> anyhow::Result<i32> {
     Ok(EXIT_OK)
 }
 
-fn kubectl(kubectl: &str, args: &[&str]) -> anyhow::Result<String> {
+pub fn kubectl(kubectl: &str, args: &[&str]) -> anyhow::Result<String> {
     let out = Command::new(kubectl)
         .args(args)
         .output()
@@ -167,8 +183,22 @@ fn collect(args: K8sCollectArgs) -> anyhow::Result<i32> {
         std::fs::create_dir_all(dir)?;
     }
     let mut files = Vec::new();
+    let mut skipped = Vec::new();
     for pod in pods {
-        let log = kubectl(&args.kubectl, &["logs", "-n", ns, pod])?;
+        let log = match kubectl(&args.kubectl, &["logs", "-n", ns, pod]) {
+            Ok(log) => log,
+            // A pod that never started has no log ("waiting to start").
+            Err(e) if args.allow_partial => {
+                eprintln!("headroom: skipped {pod}: no log ({e:#})");
+                skipped.push(pod);
+                continue;
+            }
+            Err(e) => {
+                return Err(e.context(format!(
+                    "{pod} has no log (never started?): give --allow-partial to merge the others"
+                )))
+            }
+        };
         let Some(json) = results_in_log(&log) else {
             eprintln!("headroom: {pod}: no results in its log (did it finish?)");
             continue;
@@ -183,6 +213,13 @@ fn collect(args: K8sCollectArgs) -> anyhow::Result<i32> {
             file: pod.to_string(),
             results,
         });
+    }
+    if !skipped.is_empty() {
+        eprintln!(
+            "headroom: merged without {} (never started): {}",
+            skipped.len(),
+            skipped.join(", ")
+        );
     }
     merge_and_report(files, args.allow_partial, &outputs)
 }

@@ -145,7 +145,7 @@ pub fn events_for(port: u16, long: Duration) -> Vec<String> {
 
 /// The whole event stream once it has ended (the page lingers after the
 /// run, so the stream is read again until its last event is `end`).
-fn events_until_end(port: u16, within: Duration, what: &str) -> Vec<serde_json::Value> {
+pub(crate) fn events_until_end(port: u16, within: Duration, what: &str) -> Vec<serde_json::Value> {
     let deadline = Instant::now() + within;
     loop {
         let events: Vec<serde_json::Value> = events_for(port, Duration::from_millis(1000))

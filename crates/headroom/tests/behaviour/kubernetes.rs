@@ -184,3 +184,330 @@ fn files_outside_the_scenario_folder_are_refused() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("outside the scenario's folder"), "{stderr}");
 }
+
+/// A cluster of local processes behind a stand-in `kubectl`
+/// (`tests/common/fake_kubectl.py`): pods are processes running the Job's
+/// arguments exactly; what `kubectl` was asked is in `calls`.
+struct FakeCluster {
+    dir: tempfile::TempDir,
+    kubectl: std::path::PathBuf,
+}
+
+impl FakeCluster {
+    fn new() -> FakeCluster {
+        let dir = tempfile::tempdir().unwrap();
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/common/fake_kubectl.py");
+        let kubectl = dir.path().join("kubectl");
+        std::fs::write(
+            &kubectl,
+            format!("#!/bin/sh\nexec python3 {script} \"$@\"\n"),
+        )
+        .unwrap();
+        std::fs::set_permissions(&kubectl, std::fs::Permissions::from_mode(0o755)).unwrap();
+        FakeCluster { dir, kubectl }
+    }
+
+    /// `headroom k8s run SCENARIO --shards N … -- RUN_FLAGS`, with the
+    /// stand-in's settings in `env`.
+    fn command(
+        &self,
+        scenario: &std::path::Path,
+        shards: u32,
+        args: &[&str],
+        env: &[(&str, &str)],
+        run_flags: &[&str],
+    ) -> Command {
+        let mut c = Command::new(headroom_bin());
+        c.args(["k8s", "run", scenario.to_str().unwrap()])
+            .args(["--shards", &shards.to_string(), "--image", "headroom:test"])
+            .args(["--kubectl", self.kubectl.to_str().unwrap(), "-n", "load"])
+            .args(args)
+            .arg("--")
+            .args(run_flags)
+            .env("FAKE_KUBE_DIR", self.dir.path())
+            .env("FAKE_HEADROOM", headroom_bin());
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        c
+    }
+
+    fn calls(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("calls")).unwrap_or_default()
+    }
+
+    fn job(&self) -> Job {
+        serde_json::from_str(&std::fs::read_to_string(self.dir.path().join("job.json")).unwrap())
+            .unwrap()
+    }
+}
+
+fn hello_scenario(target: &Target, path: &str) -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = scenario_dir(&[]);
+    let scenario = dir.path().join("hello.toml");
+    std::fs::write(
+        &scenario,
+        format!(
+            "base_url = \"{}\"\n[[request]]\nname = \"hello\"\npath = \"{path}\"\n",
+            target.url("")
+        ),
+    )
+    .unwrap();
+    (dir, scenario)
+}
+
+fn results_of(path: &std::path::Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+/// The whole run in one command: the fleet shown live (its seconds equal
+/// the merged results'), the thresholds judged on the merge (the exit
+/// code), the Job meeting the `restricted` profile, and deleted at the end.
+#[test]
+fn k8s_run_follows_the_fleet_merges_and_judges_the_thresholds_on_the_merge() {
+    let target = Target::start(1, 8);
+    let before = target.requests();
+    let (_dir, scenario) = hello_scenario(&target, "/sleep?ms=3");
+    let cluster = FakeCluster::new();
+    let out = cluster.dir.path().join("merged.json");
+    let port = crate::common::free_port();
+    let mut run = crate::common::ProcessGuard {
+        child: cluster
+            .command(
+                &scenario,
+                3,
+                &[
+                    "--start-at",
+                    "+2s",
+                    "--out",
+                    out.to_str().unwrap(),
+                    &format!("--dashboard=127.0.0.1:{port}"),
+                    // Long enough to read the stream's end; then it exits.
+                    "--dashboard-linger",
+                    "5s",
+                ],
+                &[],
+                &["--rate", "150", "-d", "4s", "--threshold", "p99<1ms"],
+            )
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap(),
+    };
+    crate::common::wait_for_port(port);
+    let events = crate::dashboard::events_until_end(
+        port,
+        std::time::Duration::from_secs(60),
+        "the fleet did not end",
+    );
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let status = loop {
+        if let Some(s) = run.child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(std::time::Instant::now() < deadline, "k8s run did not end");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(run.child.stderr.as_mut().unwrap(), &mut stderr).unwrap();
+    // Every pod's shard passed nothing on its own: the merge breached it.
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("thresholds breached: p99<1ms"), "{stderr}");
+    assert!(stderr.contains("pods 3/3 scheduled"), "{stderr}");
+    let m = results_of(&out);
+    assert_eq!(m["requests"]["total"], 600);
+    assert_eq!(target.requests() - before, 600);
+    assert_eq!(m["meta"]["shards"].as_array().unwrap().len(), 3);
+    // The fleet's live seconds are the merged results' seconds, exactly.
+    let timeline = m["timeline"].as_array().unwrap();
+    let seconds: Vec<&serde_json::Value> =
+        events.iter().filter(|e| e["kind"] == "second").collect();
+    assert!(seconds.len() >= 3, "{} seconds", seconds.len());
+    for s in &seconds {
+        let t = s["t_s"].as_u64().unwrap() as usize;
+        assert_eq!(s["requests"], timeline[t - 1]["requests"], "second {t}");
+    }
+    // The Job: restricted-compliant, and gone afterwards.
+    let pod = cluster.job().spec.unwrap().template.spec.unwrap();
+    assert_eq!(
+        headroom_k8s::pod_security::restricted(&pod),
+        Vec::<String>::new()
+    );
+    let calls = cluster.calls();
+    assert!(
+        calls.contains("delete -n load job/headroom-hello configmap/headroom-hello-scenario"),
+        "{calls}"
+    );
+}
+
+/// A pod that never starts is given up and named; a late one joins late
+/// and is named; the merge is of what ran, and the server saw exactly it.
+#[test]
+fn k8s_run_leaves_out_a_pod_that_never_starts_and_names_a_late_one() {
+    let target = Target::start(1, 8);
+    let before = target.requests();
+    let (_dir, scenario) = hello_scenario(&target, "/hello");
+    let cluster = FakeCluster::new();
+    let out = cluster.dir.path().join("merged.json");
+    let o = cluster
+        .command(
+            &scenario,
+            3,
+            &[
+                "--start-at",
+                "+2s",
+                "--start-timeout",
+                "2s",
+                "--out",
+                out.to_str().unwrap(),
+                "--keep",
+            ],
+            &[("FAKE_NEVER_START", "2"), ("FAKE_LATE", "1:4")],
+            &["--rate", "60", "-d", "5s"],
+        )
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("shard 3/3 (headroom-hello-2-fake) never started (ContainerCreating)"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("late: headroom-hello-1-fake"), "{stderr}");
+    assert!(stderr.contains("kept job/headroom-hello"), "{stderr}");
+    let m = results_of(&out);
+    assert_eq!(m["meta"]["shards"].as_array().unwrap().len(), 2);
+    let not_sent = m["errors"]["not_sent"].as_u64().unwrap_or(0);
+    assert!(not_sent > 0, "the late shard missed arrivals: {m}");
+    assert_eq!(
+        target.requests() - before,
+        m["requests"]["total"].as_u64().unwrap() - not_sent
+    );
+    assert!(!cluster.calls().contains("delete"), "--keep");
+
+    // The Job kept: `k8s collect` merges the pods that ran only when told
+    // to, naming the one that never started.
+    let collect = |partial: bool| {
+        let mut c = Command::new(headroom_bin());
+        c.args(["k8s", "collect", "headroom-hello", "-n", "load"])
+            .args(["--kubectl", cluster.kubectl.to_str().unwrap()])
+            .env("FAKE_KUBE_DIR", cluster.dir.path())
+            .env("FAKE_NEVER_START", "2");
+        if partial {
+            c.arg("--allow-partial");
+        }
+        c.output().unwrap()
+    };
+    let refused = collect(false);
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("give --allow-partial"), "{stderr}");
+    let partial = collect(true);
+    let stderr = String::from_utf8_lossy(&partial.stderr);
+    assert!(
+        stderr.contains("skipped pod/headroom-hello-2-fake") && stderr.contains("waiting to start"),
+        "{stderr}"
+    );
+    assert_eq!(partial.status.code(), Some(0), "{stderr}");
+    let summary = String::from_utf8_lossy(&partial.stdout);
+    assert!(summary.contains("shard 3/3 missing"), "{summary}");
+}
+
+/// Ctrl-C suspends the Job: every pod is stopped and writes what it
+/// measured, and the merge still happens; a fleet abort does the same.
+#[test]
+fn k8s_run_stops_every_pod_on_ctrl_c_and_on_a_fleet_abort() {
+    let target = Target::start(1, 8);
+    for abort in [false, true] {
+        let before = target.requests();
+        let (_dir, scenario) = hello_scenario(&target, "/sleep?ms=3");
+        let cluster = FakeCluster::new();
+        let out = cluster.dir.path().join("merged.json");
+        let mut flags = vec!["--rate", "60", "-d", "60s"];
+        if abort {
+            flags.extend([
+                "--abort-on",
+                "p99<1ms",
+                "--abort-delay",
+                "1s",
+                "--abort-window",
+                "1s",
+            ]);
+        }
+        let started = std::time::Instant::now();
+        let mut run = crate::common::ProcessGuard {
+            child: cluster
+                .command(
+                    &scenario,
+                    2,
+                    &["--start-at", "+2s", "--out", out.to_str().unwrap()],
+                    &[],
+                    &flags,
+                )
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap(),
+        };
+        if !abort {
+            std::thread::sleep(std::time::Duration::from_secs(5));
+            unsafe { libc::kill(run.pid(), libc::SIGINT) };
+        }
+        let status = loop {
+            if let Some(s) = run.child.try_wait().unwrap() {
+                break s;
+            }
+            assert!(
+                started.elapsed() < std::time::Duration::from_secs(30),
+                "not stopped"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        };
+        let mut stderr = String::new();
+        std::io::Read::read_to_string(run.child.stderr.as_mut().unwrap(), &mut stderr).unwrap();
+        assert!(cluster.calls().contains("patch -n load job/headroom-hello"));
+        let m = results_of(&out);
+        assert_eq!(m["meta"]["shards"].as_array().unwrap().len(), 2, "{stderr}");
+        assert_eq!(
+            target.requests() - before,
+            m["requests"]["total"].as_u64().unwrap(),
+            "nothing lost"
+        );
+        if abort {
+            assert_eq!(status.code(), Some(1), "{stderr}");
+            assert_eq!(m["abort"]["threshold"], "p99<1ms");
+            let at = m["abort"]["at_s"].as_f64().unwrap();
+            let seconds = m["timeline"].as_array().unwrap().len() as f64;
+            assert!(seconds <= at + 2.0, "{seconds} s, abort at {at} s");
+        } else {
+            assert_eq!(status.code(), Some(130), "{stderr}");
+            assert_eq!(m["interrupted"], true);
+        }
+    }
+}
+
+/// Pods that cannot all fit by a given start are refused before anything
+/// is applied.
+#[test]
+fn k8s_run_refuses_pods_that_do_not_fit_by_the_given_start() {
+    let target = Target::start(1, 1);
+    let (_dir, scenario) = hello_scenario(&target, "/hello");
+    let cluster = FakeCluster::new();
+    let o = cluster
+        .command(
+            &scenario,
+            3,
+            &["--start-at", "+1m", "--cpu", "1500m"],
+            &[("FAKE_NODE_CPU", "4")],
+            &["-n", "10"],
+        )
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("3 pods × --cpu 1500m do not fit: the nodes have room for 2"),
+        "{stderr}"
+    );
+    assert!(!cluster.calls().contains("apply"));
+}

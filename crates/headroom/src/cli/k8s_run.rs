@@ -1,0 +1,651 @@
+//! `headroom k8s run SCENARIO --shards N --image IMAGE`: the whole run on
+//! a cluster in one command, through `kubectl` (what every user of a
+//! cluster already has, configured: contexts, credentials, exec plugins,
+//! proxies — a client library would have to redo all of that).
+//!
+//! ```text
+//!  check the nodes have room ─▶ kubectl apply (ConfigMap + Indexed Job)
+//!  every second: kubectl get pods ─▶ progress line (scheduled / running /
+//!    done, late pods named); each running pod followed (kubectl logs -f)
+//!  its report lines ─▶ FleetView: live line, metrics, dashboard, aborts
+//!  Ctrl-C or a fleet abort ─▶ the Job suspended: Kubernetes sends its
+//!    pods SIGTERM, each writes what it measured to its log
+//!  every pod ended ─▶ results out of the logs, merged, thresholds judged
+//!    on the merge (the exit code), Job and ConfigMap deleted (--keep)
+//! ```
+
+use super::args::K8sRunArgs;
+use super::dashboard::Dashboard;
+use super::exit::install_interrupt;
+use super::fleet::view::FleetView;
+use super::k8s::{job_plan, kubectl};
+use super::live::{Live, ProgressMode};
+use super::outputs::{finish, Outputs};
+use anyhow::{bail, Context};
+use clap::Parser;
+use headroom_engine::StopSignal;
+use headroom_k8s::{manifests, pod_security, results_in_log, room};
+use headroom_records::merge::{merge, ShardFile};
+use serde_json::Value;
+use std::io::BufRead;
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant, SystemTime};
+
+/// From apply to the shared start, when `--start-at` is not given: time
+/// for the scheduler, the image and the kubelet.
+const LEAD: Duration = Duration::from_secs(30);
+/// How often the pods are listed.
+const POLL: Duration = Duration::from_secs(1);
+
+/// `headroom run` flags the Job sets itself (or `k8s run` takes).
+const SET_BY_THE_JOB: &[&str] = &[
+    "--shard",
+    "--start-at",
+    "--out",
+    "-o",
+    "--report-to",
+    "--processes",
+    "--html",
+    "--csv",
+    "--junit",
+    "--hdr-log",
+    "--dashboard",
+    "--metrics-listen",
+    "--metrics-push",
+];
+
+/// The Job and its ConfigMap, deleted when the run ends however it ends
+/// (unless `--keep`).
+struct Applied<'a> {
+    kubectl: &'a str,
+    namespace: &'a str,
+    name: String,
+    keep: bool,
+}
+
+impl Drop for Applied<'_> {
+    fn drop(&mut self) {
+        let config = format!("configmap/{}-scenario", self.name);
+        let job = format!("job/{}", self.name);
+        if self.keep {
+            eprintln!(
+                "headroom: kept {job} and {config} in namespace {} (--keep)",
+                self.namespace
+            );
+            return;
+        }
+        let deleted = kubectl(
+            self.kubectl,
+            &[
+                "delete",
+                "-n",
+                self.namespace,
+                &job,
+                &config,
+                "--cascade=background",
+                "--wait=false",
+            ],
+        );
+        if let Err(e) = deleted {
+            eprintln!(
+                "headroom: warning: {e:#}; delete them with `kubectl delete -n {} {job} {config}`",
+                self.namespace
+            );
+        }
+    }
+}
+
+/// One shard's pod as the poll last saw it.
+#[derive(Default)]
+struct Pod {
+    name: Option<String>,
+    phase: String,
+    /// Why it is not running yet (ContainerCreating, ImagePullBackOff…).
+    waiting: Option<String>,
+    node: Option<String>,
+    followed: bool,
+    /// Its log as followed so far.
+    log: Vec<String>,
+    /// The follower ended (the container did, or the pod went).
+    log_done: bool,
+    /// Told to the view: ended, with why when it left no results.
+    ended: bool,
+}
+
+pub fn run(args: K8sRunArgs) -> anyhow::Result<i32> {
+    let pods_args = &args.pods;
+    let (Some(scenario_path), Some(shards)) = (&pods_args.scenario, pods_args.shards) else {
+        bail!("give SCENARIO, --shards and --image");
+    };
+    if let Some(flag) = pods_args.run_flags.iter().find(|f| {
+        SET_BY_THE_JOB
+            .iter()
+            .any(|s| *f == s || f.starts_with(&format!("{s}=")))
+    }) {
+        bail!(
+            "{flag} after `--`: the Job sets it for every pod (outputs, dashboard and metrics are \
+             `k8s run`'s own flags, for the merged run)"
+        );
+    }
+    // The plan the pods run, as they will build it: for the fleet's view,
+    // thresholds and aborts.
+    let run_words = std::iter::once("run".to_string())
+        .chain(std::iter::once(scenario_path.display().to_string()))
+        .chain(pods_args.run_flags.iter().cloned());
+    let run_args = super::args::RunOnly::try_parse_from(run_words)
+        .map_err(|e| anyhow::anyhow!("the run flags after `--`: {e}"))?;
+    let scenario = plan_of(&run_args.run)?;
+    let from_flags = Outputs::from_args(&run_args.run);
+    let outputs = Outputs {
+        out: args.out.as_deref(),
+        html: args.reports.html.as_deref(),
+        markdown: args.reports.markdown,
+        quiet: args.quiet,
+        progress: args.progress.into(),
+        thresholds: from_flags.thresholds.clone(),
+        ..Outputs::default()
+    };
+    outputs.check_writable()?;
+    let stop = StopSignal::new();
+    install_interrupt(&stop)?;
+    let k = args.kubectl.as_str();
+    let ns = pods_args.namespace.as_str();
+
+    check_room(&args, shards)?;
+    let start = args.start_at.unwrap_or_else(|| SystemTime::now() + LEAD);
+    let job = job_plan(pods_args, start)?;
+    let (config_map, job_manifest) = manifests(&job)?;
+    check_pod_security(k, ns, &job_manifest)?;
+    let list = serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "List",
+        "items": [config_map, job_manifest],
+    });
+    apply(k, &list.to_string())?;
+    let _applied = Applied {
+        kubectl: k,
+        namespace: ns,
+        name: job.name.clone(),
+        keep: args.keep,
+    };
+    let quiet = args.quiet;
+    if !quiet {
+        eprintln!(
+            "headroom: job/{} applied in namespace {ns}: {shards} pods, starting at {}",
+            job.name, job.start_at
+        );
+    }
+
+    let exporter = super::metrics::Exporter::start(&args.metrics)?;
+    let dashboard = Dashboard::start(
+        &args.dashboard,
+        &stop,
+        &format!("job/{} — {shards} pods", job.name),
+        None,
+    )?;
+    let mode = if quiet {
+        ProgressMode::Never
+    } else {
+        outputs.progress
+    };
+    let plan = &scenario.plan;
+    let mut view = FleetView::new(
+        plan,
+        shards as usize,
+        &scenario.aborts,
+        Live::new(plan.load_duration(), mode),
+        exporter.as_ref().map(|e| e.metrics.clone()),
+        dashboard.as_ref().map(|d| d.feed.clone()),
+        quiet,
+    );
+    let start_instant = super::run::instant_of(start);
+    let mut pods: Vec<Pod> = (0..shards).map(|_| Pod::default()).collect();
+    let (lines_to, lines) = mpsc::channel::<(usize, Option<String>)>();
+    let mut suspended = false;
+    let mut last_poll: Option<Instant> = None;
+    let mut last_progress = String::new();
+    let mut refused_since: Option<Instant> = None;
+    let applied_at = Instant::now();
+    loop {
+        let now = Instant::now();
+        if stop.was_interrupted() && !suspended {
+            suspended = true;
+            suspend(k, ns, &job.name, "interrupted: stopping every pod");
+        }
+        while let Ok((shard, line)) = lines.try_recv() {
+            let pod = &mut pods[shard];
+            match line {
+                Some(line) => {
+                    view.line(shard, &line);
+                    pod.log.push(line);
+                }
+                None => pod.log_done = true,
+            }
+        }
+        if last_poll.is_none_or(|t| now.duration_since(t) >= POLL) {
+            last_poll = Some(now);
+            let listed = list_pods(k, ns, &job.name)?;
+            if listed.is_empty() && now.duration_since(applied_at) > Duration::from_secs(5) {
+                // No pod at all: the Job's pods may be refused.
+                if let Some(why) = refused(k, ns, &job.name) {
+                    refused_since.get_or_insert(now);
+                    if now.duration_since(refused_since.unwrap_or(now)) > Duration::from_secs(10) {
+                        bail!("the Job's pods are refused: {why}");
+                    }
+                }
+            }
+            for (shard, state) in listed {
+                let Some(pod) = pods.get_mut(shard) else {
+                    continue;
+                };
+                let gone_to_new_pod = pod.name.as_ref().is_some_and(|n| *n != state.name);
+                if gone_to_new_pod && pod.followed {
+                    continue; // a replacement: the shard already ran
+                }
+                pod.name = Some(state.name.clone());
+                pod.phase = state.phase.clone();
+                pod.waiting = state.waiting.clone();
+                pod.node = state.node.clone();
+                if !pod.followed && matches!(pod.phase.as_str(), "Running" | "Succeeded" | "Failed")
+                {
+                    pod.followed = true;
+                    follow(k, ns, &state.name, shard, lines_to.clone())?;
+                }
+            }
+            // Pods that have not started by the start plus --start-timeout
+            // are given up (a suspended Job's unstarted pods at once).
+            let give_up = suspended || now > start_instant + args.start_timeout;
+            for (shard, pod) in pods.iter_mut().enumerate() {
+                if !pod.followed && !pod.ended && give_up {
+                    pod.ended = true;
+                    let why = pod.waiting.clone().unwrap_or_else(|| pod.phase.clone());
+                    let why = format!(
+                        "never started ({})",
+                        if why.is_empty() { "no pod" } else { &why }
+                    );
+                    eprintln!(
+                        "headroom: shard {}/{shards} ({}) {why}: left out of the merge",
+                        shard + 1,
+                        pod.name.as_deref().unwrap_or("no pod")
+                    );
+                    view.ended(shard, Some(why));
+                }
+            }
+            let line = progress(&pods, now >= start_instant);
+            if line != last_progress && !quiet {
+                eprintln!("headroom: pods {line}");
+                last_progress = line;
+            }
+        }
+        for (shard, pod) in pods.iter_mut().enumerate() {
+            if pod.followed && pod.log_done && !pod.ended {
+                pod.ended = true;
+                let has_results = results_in_log(&pod.log.join("\n")).is_some();
+                view.ended(
+                    shard,
+                    (!has_results).then(|| format!("no results in its log ({})", pod.phase)),
+                );
+            }
+        }
+        if let Some(breach) = view.tick(None) {
+            if !suspended {
+                suspended = true;
+                suspend(
+                    k,
+                    ns,
+                    &job.name,
+                    &format!(
+                        "the fleet breached {} over the last {:.0} s ({:.2}): stopping every pod",
+                        breach.threshold, breach.window_s, breach.actual
+                    ),
+                );
+            }
+        }
+        if pods.iter().all(|p| p.ended) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    view.finish(None);
+
+    let mut files = Vec::new();
+    for (shard, pod) in pods.iter().enumerate() {
+        let name = pod
+            .name
+            .clone()
+            .unwrap_or_else(|| format!("shard {}", shard + 1));
+        let Some(json) = results_in_log(&pod.log.join("\n")) else {
+            continue;
+        };
+        let results = serde_json::from_str(&json)
+            .with_context(|| format!("{name}: the results in its log do not read back"))?;
+        if let Some(dir) = &args.shards_dir {
+            std::fs::create_dir_all(dir)?;
+            std::fs::write(
+                dir.join(format!("shard-{}-of-{shards}.json", shard + 1)),
+                &json,
+            )?;
+        }
+        files.push(ShardFile {
+            file: name,
+            results,
+        });
+    }
+    if files.is_empty() {
+        bail!("no pod left results in its log");
+    }
+    let mut results = merge(files, true, super::common::recording(&[], &[]).command)?;
+    results.interrupted = stop.was_interrupted();
+    if let Some(breach) = view.aborted() {
+        results.abort = Some(breach.clone());
+        results.interrupted = false;
+    }
+    if let Some(exporter) = exporter {
+        exporter.metrics.finish(&Vec::new(), &results);
+        super::metrics::finish(Some(exporter));
+    }
+    let mut outputs = outputs;
+    if let Some(d) = &dashboard {
+        d.feed.finish(&results);
+        outputs.dashboard = Some(d.feed.clone());
+    }
+    let intervals = results.histograms.per_second.clone();
+    let code = finish(results, &scenario.thresholds, &outputs, &intervals);
+    if let Some(d) = dashboard {
+        d.finish();
+    }
+    code
+}
+
+/// The scenario with the run flags over it; a host only the cluster can
+/// resolve is stood in for (the plan is used for its requests and load).
+fn plan_of(run: &super::args::RunArgs) -> anyhow::Result<headroom_scenario::Scenario> {
+    match super::run::scenario_from_args(run) {
+        Err(e) if format!("{e:#}").contains("cannot resolve host") => {
+            let mut stand_in = run.clone();
+            stand_in.connect_to.push("::127.0.0.1:9".into());
+            super::run::scenario_from_args(&stand_in)
+                .or_else(|_| {
+                    stand_in.connect_to.clear();
+                    stand_in.base_url = Some("http://127.0.0.1:9".into());
+                    super::run::scenario_from_args(&stand_in)
+                })
+                .context("the scenario's plan")
+        }
+        other => other,
+    }
+}
+
+/// Warns when the nodes cannot take every pod; refuses when a start time
+/// was given (pods left Pending would miss it).
+fn check_room(args: &K8sRunArgs, shards: u32) -> anyhow::Result<()> {
+    let k = args.kubectl.as_str();
+    let each = room::cpu_millis(&args.pods.cpu).map_err(|e| anyhow::anyhow!("--cpu: {e}"))?;
+    let nodes = kubectl(k, &["get", "nodes", "-o", "json"]);
+    let running = kubectl(
+        k,
+        &[
+            "get",
+            "pods",
+            "-A",
+            "--field-selector=status.phase=Running",
+            "-o",
+            "json",
+        ],
+    );
+    let (nodes, running) = match (nodes, running) {
+        (Ok(n), Ok(p)) => (n, p),
+        (Err(e), _) | (_, Err(e)) => {
+            eprintln!("headroom: note: cannot see the nodes' room ({e:#}); not checked");
+            return Ok(());
+        }
+    };
+    let parse = |t: &str| serde_json::from_str::<Value>(t).context("kubectl's JSON");
+    let selector = args.pods.node_selector.iter().cloned().collect();
+    let (fit, free) = room::pods_that_fit(&parse(&nodes)?, &parse(&running)?, each, &selector)
+        .map_err(|e| anyhow::anyhow!("the nodes' room: {e}"))?;
+    if fit >= u64::from(shards) {
+        return Ok(());
+    }
+    let free: Vec<String> = free
+        .iter()
+        .map(|(n, m)| format!("{n} {:.1}", *m as f64 / 1000.0))
+        .collect();
+    let message = format!(
+        "{shards} pods × --cpu {} do not fit: the nodes have room for {fit} (free CPUs: {}); \
+         the others would stay Pending past the start",
+        args.pods.cpu,
+        if free.is_empty() {
+            "no schedulable node".to_string()
+        } else {
+            free.join(", ")
+        }
+    );
+    if args.start_at.is_some() {
+        bail!("{message} — lower --cpu or --shards, or add nodes");
+    }
+    eprintln!("headroom: warning: {message}");
+    Ok(())
+}
+
+/// A namespace that enforces the `restricted` profile refuses what it
+/// does not allow: said here, before anything is applied.
+fn check_pod_security(
+    k: &str,
+    ns: &str,
+    job: &headroom_k8s::k8s_openapi::api::batch::v1::Job,
+) -> anyhow::Result<()> {
+    let Ok(text) = kubectl(k, &["get", "namespace", ns, "-o", "json"]) else {
+        return Ok(());
+    };
+    let level = serde_json::from_str::<Value>(&text).ok().and_then(|v| {
+        v["metadata"]["labels"]["pod-security.kubernetes.io/enforce"]
+            .as_str()
+            .map(String::from)
+    });
+    if level.as_deref() != Some("restricted") {
+        return Ok(());
+    }
+    let pod = job
+        .spec
+        .as_ref()
+        .and_then(|s| s.template.spec.as_ref())
+        .context("the Job has a pod template")?;
+    let refused = pod_security::restricted(pod);
+    if !refused.is_empty() {
+        bail!(
+            "namespace {ns} enforces the restricted Pod Security profile, which refuses: {}",
+            refused.join("; ")
+        );
+    }
+    Ok(())
+}
+
+fn apply(k: &str, json: &str) -> anyhow::Result<()> {
+    use std::io::Write;
+    let mut child = Command::new(k)
+        .args(["apply", "-f", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .with_context(|| format!("cannot run `{k}`"))?;
+    child
+        .stdin
+        .take()
+        .expect("stdin is piped")
+        .write_all(json.as_bytes())?;
+    let out = child.wait_with_output()?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if !out.status.success() {
+        bail!("`{k} apply` failed: {}", stderr.trim());
+    }
+    // Admission warnings (a Pod Security `warn` level) are worth seeing.
+    for line in stderr.lines().filter(|l| !l.trim().is_empty()) {
+        eprintln!("headroom: kubectl: {line}");
+    }
+    Ok(())
+}
+
+/// Suspending the Job has Kubernetes stop its pods gracefully (SIGTERM:
+/// each writes its results) and start no others.
+fn suspend(k: &str, ns: &str, name: &str, why: &str) {
+    eprintln!("headroom: {why}");
+    let patched = kubectl(
+        k,
+        &[
+            "patch",
+            "-n",
+            ns,
+            &format!("job/{name}"),
+            "--type=merge",
+            "-p",
+            r#"{"spec":{"suspend":true}}"#,
+        ],
+    );
+    if let Err(e) = patched {
+        eprintln!("headroom: warning: {e:#}");
+    }
+}
+
+struct Listed {
+    name: String,
+    phase: String,
+    waiting: Option<String>,
+    node: Option<String>,
+}
+
+/// The Job's pods by shard (0-based completion index).
+fn list_pods(k: &str, ns: &str, job: &str) -> anyhow::Result<Vec<(usize, Listed)>> {
+    let text = kubectl(
+        k,
+        &[
+            "get",
+            "pods",
+            "-n",
+            ns,
+            "-l",
+            &format!("headroom/job={job}"),
+            "-o",
+            "json",
+        ],
+    )?;
+    let v: Value = serde_json::from_str(&text).context("kubectl get pods: not JSON")?;
+    let mut out = Vec::new();
+    for item in v["items"].as_array().into_iter().flatten() {
+        let meta = &item["metadata"];
+        let index_key = "batch.kubernetes.io/job-completion-index";
+        let index = meta["annotations"][index_key]
+            .as_str()
+            .or(meta["labels"][index_key].as_str())
+            .and_then(|i| i.parse::<usize>().ok());
+        let Some(index) = index else { continue };
+        let waiting = item["status"]["containerStatuses"][0]["state"]["waiting"]["reason"]
+            .as_str()
+            .map(String::from)
+            .or_else(|| {
+                item["status"]["conditions"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .find(|c| c["type"] == "PodScheduled" && c["status"] == "False")
+                    .and_then(|c| c["reason"].as_str().map(String::from))
+            });
+        out.push((
+            index,
+            Listed {
+                name: meta["name"].as_str().unwrap_or_default().to_string(),
+                phase: item["status"]["phase"]
+                    .as_str()
+                    .unwrap_or("Pending")
+                    .to_string(),
+                waiting,
+                node: item["spec"]["nodeName"].as_str().map(String::from),
+            },
+        ));
+    }
+    Ok(out)
+}
+
+/// Why the Job creates no pods, from its events (Pod Security, quota).
+fn refused(k: &str, ns: &str, job: &str) -> Option<String> {
+    let text = kubectl(
+        k,
+        &[
+            "get",
+            "events",
+            "-n",
+            ns,
+            "--field-selector",
+            &format!("involvedObject.name={job},reason=FailedCreate"),
+            "-o",
+            "json",
+        ],
+    )
+    .ok()?;
+    let v: Value = serde_json::from_str(&text).ok()?;
+    v["items"].as_array()?.last()?["message"]
+        .as_str()
+        .map(String::from)
+}
+
+/// Follows a pod's log (`kubectl logs -f`) on a thread of its own: each
+/// line, then `None` when the log ends.
+fn follow(
+    k: &str,
+    ns: &str,
+    pod: &str,
+    shard: usize,
+    to: mpsc::Sender<(usize, Option<String>)>,
+) -> anyhow::Result<()> {
+    let mut child = Command::new(k)
+        .args(["logs", "-f", "-n", ns, pod])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .with_context(|| format!("cannot run `{k} logs -f`"))?;
+    let stdout = child.stdout.take().expect("stdout is piped");
+    std::thread::Builder::new()
+        .name(format!("headroom-pod-{}", shard + 1))
+        .spawn(move || {
+            for line in std::io::BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if to.send((shard, Some(line))).is_err() {
+                    break;
+                }
+            }
+            let _ = child.wait();
+            let _ = to.send((shard, None));
+        })
+        .context("cannot start a thread to follow a pod's log")?;
+    Ok(())
+}
+
+/// `3/3 scheduled, 2 running, 1 done; late: x-2-abcde (ContainerCreating)`.
+fn progress(pods: &[Pod], started: bool) -> String {
+    let n = pods.len();
+    let scheduled = pods.iter().filter(|p| p.node.is_some()).count();
+    let running = pods.iter().filter(|p| p.phase == "Running").count();
+    let done = pods
+        .iter()
+        .filter(|p| matches!(p.phase.as_str(), "Succeeded" | "Failed"))
+        .count();
+    let mut line = format!("{scheduled}/{n} scheduled, {running} running, {done} done");
+    let waiting: Vec<String> = pods
+        .iter()
+        .filter(|p| !p.followed && !p.ended)
+        .map(|p| {
+            format!(
+                "{} ({})",
+                p.name.as_deref().unwrap_or("not created"),
+                p.waiting.as_deref().unwrap_or(&p.phase)
+            )
+        })
+        .collect();
+    if started && !waiting.is_empty() {
+        line.push_str(&format!("; late: {}", waiting.join(", ")));
+    }
+    line
+}
