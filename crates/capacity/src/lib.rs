@@ -134,6 +134,53 @@ fn num(x: f64, unit: &str) -> String {
     format!("{text} {unit}")
 }
 
+/// One step for a [`Stepper`] to run: `plan` (the scenario at `load` on
+/// `axis` for `duration`, from [`plan_at`]), a warm-up first when
+/// `warmup` is not zero.
+pub struct StepRun<'a> {
+    pub index: u32,
+    pub plan: &'a Plan,
+    pub axis: Axis,
+    pub load: f64,
+    pub duration: Duration,
+    pub warmup: Duration,
+}
+
+/// Runs a search's steps: in this process ([`run`]), or as shards in
+/// several processes merged into one record (the CLI's `--processes`).
+pub trait Stepper {
+    /// The step's results; `None` when it could not be measured (said on
+    /// stderr by the stepper): the search ends there, as if interrupted.
+    fn step(&mut self, step: &StepRun) -> Option<Results>;
+}
+
+/// Each step in this process: the warm-up unmeasured, then the step
+/// measured with the monitor.
+pub struct InProcess<'a> {
+    pub watch: &'a MonitorConfig,
+    pub stop: &'a StopSignal,
+    pub recording: &'a Recording,
+}
+
+impl Stepper for InProcess<'_> {
+    fn step(&mut self, s: &StepRun) -> Option<Results> {
+        if !s.warmup.is_zero() {
+            let warm = plan_at(s.plan, s.axis, s.load, s.warmup);
+            let _ = headroom_engine::run(&warm, self.stop, |_| {});
+        }
+        let step_plan = plan_at(s.plan, s.axis, s.load, s.duration);
+        let step_recording = self.recording.labelled("step", s.index.to_string());
+        let measured = measure(
+            &step_plan,
+            self.stop,
+            self.watch.clone(),
+            &step_recording,
+            |_, _| {},
+        );
+        Some(measured.results)
+    }
+}
+
 /// Runs the search against `plan`'s server, watching it with `watch`.
 pub fn run(
     plan: &Plan,
@@ -141,6 +188,22 @@ pub fn run(
     watch: &MonitorConfig,
     stop: &StopSignal,
     recording: &Recording,
+    event: impl FnMut(Event),
+) -> CapacityReport {
+    let mut stepper = InProcess {
+        watch,
+        stop,
+        recording,
+    };
+    run_with(plan, opts, stop, &mut stepper, event)
+}
+
+/// The search, each step run by `stepper`.
+pub fn run_with(
+    plan: &Plan,
+    opts: &Options,
+    stop: &StopSignal,
+    stepper: &mut dyn Stepper,
     mut event: impl FnMut(Event),
 ) -> CapacityReport {
     let started = Instant::now();
@@ -173,14 +236,17 @@ pub fn run(
             load,
             retest,
         });
-        if !opts.warmup.is_zero() {
-            let warm = plan_at(plan, opts.axis, load, opts.warmup);
-            let _ = headroom_engine::run(&warm, stop, |_| {});
-        }
-        let step_plan = plan_at(plan, opts.axis, load, opts.step_duration);
-        let step_recording = recording.labelled("step", index.to_string());
-        let measured = measure(&step_plan, stop, watch.clone(), &step_recording, |_, _| {});
-        let mut step = step_from(index, load, retest, (opts, plan), measured.results);
+        let Some(results) = stepper.step(&StepRun {
+            index,
+            plan,
+            axis: opts.axis,
+            load,
+            duration: opts.step_duration,
+            warmup: opts.warmup,
+        }) else {
+            break Err(Outcome::Interrupted);
+        };
+        let mut step = step_from(index, load, retest, (opts, plan), results);
         let interrupted = step.results.as_ref().is_some_and(|r| r.interrupted);
         let died = step.results.as_ref().is_some_and(server_died);
         let generator = !step.passed && step.results.as_ref().is_some_and(|r| r.generator_bound);

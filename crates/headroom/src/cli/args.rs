@@ -374,6 +374,45 @@ pub struct ScaleArgs {
     /// on its own share, and its exit code does not carry thresholds.
     #[arg(long, value_name = "-|URL", requires = "shard")]
     pub report_to: Option<String>,
+
+    /// A capacity search's step, for its shards in child processes
+    /// (`capacity --processes`): the scenario at LOAD on AXIS for DURATION,
+    /// as the search's own steps are made.
+    #[arg(long, hide = true, value_name = "AXIS:LOAD:DURATION", value_parser = parse_capacity_step)]
+    pub capacity_step: Option<CapacityStep>,
+}
+
+/// `--capacity-step rate:400:10s`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct CapacityStep {
+    pub axis: headroom_objectives::capacity::Axis,
+    pub load: f64,
+    pub duration: Duration,
+}
+
+impl CapacityStep {
+    pub fn to_arg(self) -> String {
+        let axis = match self.axis {
+            headroom_objectives::capacity::Axis::Rate => "rate",
+            headroom_objectives::capacity::Axis::Users => "users",
+        };
+        format!("{axis}:{}:{}ms", self.load, self.duration.as_millis())
+    }
+}
+
+pub fn parse_capacity_step(s: &str) -> Result<CapacityStep, String> {
+    let mut parts = s.splitn(3, ':');
+    let (Some(axis), Some(load), Some(duration)) = (parts.next(), parts.next(), parts.next())
+    else {
+        return Err(format!("`{s}`: write AXIS:LOAD:DURATION"));
+    };
+    Ok(CapacityStep {
+        axis: parse_axis(axis)?,
+        load: load
+            .parse()
+            .map_err(|_| format!("`{load}` is not a load"))?,
+        duration: parse_duration(duration)?,
+    })
 }
 
 pub fn parse_shard(s: &str) -> Result<headroom_engine::plan::shard::Shard, String> {
@@ -609,6 +648,13 @@ pub struct CapacityArgs {
     /// flags, as for `headroom run`. The load is set by the search.
     #[command(flatten)]
     pub run: RunArgs,
+
+    /// Run every step as P shards in child processes on one shared start,
+    /// merged exactly before the search decides its next step — for a
+    /// server that one generator process cannot load (the generator-bound
+    /// verdict sees every shard's).
+    #[arg(long, value_name = "P", value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub processes: Option<u32>,
 
     /// The objective every step must meet, e.g. 'p90<500ms,errors<5%'
     /// (p50 p75 p90 p95 p99 p999 mean max in ms/s, errors and achieved in %,

@@ -64,6 +64,46 @@ fn check_flags(args: &CapacityArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The children's `headroom run` words: this command line after
+/// `capacity`, without the search's own flags and what the parent keeps
+/// (outputs, monitor, dashboard).
+fn shard_words(processes: u32, share_threads: bool) -> Vec<String> {
+    use clap::Args;
+    let run_flags: Vec<String> = super::args::RunArgs::augment_args(clap::Command::new("run"))
+        .get_arguments()
+        .filter_map(|a| a.get_long().map(String::from))
+        .collect();
+    // The search's own flags: capacity's that `run` does not have.
+    let search: Vec<(String, Option<char>, bool)> =
+        CapacityArgs::augment_args(clap::Command::new("capacity"))
+            .get_arguments()
+            .filter_map(|a| {
+                let long = a.get_long()?;
+                (!run_flags.iter().any(|r| r == long)).then(|| {
+                    (
+                        format!("--{long}"),
+                        a.get_short(),
+                        a.get_action().takes_values(),
+                    )
+                })
+            })
+            .collect();
+    let search: Vec<(&str, Option<char>, bool)> = search
+        .iter()
+        .map(|(l, s, v)| (l.as_str(), *s, *v))
+        .collect();
+    let words: Vec<String> = std::env::args().collect();
+    let after = words
+        .iter()
+        .position(|w| w == "capacity")
+        .map_or(&words[1..], |i| &words[i + 1..]);
+    let mut kept = super::processes::child_args(after, &search);
+    if share_threads {
+        kept.extend(super::processes::threads_each(processes));
+    }
+    kept
+}
+
 pub fn capacity(args: CapacityArgs) -> anyhow::Result<i32> {
     check_flags(&args)?;
     let scenario = scenario_from_args(&args.run)?;
@@ -132,7 +172,26 @@ pub fn capacity(args: CapacityArgs) -> anyhow::Result<i32> {
     record.live = exporter.as_ref().map(|e| e.metrics.clone());
     record.dashboard = dashboard.as_ref().map(|d| d.feed.clone());
     let feed = record.dashboard.clone();
-    let report = headroom_capacity::run(plan, &opts, &watch.config, &stop, &record, |e| {
+    let mut sharded =
+        args.processes
+            .filter(|&p| p > 1)
+            .map(|processes| super::processes::ShardedSteps {
+                words: shard_words(processes, args.run.threads.is_none()),
+                processes,
+                stop: &stop,
+                watch: &watch.config,
+                command: record.command.clone(),
+            });
+    let mut in_process = headroom_capacity::InProcess {
+        watch: &watch.config,
+        stop: &stop,
+        recording: &record,
+    };
+    let stepper: &mut dyn headroom_capacity::Stepper = match &mut sharded {
+        Some(s) => s,
+        None => &mut in_process,
+    };
+    let report = headroom_capacity::run_with(plan, &opts, &stop, stepper, |e| {
         if let Some(feed) = &feed {
             super::dashboard::capacity_event(feed, &e, unit);
         }

@@ -37,6 +37,7 @@ const PARENT_ONLY: &[(&str, Option<char>, bool)] = &[
     ("--processes", None, true),
     ("--shard", None, true),
     ("--report-to", None, true),
+    ("--capacity-step", None, true),
     // The parent judges aborting thresholds on the fleet's seconds.
     ("--abort-on", None, true),
     ("--abort-delay", None, true),
@@ -69,9 +70,10 @@ const PARENT_ONLY: &[(&str, Option<char>, bool)] = &[
     ("--dashboard-linger", None, true),
 ];
 
-/// The command line after `run`, without the parent-only flags (in any of
-/// clap's spellings: `--out F`, `--out=F`, `-o F`, `-oF`).
-pub fn child_args(args: &[String]) -> Vec<String> {
+/// The command line after `run`, without the parent-only flags and
+/// `also_parents` (in any of clap's spellings: `--out F`, `--out=F`, `-o
+/// F`, `-oF`).
+pub fn child_args(args: &[String], also_parents: &[(&str, Option<char>, bool)]) -> Vec<String> {
     let mut kept = Vec::new();
     let mut i = 0;
     while i < args.len() {
@@ -81,12 +83,16 @@ pub fn child_args(args: &[String]) -> Vec<String> {
             kept.extend(args[i - 1..].iter().cloned());
             break;
         }
-        let flag = PARENT_ONLY.iter().find(|(long, short, _)| {
-            arg == long
-                || arg.starts_with(&format!("{long}="))
-                || short
-                    .is_some_and(|c| arg.starts_with(&format!("-{c}")) && !arg.starts_with("--"))
-        });
+        let flag = PARENT_ONLY
+            .iter()
+            .chain(also_parents)
+            .find(|(long, short, _)| {
+                arg == long
+                    || arg.starts_with(&format!("{long}="))
+                    || short.is_some_and(|c| {
+                        arg.starts_with(&format!("-{c}")) && !arg.starts_with("--")
+                    })
+            });
         match flag {
             Some((long, short, true)) => {
                 let joined = arg.contains('=') && arg.starts_with(long)
@@ -141,62 +147,27 @@ pub fn run(args: &RunCmdArgs, processes: u32) -> anyhow::Result<i32> {
         None,
     )?;
 
-    let start = args.scale.start_at.unwrap_or_else(|| {
-        SystemTime::now() + Duration::from_millis(1000 + 100 * processes as u64)
-    });
-    let dir = tempfile::Builder::new()
-        .prefix("headroom-processes-")
-        .tempdir()
-        .context("cannot make a folder for the shards' results")?;
+    let start = args
+        .scale
+        .start_at
+        .unwrap_or_else(|| default_start(processes));
     let words: Vec<String> = std::env::args().collect();
     let after_run = words
         .iter()
         .position(|w| w == "run")
         .map_or(&words[1..], |i| &words[i + 1..]);
-    let mut common = child_args(after_run);
+    let mut common = child_args(after_run, &[]);
     if run_args.threads.is_none() {
-        // The machine's cores shared out, rather than P × all of them.
-        let threads = (machine::available_cores() / processes as usize).max(1);
-        common.extend(["--threads".into(), threads.to_string()]);
+        common.extend(threads_each(processes));
     }
-    // Each child reports its seconds on its stdout, a pipe to this
-    // process, which shows and judges the fleet.
-    common.extend(["--report-to".to_string(), "-".to_string()]);
-    let exe = std::env::current_exe().context("cannot find headroom's own executable")?;
-    let start_text = humantime::format_rfc3339_millis(start).to_string();
-    let mut children = Vec::new();
-    let (lines_to, lines) = std::sync::mpsc::channel();
-    for k in 1..=processes {
-        let out = dir.path().join(format!("shard-{k}.json"));
-        let log = dir.path().join(format!("shard-{k}.log"));
-        let mut command = Command::new(&exe);
-        command
-            .arg("run")
-            .args(&common)
-            .args(["--shard", &format!("{k}/{processes}")])
-            .args(["--start-at", &start_text])
-            .arg("--out")
-            .arg(&out)
-            .arg("-q")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(std::fs::File::create(&log)?);
-        // Its own process group: a Ctrl-C at the terminal reaches only the
-        // parent, which passes it on exactly once (a second one aborts).
-        std::os::unix::process::CommandExt::process_group(&mut command, 0);
-        let mut child = command
-            .spawn()
-            .with_context(|| format!("cannot start shard {k}/{processes}"))?;
-        let stdout = child.stdout.take().expect("stdout is piped");
-        read_lines(k as usize - 1, stdout, lines_to.clone())?;
-        children.push(ShardChild { child, out, log });
-    }
-    drop(lines_to);
+    let mut shards = Shards::spawn(&common, processes, start)?;
     if !outputs.quiet {
-        eprintln!("headroom: {processes} processes, one shard each, starting at {start_text}",);
+        eprintln!(
+            "headroom: {processes} processes, one shard each, starting at {}",
+            humantime::format_rfc3339_millis(start)
+        );
     }
-    let start_instant = run::instant_of(start);
-    let monitor = Monitor::start(watch.config.clone(), start_instant, start);
+    let monitor = Monitor::start(watch.config.clone(), run::instant_of(start), start);
 
     let exporter = super::metrics::Exporter::start(&run_args.metrics)?;
     let mode = if outputs.quiet {
@@ -206,90 +177,40 @@ pub fn run(args: &RunCmdArgs, processes: u32) -> anyhow::Result<i32> {
     };
     let mut view = FleetView::new(
         plan,
-        children.len(),
+        processes as usize,
         &scenario.aborts,
         Live::new(plan.load_duration(), mode),
         exporter.as_ref().map(|e| e.metrics.clone()),
         dashboard.as_ref().map(|d| d.feed.clone()),
         outputs.quiet,
     );
-    let mut passed_on = false;
-    let mut exits = vec![None; children.len()];
-    let pass_on = |children: &[ShardChild], signal: i32| {
-        for c in children {
-            // SAFETY: kill(2) on the pid of a child we started and have
-            // not reaped.
-            unsafe { libc::kill(c.child.id() as i32, signal) };
-        }
-    };
-    while exits.iter().any(Option::is_none) {
-        if stop.was_interrupted() && !passed_on {
-            passed_on = true;
-            pass_on(&children, interrupting_signal().unwrap_or(libc::SIGINT));
-        }
-        while let Ok((k, line)) = lines.try_recv() {
+    shards.wait(&stop, |happened| match happened {
+        Happened::Line(k, line) => {
             view.line(k, &line);
+            false
         }
-        for (k, (c, exit)) in children.iter_mut().zip(exits.iter_mut()).enumerate() {
-            if exit.is_none() {
-                *exit = c.child.try_wait()?;
-                if let Some(status) = exit {
-                    // 130: stopped by the signal passed on, results written.
-                    let failed = !(status.success() || status.code() == Some(130));
-                    view.ended(k, failed.then(|| status.to_string()));
-                }
+        Happened::Ended(k, failed) => {
+            view.ended(k, failed);
+            false
+        }
+        Happened::Tick => {
+            let Some(breach) = view.tick(monitor.latest().as_ref()) else {
+                return false;
+            };
+            if !outputs.quiet {
+                eprintln!(
+                    "headroom: the fleet breached {} over the last {:.0} s ({:.2}): stopping \
+                     every shard",
+                    breach.threshold, breach.window_s, breach.actual
+                );
             }
+            true
         }
-        if let Some(breach) = view.tick(monitor.latest().as_ref()) {
-            if !passed_on {
-                passed_on = true;
-                if !outputs.quiet {
-                    eprintln!(
-                        "headroom: the fleet breached {} over the last {:.0} s ({:.2}): stopping \
-                         every shard",
-                        breach.threshold, breach.window_s, breach.actual
-                    );
-                }
-                pass_on(&children, libc::SIGINT);
-            }
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    // The pipes end with the processes: what is left is read to its end.
-    for (k, line) in lines.iter() {
-        view.line(k, &line);
-    }
+    })?;
     view.finish(monitor.latest().as_ref());
     drop(watch.server);
 
-    let mut files = Vec::new();
-    let mut failed = Vec::new();
-    for (k, (c, exit)) in children.iter().zip(&exits).enumerate() {
-        let exit = exit.expect("every child has exited");
-        match std::fs::read_to_string(&c.out)
-            .ok()
-            .and_then(|t| serde_json::from_str(&t).ok())
-        {
-            Some(results) => files.push(ShardFile {
-                file: format!("shard {}/{processes}", k + 1),
-                results,
-            }),
-            None => {
-                let log = std::fs::read_to_string(&c.log).unwrap_or_default();
-                failed.push(format!(
-                    "shard {}/{processes} wrote no results ({exit}): {}",
-                    k + 1,
-                    log.trim()
-                ));
-            }
-        }
-    }
-    for f in &failed {
-        eprintln!("headroom: {f}");
-    }
-    if files.is_empty() {
-        bail!("no shard wrote results");
-    }
+    let files = shards.results()?;
     let mut results = merge(
         files,
         true,
@@ -323,6 +244,236 @@ pub fn run(args: &RunCmdArgs, processes: u32) -> anyhow::Result<i32> {
         d.finish();
     }
     code
+}
+
+/// A start 1 s + 0.1 s per process ahead: time for the children to start.
+pub fn default_start(processes: u32) -> SystemTime {
+    SystemTime::now() + Duration::from_millis(1000 + 100 * processes as u64)
+}
+
+/// `--threads N` for each of P children: the machine's cores shared out,
+/// rather than P × all of them.
+pub fn threads_each(processes: u32) -> [String; 2] {
+    let threads = (machine::available_cores() / processes as usize).max(1);
+    ["--threads".into(), threads.to_string()]
+}
+
+/// A capacity search's steps as P shards in child processes
+/// (`capacity --processes P`): each step (and its warm-up) a sharded run
+/// on one shared start, merged exactly, watched by this process's monitor.
+pub struct ShardedSteps<'a> {
+    /// `headroom run` words for the children (the scenario, its HTTP
+    /// settings), without the load.
+    pub words: Vec<String>,
+    pub processes: u32,
+    pub stop: &'a StopSignal,
+    pub watch: &'a headroom_monitor::MonitorConfig,
+    pub command: Vec<String>,
+}
+
+impl ShardedSteps<'_> {
+    fn sharded_run(
+        &self,
+        step: &headroom_capacity::StepRun,
+        duration: Duration,
+    ) -> anyhow::Result<headroom_records::Results> {
+        let mut words = self.words.clone();
+        words.extend([
+            "--capacity-step".to_string(),
+            super::args::CapacityStep {
+                axis: step.axis,
+                load: step.load,
+                duration,
+            }
+            .to_arg(),
+        ]);
+        let start = default_start(self.processes);
+        let mut shards = Shards::spawn(&words, self.processes, start)?;
+        let monitor = Monitor::start(self.watch.clone(), run::instant_of(start), start);
+        shards.wait(self.stop, |_| false)?;
+        let mut results = merge(shards.results()?, true, self.command.clone())?;
+        let report = monitor.finish(machine::available_cores(), &results.client_facts());
+        results.attach_server(report);
+        results.interrupted = self.stop.was_interrupted();
+        Ok(results)
+    }
+}
+
+impl headroom_capacity::Stepper for ShardedSteps<'_> {
+    fn step(&mut self, step: &headroom_capacity::StepRun) -> Option<headroom_records::Results> {
+        let measured = (|| {
+            if !step.warmup.is_zero() {
+                self.sharded_run(step, step.warmup)?;
+            }
+            self.sharded_run(step, step.duration)
+        })();
+        match measured {
+            Ok(results) => Some(results),
+            Err(e) => {
+                eprintln!("headroom: error: step {}: {e:#}", step.index);
+                None
+            }
+        }
+    }
+}
+
+/// What a fleet of children did since the last look.
+pub enum Happened {
+    /// A line of shard k's (0-based) stdout: its reports.
+    Line(usize, String),
+    /// Shard k's process ended; why, when it left no results.
+    Ended(usize, Option<String>),
+    /// About every 50 ms.
+    Tick,
+}
+
+/// P shards of one run as child processes on one shared start, each
+/// `headroom run WORDS --shard k/P --start-at T --report-to - --out F -q`.
+pub struct Shards {
+    dir: tempfile::TempDir,
+    children: Vec<ShardChild>,
+    lines: std::sync::mpsc::Receiver<(usize, String)>,
+    exits: Vec<Option<std::process::ExitStatus>>,
+}
+
+impl Shards {
+    pub fn spawn(words: &[String], processes: u32, start: SystemTime) -> anyhow::Result<Shards> {
+        let dir = tempfile::Builder::new()
+            .prefix("headroom-processes-")
+            .tempdir()
+            .context("cannot make a folder for the shards' results")?;
+        let exe = std::env::current_exe().context("cannot find headroom's own executable")?;
+        let start_text = humantime::format_rfc3339_millis(start).to_string();
+        let mut children = Vec::new();
+        let (lines_to, lines) = std::sync::mpsc::channel();
+        for k in 1..=processes {
+            let out = dir.path().join(format!("shard-{k}.json"));
+            let log = dir.path().join(format!("shard-{k}.log"));
+            let mut command = Command::new(&exe);
+            command
+                .arg("run")
+                .args(words)
+                .args(["--shard", &format!("{k}/{processes}")])
+                .args(["--start-at", &start_text])
+                // Each child reports its seconds on its stdout, a pipe to
+                // this process, which shows and judges the fleet.
+                .args(["--report-to", "-"])
+                .arg("--out")
+                .arg(&out)
+                .arg("-q")
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(std::fs::File::create(&log)?);
+            // Its own process group: a Ctrl-C at the terminal reaches only
+            // the parent, which passes it on exactly once (a second one
+            // aborts).
+            std::os::unix::process::CommandExt::process_group(&mut command, 0);
+            let mut child = command
+                .spawn()
+                .with_context(|| format!("cannot start shard {k}/{processes}"))?;
+            let stdout = child.stdout.take().expect("stdout is piped");
+            read_lines(k as usize - 1, stdout, lines_to.clone())?;
+            children.push(ShardChild { child, out, log });
+        }
+        Ok(Shards {
+            dir,
+            exits: vec![None; children.len()],
+            children,
+            lines,
+        })
+    }
+
+    /// Until every child has ended: `on` hears what happened, and stops
+    /// the fleet (SIGINT to every child: each writes what it measured)
+    /// when it answers true. A Ctrl-C of this process is passed on too.
+    pub fn wait(
+        &mut self,
+        stop: &StopSignal,
+        mut on: impl FnMut(Happened) -> bool,
+    ) -> anyhow::Result<()> {
+        let mut passed_on = false;
+        let pass_on = |children: &[ShardChild], signal: i32| {
+            for c in children {
+                // SAFETY: kill(2) on the pid of a child we started and
+                // have not reaped.
+                unsafe { libc::kill(c.child.id() as i32, signal) };
+            }
+        };
+        while self.exits.iter().any(Option::is_none) {
+            let mut stop_fleet = false;
+            if stop.was_interrupted() && !passed_on {
+                passed_on = true;
+                pass_on(
+                    &self.children,
+                    interrupting_signal().unwrap_or(libc::SIGINT),
+                );
+            }
+            while let Ok((k, line)) = self.lines.try_recv() {
+                stop_fleet |= on(Happened::Line(k, line));
+            }
+            for (k, (c, exit)) in self
+                .children
+                .iter_mut()
+                .zip(self.exits.iter_mut())
+                .enumerate()
+            {
+                if exit.is_none() {
+                    *exit = c.child.try_wait()?;
+                    if let Some(status) = exit {
+                        // 130: stopped by the signal passed on, results
+                        // written.
+                        let failed = !(status.success() || status.code() == Some(130));
+                        stop_fleet |= on(Happened::Ended(k, failed.then(|| status.to_string())));
+                    }
+                }
+            }
+            stop_fleet |= on(Happened::Tick);
+            if stop_fleet && !passed_on {
+                passed_on = true;
+                pass_on(&self.children, libc::SIGINT);
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        // The pipes end with the processes: what is left is read to its end.
+        while let Ok((k, line)) = self.lines.recv() {
+            on(Happened::Line(k, line));
+        }
+        Ok(())
+    }
+
+    /// The results the shards wrote (those that did not are named on
+    /// stderr); an error when none did.
+    pub fn results(&self) -> anyhow::Result<Vec<ShardFile>> {
+        let processes = self.children.len();
+        let mut files = Vec::new();
+        for (k, (c, exit)) in self.children.iter().zip(&self.exits).enumerate() {
+            match std::fs::read_to_string(&c.out)
+                .ok()
+                .and_then(|t| serde_json::from_str(&t).ok())
+            {
+                Some(results) => files.push(ShardFile {
+                    file: format!("shard {}/{processes}", k + 1),
+                    results,
+                }),
+                None => {
+                    let log = std::fs::read_to_string(&c.log).unwrap_or_default();
+                    let exit = exit.map_or("still running".to_string(), |e| e.to_string());
+                    eprintln!(
+                        "headroom: shard {}/{processes} wrote no results ({exit}): {}",
+                        k + 1,
+                        log.trim()
+                    );
+                }
+            }
+        }
+        if files.is_empty() {
+            bail!(
+                "no shard wrote results (their logs: {})",
+                self.dir.path().display()
+            );
+        }
+        Ok(files)
+    }
 }
 
 /// Each line of a child's stdout, sent on as (shard, line) by a thread
@@ -422,16 +573,19 @@ mod tests {
 
     #[test]
     fn children_keep_the_plan_and_lose_the_parents_flags() {
-        let got = child_args(&words(
-            "--url http://127.0.0.1:1/ -c 500 --processes 4 -o out.json --html=r.html \
+        let got = child_args(
+            &words(
+                "--url http://127.0.0.1:1/ -c 500 --processes 4 -o out.json --html=r.html \
              -q --threshold p99<1s --monitor-cmd x -d 10s --out=o2 -oo3 --rate 100",
-        ));
+            ),
+            &[],
+        );
         assert_eq!(
             got,
             words("--url http://127.0.0.1:1/ -c 500 -d 10s --rate 100")
         );
         assert_eq!(
-            child_args(&words("scenario.toml --markdown --shard 1/2")),
+            child_args(&words("scenario.toml --markdown --shard 1/2"), &[]),
             words("scenario.toml")
         );
     }
