@@ -478,6 +478,48 @@ pub enum K8sCommand {
     Run(Box<K8sRunArgs>),
 }
 
+/// `headroom fleet`: the coordinator of shards started by hand.
+#[derive(Args, Debug, Clone)]
+pub struct FleetArgs {
+    /// The scenario the shards run (for the fleet's plan, thresholds and
+    /// aborting thresholds; give the shards' run flags after `--` too).
+    #[arg(value_name = "SCENARIO")]
+    pub scenario: std::path::PathBuf,
+    /// How many shards report here.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=10000))]
+    pub shards: u32,
+    /// Where the shards report (`--report-to http://ADDR`).
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:7099")]
+    pub listen: std::net::SocketAddr,
+    /// A token every shard must send (`--report-to http://TOKEN@HOST:PORT`);
+    /// needed off loopback.
+    #[arg(long, value_name = "TOKEN")]
+    pub token: Option<String>,
+    /// Give up on shards that have not sent their results this long after
+    /// the coordinator started.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "1h")]
+    pub wait: Duration,
+    /// Write the merged results (JSON) here.
+    #[arg(short = 'o', long, value_name = "FILE")]
+    pub out: Option<std::path::PathBuf>,
+    /// Nothing but errors.
+    #[arg(short, long)]
+    pub quiet: bool,
+    /// The fleet's live line: auto, always, never.
+    #[arg(long, value_enum, default_value_t = ProgressFlag::Auto)]
+    pub progress: ProgressFlag,
+    #[command(flatten)]
+    pub reports: ReportArgs,
+    #[command(flatten)]
+    pub metrics: MetricsArgs,
+    #[command(flatten)]
+    pub dashboard: DashboardArgs,
+    /// The shards' `headroom run` flags, after `--` (for the plan, and
+    /// thresholds judged on the merge), e.g. -- --rate 900 -d 10m
+    #[arg(last = true, value_name = "RUN FLAGS")]
+    pub run_flags: Vec<String>,
+}
+
 /// What the pods run, and where: shared by `k8s` and `k8s run`.
 #[derive(Args, Debug, Clone)]
 pub struct K8sPodArgs {

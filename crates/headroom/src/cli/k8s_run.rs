@@ -18,14 +18,14 @@ use super::args::K8sRunArgs;
 use super::dashboard::Dashboard;
 use super::exit::install_interrupt;
 use super::fleet::view::FleetView;
+use super::fleet::{finish_fleet, fleet_scenario, FleetEnd};
 use super::k8s::{job_plan, kubectl};
 use super::live::{Live, ProgressMode};
-use super::outputs::{finish, Outputs};
+use super::outputs::Outputs;
 use anyhow::{bail, Context};
-use clap::Parser;
 use headroom_engine::StopSignal;
 use headroom_k8s::{manifests, pod_security, results_in_log, room};
-use headroom_records::merge::{merge, ShardFile};
+use headroom_records::merge::ShardFile;
 use serde_json::Value;
 use std::io::BufRead;
 use std::process::{Command, Stdio};
@@ -130,20 +130,14 @@ pub fn run(args: K8sRunArgs) -> anyhow::Result<i32> {
     }
     // The plan the pods run, as they will build it: for the fleet's view,
     // thresholds and aborts.
-    let run_words = std::iter::once("run".to_string())
-        .chain(std::iter::once(scenario_path.display().to_string()))
-        .chain(pods_args.run_flags.iter().cloned());
-    let run_args = super::args::RunOnly::try_parse_from(run_words)
-        .map_err(|e| anyhow::anyhow!("the run flags after `--`: {e}"))?;
-    let scenario = plan_of(&run_args.run)?;
-    let from_flags = Outputs::from_args(&run_args.run);
+    let (scenario, thresholds) = fleet_scenario(scenario_path, &pods_args.run_flags)?;
     let outputs = Outputs {
         out: args.out.as_deref(),
         html: args.reports.html.as_deref(),
         markdown: args.reports.markdown,
         quiet: args.quiet,
         progress: args.progress.into(),
-        thresholds: from_flags.thresholds.clone(),
+        thresholds,
         ..Outputs::default()
     };
     outputs.check_writable()?;
@@ -335,46 +329,18 @@ pub fn run(args: K8sRunArgs) -> anyhow::Result<i32> {
     if files.is_empty() {
         bail!("no pod left results in its log");
     }
-    let mut results = merge(files, true, super::common::recording(&[], &[]).command)?;
-    results.interrupted = stop.was_interrupted();
-    if let Some(breach) = view.aborted() {
-        results.abort = Some(breach.clone());
-        results.interrupted = false;
-    }
-    if let Some(exporter) = exporter {
-        exporter.metrics.finish(&Vec::new(), &results);
-        super::metrics::finish(Some(exporter));
-    }
-    let mut outputs = outputs;
-    if let Some(d) = &dashboard {
-        d.feed.finish(&results);
-        outputs.dashboard = Some(d.feed.clone());
-    }
-    let intervals = results.histograms.per_second.clone();
-    let code = finish(results, &scenario.thresholds, &outputs, &intervals);
-    if let Some(d) = dashboard {
-        d.finish();
-    }
-    code
-}
-
-/// The scenario with the run flags over it; a host only the cluster can
-/// resolve is stood in for (the plan is used for its requests and load).
-fn plan_of(run: &super::args::RunArgs) -> anyhow::Result<headroom_scenario::Scenario> {
-    match super::run::scenario_from_args(run) {
-        Err(e) if format!("{e:#}").contains("cannot resolve host") => {
-            let mut stand_in = run.clone();
-            stand_in.connect_to.push("::127.0.0.1:9".into());
-            super::run::scenario_from_args(&stand_in)
-                .or_else(|_| {
-                    stand_in.connect_to.clear();
-                    stand_in.base_url = Some("http://127.0.0.1:9".into());
-                    super::run::scenario_from_args(&stand_in)
-                })
-                .context("the scenario's plan")
-        }
-        other => other,
-    }
+    finish_fleet(
+        files,
+        FleetEnd {
+            stop: &stop,
+            view: &view,
+            exporter,
+            dashboard,
+            thresholds: &scenario.thresholds,
+            monitor: None,
+        },
+        outputs,
+    )
 }
 
 /// Warns when the nodes cannot take every pod; refuses when a start time

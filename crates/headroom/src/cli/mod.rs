@@ -71,6 +71,9 @@ enum Command {
     /// Run a plan's shards on Kubernetes: write an Indexed Job's manifests,
     /// or (`collect JOB`) gather and merge its pods' results.
     K8s(Box<K8sArgs>),
+    /// Coordinate shards started by hand (`run --shard K/N --report-to
+    /// http://…`): the fleet shown and judged live, their results merged.
+    Fleet(Box<args::FleetArgs>),
     /// Turn a curl command, a HAR file or a JMeter plan into a scenario
     /// file, listing what could not be carried over.
     Import(args::ImportArgs),
@@ -127,6 +130,7 @@ pub fn main() -> i32 {
         Command::Compare(args) => report::compare(args),
         Command::Merge(args) => merge::merge(args),
         Command::K8s(args) => k8s::k8s(*args),
+        Command::Fleet(args) => fleet::serve::fleet(*args),
         Command::Schema(args) => schema(args),
         Command::Import(args) => import::import(args),
         Command::Monitor(args) => monitor(args),

@@ -15,12 +15,12 @@
 //! ```
 
 use super::args::RunCmdArgs;
-use super::common::recording;
 use super::dashboard::Dashboard;
 use super::exit::{install_interrupt, interrupting_signal};
 use super::fleet::view::FleetView;
+use super::fleet::{finish_fleet, FleetEnd};
 use super::live::{Live, ProgressMode};
-use super::outputs::{finish, Outputs};
+use super::outputs::Outputs;
 use super::run::{self, scenario_from_args, watch_from_args};
 use anyhow::{bail, Context};
 use headroom_engine::StopSignal;
@@ -210,40 +210,18 @@ pub fn run(args: &RunCmdArgs, processes: u32) -> anyhow::Result<i32> {
     view.finish(monitor.latest().as_ref());
     drop(watch.server);
 
-    let files = shards.results()?;
-    let mut results = merge(
-        files,
-        true,
-        recording(&run_args.buckets, &run_args.secret_header).command,
-    )?;
-    // The parent's monitor saw the server and the generator as a whole
-    // (itself and the shards): its findings judge the merged run.
-    let report = monitor.finish(machine::available_cores(), &results.client_facts());
-    results.attach_server(report);
-    // The shards were stopped by this process: interrupted only when it
-    // was (Ctrl-C), stopped early when the fleet breached a threshold.
-    results.interrupted = stop.was_interrupted();
-    if let Some(breach) = view.aborted() {
-        results.abort = Some(breach.clone());
-        results.interrupted = false;
-    }
-    let intervals = results.histograms.per_second.clone();
-    // The children measure; the parent publishes the merged figures.
-    if let Some(exporter) = exporter {
-        exporter.metrics.finish(&Vec::new(), &results);
-        super::metrics::finish(Some(exporter));
-    }
-    let mut outputs = outputs;
-    if let Some(d) = &dashboard {
-        d.feed.finish(&results);
-        outputs.dashboard = Some(d.feed.clone());
-    }
-    let code = finish(results, &scenario.thresholds, &outputs, &intervals);
-    // Everything written: the page may stay up (--dashboard-linger).
-    if let Some(d) = dashboard {
-        d.finish();
-    }
-    code
+    finish_fleet(
+        shards.results()?,
+        FleetEnd {
+            stop: &stop,
+            view: &view,
+            exporter,
+            dashboard,
+            thresholds: &scenario.thresholds,
+            monitor: Some(monitor),
+        },
+        outputs,
+    )
 }
 
 /// A start 1 s + 0.1 s per process ahead: time for the children to start.

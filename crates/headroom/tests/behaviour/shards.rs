@@ -601,3 +601,101 @@ fn shards_on_three_hosts_share_one_start_and_add_up() {
     }
     drop(target);
 }
+
+/// Shards started by hand report to `headroom fleet` over HTTP: its live
+/// seconds are the merged timeline's, its merge is the server's count, and
+/// an aborting threshold breached by the fleet stops every shard.
+#[test]
+fn hand_started_shards_report_to_a_coordinator_that_judges_the_fleet() {
+    let target = Target::start(1, 8);
+    for abort in [false, true] {
+        let before = target.requests();
+        let dir = tempfile::tempdir().unwrap();
+        let url = target.url("/sleep?ms=3");
+        let port = crate::common::free_port();
+        let dash = crate::common::free_port();
+        let merged = dir.path().join("merged.json");
+        let mut flags = vec!["--rate", "100", "-d", if abort { "60s" } else { "4s" }];
+        if abort {
+            flags.extend([
+                "--abort-on",
+                "p99<1ms",
+                "--abort-delay",
+                "1s",
+                "--abort-window",
+                "1s",
+            ]);
+        }
+        let listen = format!("127.0.0.1:{port}");
+        let mut coordinator = crate::common::ProcessGuard {
+            child: Command::new(headroom_bin())
+                .args(["fleet", &url, "--shards", "2", "--listen", &listen])
+                .args(["--out", merged.to_str().unwrap(), "--progress", "never"])
+                .args([
+                    &format!("--dashboard=127.0.0.1:{dash}"),
+                    "--dashboard-linger",
+                    "5s",
+                ])
+                .arg("--")
+                .args(&flags)
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap(),
+        };
+        crate::common::wait_for_port(port);
+        let start =
+            humantime::format_rfc3339_millis(std::time::SystemTime::now() + Duration::from_secs(2))
+                .to_string();
+        let report_to = format!("http://{listen}");
+        let shards: Vec<_> = (1..=2)
+            .map(|k| {
+                let out = dir.path().join(format!("s{k}.json"));
+                let child = Command::new(headroom_bin())
+                    .args(["run", &url])
+                    .args(&flags)
+                    .args(["--shard", &format!("{k}/2"), "--start-at", &start])
+                    .args(["--report-to", &report_to, "-q", "--out"])
+                    .arg(&out)
+                    .spawn()
+                    .unwrap();
+                (crate::common::ProcessGuard { child }, out)
+            })
+            .collect();
+        let events = crate::dashboard::events_until_end(dash, Duration::from_secs(60), "no end");
+        let code = loop {
+            if let Some(s) = coordinator.child.try_wait().unwrap() {
+                break s.code();
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        let mut stderr = String::new();
+        std::io::Read::read_to_string(coordinator.child.stderr.as_mut().unwrap(), &mut stderr)
+            .unwrap();
+        for (mut s, _) in shards {
+            // The shards' own exit code never carries the fleet's verdict.
+            assert_eq!(s.child.wait().unwrap().code(), Some(0), "{stderr}");
+        }
+        let m: Value = serde_json::from_str(&std::fs::read_to_string(&merged).unwrap()).unwrap();
+        assert_eq!(m["meta"]["shards"].as_array().unwrap().len(), 2, "{stderr}");
+        assert_eq!(target.requests() - before, total(&m), "nothing lost");
+        let timeline = m["timeline"].as_array().unwrap();
+        for s in events.iter().filter(|e| e["kind"] == "second") {
+            let t = s["t_s"].as_u64().unwrap() as usize;
+            assert_eq!(s["requests"], timeline[t - 1]["requests"], "second {t}");
+        }
+        if abort {
+            assert_eq!(code, Some(1), "{stderr}");
+            assert!(stderr.contains("the fleet breached p99<1ms"), "{stderr}");
+            let at = m["abort"]["at_s"].as_f64().unwrap();
+            assert!(
+                timeline.len() as f64 <= at + 2.0,
+                "{} s, abort at {at}",
+                timeline.len()
+            );
+        } else {
+            assert_eq!(code, Some(0), "{stderr}");
+            assert_eq!(total(&m), 400);
+        }
+    }
+}

@@ -12,4 +12,101 @@
 //! ```
 
 pub mod report;
+pub mod serve;
 pub mod view;
+
+use super::dashboard::Dashboard;
+use super::metrics::Exporter;
+use super::outputs::{finish, Outputs};
+use anyhow::Context;
+use clap::Parser;
+use headroom_engine::StopSignal;
+use headroom_objectives::slo::Slo;
+use headroom_records::merge::{merge, ShardFile};
+use std::path::Path;
+
+/// The scenario as the shards build it (`run SCENARIO RUN_FLAGS`), and
+/// the thresholds of the run flags: the coordinator's plan, for the
+/// fleet's view, thresholds and aborts.
+pub fn fleet_scenario(
+    scenario: &Path,
+    run_flags: &[String],
+) -> anyhow::Result<(headroom_scenario::Scenario, Slo)> {
+    let words = ["run".to_string(), scenario.display().to_string()]
+        .into_iter()
+        .chain(run_flags.iter().cloned());
+    let run = super::args::RunOnly::try_parse_from(words)
+        .map_err(|e| anyhow::anyhow!("the run flags after `--`: {e}"))?;
+    let thresholds = Outputs::from_args(&run.run).thresholds;
+    Ok((plan_of(&run.run)?, thresholds))
+}
+
+/// The scenario with the run flags over it; a host only the cluster can
+/// resolve is stood in for (the plan is used for its requests and load).
+fn plan_of(run: &super::args::RunArgs) -> anyhow::Result<headroom_scenario::Scenario> {
+    match super::run::scenario_from_args(run) {
+        Err(e) if format!("{e:#}").contains("cannot resolve host") => {
+            let mut stand_in = run.clone();
+            stand_in.connect_to.push("::127.0.0.1:9".into());
+            super::run::scenario_from_args(&stand_in)
+                .or_else(|_| {
+                    stand_in.connect_to.clear();
+                    stand_in.base_url = Some("http://127.0.0.1:9".into());
+                    super::run::scenario_from_args(&stand_in)
+                })
+                .context("the scenario's plan")
+        }
+        other => other,
+    }
+}
+
+/// What a coordinator holds when its shards have ended.
+pub struct FleetEnd<'a> {
+    pub stop: &'a StopSignal,
+    pub view: &'a view::FleetView<'a>,
+    pub exporter: Option<Exporter>,
+    pub dashboard: Option<Dashboard>,
+    /// The plan's own thresholds (the flags' are in the outputs').
+    pub thresholds: &'a Slo,
+    /// The coordinator's monitor, when it watched the server: it saw the
+    /// server and the generators as a whole, its findings judge the merge.
+    pub monitor: Option<headroom_monitor::Monitor>,
+}
+
+/// The shards' results merged, stopped early as the fleet was, published
+/// and written; the thresholds judged on the merge. The exit code.
+pub fn finish_fleet(
+    files: Vec<ShardFile>,
+    end: FleetEnd,
+    mut outputs: Outputs,
+) -> anyhow::Result<i32> {
+    let mut results = merge(files, true, super::common::recording(&[], &[]).command)
+        .context("the shards' results")?;
+    if let Some(monitor) = end.monitor {
+        let cores = headroom_records::server::machine::available_cores();
+        results.attach_server(monitor.finish(cores, &results.client_facts()));
+    }
+    // The shards were stopped by the coordinator: interrupted only when
+    // it was (Ctrl-C), stopped early when the fleet breached a threshold.
+    results.interrupted = end.stop.was_interrupted();
+    if let Some(breach) = end.view.aborted() {
+        results.abort = Some(breach.clone());
+        results.interrupted = false;
+    }
+    // The shards measure; the coordinator publishes the merged figures.
+    if let Some(exporter) = end.exporter {
+        exporter.metrics.finish(&Vec::new(), &results);
+        super::metrics::finish(Some(exporter));
+    }
+    if let Some(d) = &end.dashboard {
+        d.feed.finish(&results);
+        outputs.dashboard = Some(d.feed.clone());
+    }
+    let intervals = results.histograms.per_second.clone();
+    let code = finish(results, end.thresholds, &outputs, &intervals);
+    // Everything written: the page may stay up (--dashboard-linger).
+    if let Some(d) = end.dashboard {
+        d.finish();
+    }
+    code
+}

@@ -6,8 +6,9 @@
 //!   reads from its children's pipes and `k8s run` from the pods' logs);
 //!   the coordinator stops the shard with a signal (or by deleting its
 //!   pod), which makes it write what it measured.
-//! - `http://HOST:PORT`: POSTed to a `headroom fleet` coordinator, whose
-//!   answer may say stop (the fleet breached an aborting threshold); the
+//! - `http://[TOKEN@]HOST:PORT`: POSTed to a `headroom fleet` coordinator
+//!   (with `Authorization: Bearer TOKEN`), whose answer may say stop (the
+//!   fleet breached an aborting threshold, or was interrupted); the
 //!   results are POSTed at the end too.
 
 use anyhow::{bail, Context};
@@ -25,8 +26,12 @@ const POST_TIMEOUT: Duration = Duration::from_secs(5);
 #[derive(Clone, Debug)]
 enum Destination {
     Stdout,
-    /// The coordinator's base URL, without a trailing '/'.
-    Http(String),
+    /// The coordinator's base URL, without a trailing '/', and the token
+    /// given in it (`http://TOKEN@HOST:PORT`).
+    Http {
+        base: String,
+        token: Option<String>,
+    },
 }
 
 pub struct Reporter {
@@ -46,7 +51,15 @@ impl Reporter {
             if rest.is_empty() || rest.starts_with('/') {
                 bail!("--report-to {dest}: give the coordinator's address, http://HOST:PORT");
             }
-            Destination::Http(dest.trim_end_matches('/').to_string())
+            let rest = rest.trim_end_matches('/');
+            let (token, host) = match rest.split_once('@') {
+                Some((token, host)) => (Some(token.to_string()), host),
+                None => (None, rest),
+            };
+            Destination::Http {
+                base: format!("http://{host}"),
+                token,
+            }
         } else {
             bail!(
                 "--report-to {dest}: write `-` (standard output) or http://HOST:PORT (a `headroom \
@@ -109,11 +122,11 @@ impl Reporter {
     /// The results JSON, for a coordinator over HTTP (on standard output
     /// the pod's log or the parent's `--out` file carries them).
     pub fn results(&self, json: &str) -> anyhow::Result<()> {
-        let Destination::Http(base) = &self.destination else {
+        let Destination::Http { base, token } = &self.destination else {
             return Ok(());
         };
         let url = format!("{base}/shards/{}/results", self.shard.index + 1);
-        post(&agent(), &url, json)
+        post(&agent(), &url, token.as_deref(), json)
             .map(|_| ())
             .with_context(|| format!("cannot send the results to {url}"))
     }
@@ -141,9 +154,9 @@ fn send_lines(
                 // failure: the results are written all the same.
                 let _ = writeln!(out, "{line}").and_then(|()| out.flush());
             }
-            Destination::Http(base) => {
+            Destination::Http { base, token } => {
                 let url = format!("{base}/shards/{}/report", shard.index + 1);
-                match post(&agent, &url, &line) {
+                match post(&agent, &url, token.as_deref(), &line) {
                     Ok(answer) => {
                         let stop_why = serde_json::from_str::<serde_json::Value>(&answer)
                             .ok()
@@ -176,10 +189,11 @@ fn agent() -> ureq::Agent {
 }
 
 /// POSTs `body` (JSON); the answer's body.
-fn post(agent: &ureq::Agent, url: &str, body: &str) -> anyhow::Result<String> {
-    let mut response = agent
-        .post(url)
-        .header("Content-Type", "application/json")
-        .send(body)?;
+fn post(agent: &ureq::Agent, url: &str, token: Option<&str>, body: &str) -> anyhow::Result<String> {
+    let mut request = agent.post(url).header("Content-Type", "application/json");
+    if let Some(t) = token {
+        request = request.header("Authorization", format!("Bearer {t}"));
+    }
+    let mut response = request.send(body)?;
     Ok(response.body_mut().read_to_string()?)
 }

@@ -1,0 +1,234 @@
+//! `headroom fleet SCENARIO --shards N --listen ADDR`: the coordinator of
+//! shards started by hand (ssh, a CI matrix) with `headroom run SCENARIO
+//! --shard K/N --start-at T --report-to http://ADDR`. Each shard POSTs a
+//! report line per second (`/shards/K/report`; the answer says whether the
+//! fleet must stop) and its results at the end (`/shards/K/results`); the
+//! coordinator shows and judges the fleet live, merges the results, and
+//! its exit code is the merged verdict.
+
+use super::view::FleetView;
+use super::{finish_fleet, fleet_scenario, FleetEnd};
+use crate::cli::args::FleetArgs;
+use crate::cli::dashboard::Dashboard;
+use crate::cli::exit::install_interrupt;
+use crate::cli::live::{Live, ProgressMode};
+use crate::cli::outputs::Outputs;
+use anyhow::bail;
+use headroom_engine::StopSignal;
+use headroom_records::merge::ShardFile;
+use std::io::Read;
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// What the HTTP thread hands the coordinator.
+enum Posted {
+    Line(usize, String),
+    Results(usize, String),
+}
+
+pub fn fleet(args: FleetArgs) -> anyhow::Result<i32> {
+    let shards = args.shards as usize;
+    if !args.listen.ip().is_loopback() && args.token.is_none() {
+        bail!(
+            "--listen {}: not a loopback address; anyone who reaches it could report as a shard \
+             — give --token TOKEN (shards send it: --report-to http://TOKEN@HOST:PORT)",
+            args.listen
+        );
+    }
+    let (scenario, thresholds) = fleet_scenario(&args.scenario, &args.run_flags)?;
+    let outputs = Outputs {
+        out: args.out.as_deref(),
+        html: args.reports.html.as_deref(),
+        markdown: args.reports.markdown,
+        quiet: args.quiet,
+        progress: args.progress.into(),
+        thresholds,
+        ..Outputs::default()
+    };
+    outputs.check_writable()?;
+    let stop = StopSignal::new();
+    install_interrupt(&stop)?;
+    let server = Arc::new(
+        tiny_http::Server::http(args.listen)
+            .map_err(|e| anyhow::anyhow!("--listen {}: {e}", args.listen))?,
+    );
+    // Why the fleet must stop, once it must: every shard's next report is
+    // answered with it.
+    let stop_why: Arc<Mutex<Option<String>>> = Arc::default();
+    let (posts_to, posts) = mpsc::channel();
+    {
+        let server = server.clone();
+        let stop_why = stop_why.clone();
+        let token = args.token.clone();
+        std::thread::Builder::new()
+            .name("headroom-fleet".into())
+            .spawn(move || serve(&server, shards, token.as_deref(), &stop_why, &posts_to))?;
+    }
+    if !args.quiet {
+        let bound = server
+            .server_addr()
+            .to_ip()
+            .map_or(args.listen.to_string(), |a| a.to_string());
+        eprintln!(
+            "headroom: coordinating {shards} shards at http://{bound}/ — start each with \
+             `headroom run {} --shard K/{shards} --start-at T --report-to http://{bound}`",
+            args.scenario.display()
+        );
+    }
+    let exporter = crate::cli::metrics::Exporter::start(&args.metrics)?;
+    let dashboard = Dashboard::start(&args.dashboard, &stop, &format!("{shards} shards"), None)?;
+    let mode = if args.quiet {
+        ProgressMode::Never
+    } else {
+        outputs.progress
+    };
+    let plan = &scenario.plan;
+    let mut view = FleetView::new(
+        plan,
+        shards,
+        &scenario.aborts,
+        Live::new(plan.load_duration(), mode),
+        exporter.as_ref().map(|e| e.metrics.clone()),
+        dashboard.as_ref().map(|d| d.feed.clone()),
+        args.quiet,
+    );
+    let mut results: Vec<Option<String>> = vec![None; shards];
+    let give_up = Instant::now() + args.wait;
+    let mut stopped_at: Option<Instant> = None;
+    while results.iter().any(Option::is_none) {
+        while let Ok(posted) = posts.try_recv() {
+            match posted {
+                Posted::Line(k, line) => view.line(k, &line),
+                Posted::Results(k, json) => {
+                    view.ended(k, None);
+                    results[k] = Some(json);
+                }
+            }
+        }
+        if let Some(breach) = view.tick(None) {
+            let why = format!(
+                "the fleet breached {} over the last {:.0} s ({:.2})",
+                breach.threshold, breach.window_s, breach.actual
+            );
+            eprintln!("headroom: {why}: stopping every shard");
+            stop_why.lock().expect("lock").get_or_insert(why);
+        }
+        if stop.was_interrupted() {
+            stop_why
+                .lock()
+                .expect("lock")
+                .get_or_insert_with(|| "the coordinator was interrupted".into());
+        }
+        let stopping = stop_why.lock().expect("lock").is_some();
+        if stopping {
+            stopped_at.get_or_insert_with(Instant::now);
+        }
+        // Shards answer a stop within a second and send their results;
+        // one that does not (gone, unreachable) is not waited for long.
+        let waited_out = stopped_at.is_some_and(|t| t.elapsed() > Duration::from_secs(30));
+        if Instant::now() > give_up || waited_out {
+            for (k, r) in results.iter().enumerate() {
+                if r.is_none() {
+                    eprintln!("headroom: shard {}/{shards} sent no results", k + 1);
+                    view.ended(k, Some("sent no results".into()));
+                }
+            }
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    view.finish(None);
+    let mut files = Vec::new();
+    for (k, json) in results.into_iter().enumerate() {
+        let Some(json) = json else { continue };
+        match serde_json::from_str(&json) {
+            Ok(results) => files.push(ShardFile {
+                file: format!("shard {}/{shards}", k + 1),
+                results,
+            }),
+            Err(e) => eprintln!(
+                "headroom: shard {}/{shards}: its results do not read ({e})",
+                k + 1
+            ),
+        }
+    }
+    if files.is_empty() {
+        bail!("no shard sent results");
+    }
+    finish_fleet(
+        files,
+        FleetEnd {
+            stop: &stop,
+            view: &view,
+            exporter,
+            dashboard,
+            thresholds: &scenario.thresholds,
+            monitor: None,
+        },
+        outputs,
+    )
+}
+
+/// Answers the shards' POSTs until the coordinator ends.
+fn serve(
+    server: &tiny_http::Server,
+    shards: usize,
+    token: Option<&str>,
+    stop_why: &Mutex<Option<String>>,
+    to: &mpsc::Sender<Posted>,
+) {
+    for mut request in server.incoming_requests() {
+        let authorized = token.is_none_or(|t| {
+            request.headers().iter().any(|h| {
+                h.field.equiv("Authorization") && h.value.as_str() == format!("Bearer {t}")
+            })
+        });
+        // /shards/K/report or /shards/K/results, K = 1…N.
+        let url = request.url().to_string();
+        let mut parts = url.trim_start_matches('/').split('/');
+        let shard = match (parts.next(), parts.next(), parts.next()) {
+            (Some("shards"), Some(k), Some(what)) => k
+                .parse::<usize>()
+                .ok()
+                .filter(|k| (1..=shards).contains(k))
+                .map(|k| (k - 1, what.to_string())),
+            _ => None,
+        };
+        let mut body = String::new();
+        let read = request
+            .as_reader()
+            .take(256 << 20)
+            .read_to_string(&mut body);
+        let (status, answer) = match (authorized, shard, read) {
+            (false, _, _) => (401, r#"{"error":"a token is needed"}"#.to_string()),
+            (_, None, _) => (
+                404,
+                r#"{"error":"POST /shards/K/report or /shards/K/results"}"#.into(),
+            ),
+            (_, _, Err(_)) => (400, r#"{"error":"unreadable body"}"#.into()),
+            (true, Some((k, what)), Ok(_)) => {
+                let posted = match what.as_str() {
+                    "report" => Some(Posted::Line(k, body)),
+                    "results" => Some(Posted::Results(k, body)),
+                    _ => None,
+                };
+                match posted {
+                    Some(p) => {
+                        let _ = to.send(p);
+                        let why = stop_why.lock().expect("lock").clone();
+                        (200, serde_json::json!({ "stop": why }).to_string())
+                    }
+                    None => (404, r#"{"error":"report or results"}"#.into()),
+                }
+            }
+        };
+        let response = tiny_http::Response::from_string(answer)
+            .with_status_code(status)
+            .with_header(
+                "Content-Type: application/json"
+                    .parse::<tiny_http::Header>()
+                    .expect("a valid header"),
+            );
+        let _ = request.respond(response);
+    }
+}
