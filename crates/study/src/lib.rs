@@ -19,12 +19,12 @@ pub mod file;
 pub mod services;
 
 use file::{Config, Ready, Study};
-use headroom_engine::plan::schedule::{Schedule, Stage};
-use headroom_engine::plan::{Load, Plan};
+use headroom_engine::plan::Plan;
 use headroom_engine::StopSignal;
 use headroom_measure::{measure_from, During, Recording};
 use headroom_monitor::launch::{LaunchError, LaunchSpec, ServerProcess};
 use headroom_monitor::{describe_process, port_holders, Follow, MonitorConfig};
+use headroom_records::results::Results;
 use headroom_records::study::rank;
 use headroom_records::study::{label, ConfigReport, Objective, RunRecord, StudyReport};
 use headroom_records::write_replacing;
@@ -34,7 +34,6 @@ use services::Running;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 pub struct StudyOptions {
     pub out_dir: PathBuf,
@@ -44,6 +43,65 @@ pub struct StudyOptions {
     pub recording: Recording,
     /// Configurations the user asked to skip while the study runs.
     pub skips: Skips,
+    /// Each run as shards in several processes, merged (`--processes`);
+    /// in this process when `None`.
+    pub sharded: Option<Arc<dyn Sharded>>,
+}
+
+/// Runs a configuration's load as shards in several processes and merges
+/// them — what `study --processes` does with each run (the CLI starts
+/// the processes; this crate does not know its own executable).
+pub trait Sharded: Send + Sync {
+    /// The scenario `scenario` (TOML, as the study built it for the
+    /// configuration; relative paths from `dir`) for `duration`, or at a
+    /// capacity search's `step`; the server watched with `watch`. `None`
+    /// when it could not be measured (said on stderr).
+    fn run(
+        &self,
+        scenario: &str,
+        dir: &Path,
+        load: ShardedLoad,
+        watch: &MonitorConfig,
+        stop: &StopSignal,
+    ) -> Option<Results>;
+}
+
+/// What a sharded run of a study loads.
+#[derive(Clone, Copy, Debug)]
+pub enum ShardedLoad {
+    /// The scenario as written, for this long when given.
+    Scenario(Option<std::time::Duration>),
+    /// A capacity search's step.
+    Step {
+        axis: headroom_objectives::capacity::Axis,
+        load: f64,
+        duration: std::time::Duration,
+    },
+}
+
+/// A capacity search's steps as sharded runs of the configuration's
+/// scenario.
+struct ShardedSteps<'a> {
+    sharded: &'a dyn Sharded,
+    scenario: &'a str,
+    dir: &'a Path,
+    watch: &'a MonitorConfig,
+    stop: &'a StopSignal,
+}
+
+impl headroom_capacity::Stepper for ShardedSteps<'_> {
+    fn step(&mut self, s: &headroom_capacity::StepRun) -> Option<Results> {
+        let at = |duration| ShardedLoad::Step {
+            axis: s.axis,
+            load: s.load,
+            duration,
+        };
+        let (sharded, scenario, dir) = (self.sharded, self.scenario, self.dir);
+        if !s.warmup.is_zero() {
+            sharded.run(scenario, dir, at(s.warmup), self.watch, self.stop)?;
+        }
+        sharded.run(scenario, dir, at(s.duration), self.watch, self.stop)
+    }
 }
 
 /// The status of a configuration skipped while the study ran.
@@ -190,42 +248,6 @@ pub fn free_port() -> std::io::Result<u16> {
         .port())
 }
 
-/// The plan with its load cut to `d`: closed runs for `d`; open schedules
-/// scaled to last `d` (stages keep their shares).
-fn with_duration(plan: &Plan, d: Duration) -> Plan {
-    let mut p = plan.clone();
-    p.max_requests = None;
-    match &mut p.load {
-        Load::Closed(c) => {
-            c.duration = Some(d);
-            c.iterations = None;
-        }
-        Load::Open(o) => {
-            let scale = d.as_secs_f64() / o.schedule.duration().as_secs_f64();
-            let stages: Vec<Stage> = o
-                .schedule
-                .stages()
-                .iter()
-                .map(|s| match *s {
-                    Stage::Hold { rate, duration } => Stage::Hold {
-                        rate,
-                        duration: duration.mul_f64(scale),
-                    },
-                    Stage::Ramp { from, to, duration } => Stage::Ramp {
-                        from,
-                        to,
-                        duration: duration.mul_f64(scale),
-                    },
-                })
-                .collect();
-            if let Ok(s) = Schedule::new(stages) {
-                o.schedule = s;
-            }
-        }
-    }
-    p
-}
-
 /// Builds the scenario against one configuration's base URL, with the
 /// configuration's events and `connect_to` rules after the scenario's own.
 fn scenario_for(
@@ -234,14 +256,24 @@ fn scenario_for(
     events: &[RawEvent],
     connect_to: &[String],
 ) -> Result<Scenario, String> {
+    scenario_file_for(study, base_url, events, connect_to)
+        .build()
+        .map_err(|e| e.to_string())
+}
+
+fn scenario_file_for(
+    study: &Study,
+    base_url: &str,
+    events: &[RawEvent],
+    connect_to: &[String],
+) -> headroom_scenario::ScenarioFile {
     let mut raw = study.scenario.clone();
     raw.base_url = Some(base_url.to_string());
     raw.events.extend(events.iter().cloned());
     RawRoutes::extend(&mut raw.connect_to, connect_to);
     let text = toml::to_string(&raw).unwrap_or_default();
     let path = study.scenario_dir.join("(study scenario)");
-    let file = headroom_scenario::ScenarioFile { path, text, raw };
-    file.build().map_err(|e| e.to_string())
+    headroom_scenario::ScenarioFile { path, text, raw }
 }
 
 /// Checks the scenario once, before any server starts.
@@ -355,6 +387,13 @@ fn run_config(
             return record;
         }
     };
+    // Sharded runs load the scenario as written for this configuration;
+    // events act in one process, beside the server: not in shards.
+    let shard_scenario = opts.sharded.as_ref().map(|_| {
+        let mut file = scenario_file_for(study, &base_url, &[], &connect_to);
+        file.raw.events.clear();
+        toml::to_string(&file.raw).unwrap_or_default()
+    });
     let spec = LaunchSpec {
         command: fill(&server.command),
         dir: dir.clone(),
@@ -455,10 +494,30 @@ fn run_config(
             .filter_map(|p| fill(p).parse().ok())
             .collect(),
     };
+    let sharded = opts.sharded.as_deref().zip(shard_scenario.as_deref());
     if study.objective == Objective::Capacity {
         let settings = scenario.capacity.overlay(&study.capacity);
         tell("searching", None);
-        capacity_search(plan, &settings, &watch, &recording, stop, &mut record, tell);
+        let mut in_process = headroom_capacity::InProcess {
+            watch: &watch,
+            stop,
+            recording: &recording,
+        };
+        let mut steps;
+        let stepper: &mut dyn headroom_capacity::Stepper = match sharded {
+            Some((sharded, scenario)) => {
+                steps = ShardedSteps {
+                    sharded,
+                    scenario,
+                    dir: &study.scenario_dir,
+                    watch: &watch,
+                    stop,
+                };
+                &mut steps
+            }
+            None => &mut in_process,
+        };
+        capacity_search(plan, &settings, stepper, stop, &mut record, tell);
         if record.status != "ok" {
             record.stderr_tail = Some(process.stderr_tail(20));
         }
@@ -467,16 +526,28 @@ fn run_config(
     }
     if !study.warmup.is_zero() {
         tell("warming", None);
-        let mut warm = with_duration(plan, study.warmup);
-        warm.events.clear();
-        let _ = headroom_engine::run(&warm, stop, |_| {});
+        match sharded {
+            Some((sharded, scenario)) => {
+                let warm = ShardedLoad::Scenario(Some(study.warmup));
+                let _ = sharded.run(scenario, &study.scenario_dir, warm, &watch, stop);
+            }
+            None => {
+                let mut warm = plan.lasting(study.warmup);
+                warm.events.clear();
+                let _ = headroom_engine::run(&warm, stop, |_| {});
+            }
+        }
     }
     let measured_plan = match study.duration {
-        Some(d) => with_duration(plan, d),
+        Some(d) => plan.lasting(d),
         None => plan.clone(),
     };
     let results = if stop.is_stopping() {
         None
+    } else if let Some((sharded, scenario)) = sharded {
+        tell("loading", None);
+        let load = ShardedLoad::Scenario(study.duration);
+        sharded.run(scenario, &study.scenario_dir, load, &watch, stop)
     } else {
         tell("loading", None);
         let during = During {
@@ -530,8 +601,7 @@ fn run_config(
 fn capacity_search(
     plan: &Plan,
     settings: &headroom_objectives::capacity::Settings,
-    watch: &MonitorConfig,
-    recording: &Recording,
+    stepper: &mut dyn headroom_capacity::Stepper,
     stop: &StopSignal,
     record: &mut RunRecord,
     tell: &mut dyn FnMut(&'static str, Option<Event>),
@@ -545,7 +615,7 @@ fn capacity_search(
         }
     };
     let unit = headroom_capacity::unit(options.axis, plan);
-    let report = headroom_capacity::run(plan, &options, watch, stop, recording, |event| {
+    let report = headroom_capacity::run_with(plan, &options, stop, stepper, |event| {
         tell("searching", Some(Event::Capacity { event, unit }))
     });
     record.results = report.capacity.and_then(|cap| {

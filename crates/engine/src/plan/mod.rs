@@ -27,7 +27,7 @@ use headroom_http::routes::Routes;
 use headroom_http::tls::{TlsClient, TlsError, TlsOptions};
 pub use headroom_http::HttpVersion;
 use headroom_http::{Capture, Endpoint, EndpointError};
-use schedule::Schedule;
+use schedule::{Schedule, Stage};
 use shard::Shard;
 use std::sync::Arc;
 use std::time::Duration;
@@ -177,6 +177,42 @@ pub enum PlanError {
 }
 
 impl Plan {
+    /// The plan with its load cut to `d`: closed runs for `d`; open schedules
+    /// scaled to last `d` (stages keep their shares).
+    pub fn lasting(&self, d: Duration) -> Plan {
+        let mut p = self.clone();
+        p.max_requests = None;
+        match &mut p.load {
+            Load::Closed(c) => {
+                c.duration = Some(d);
+                c.iterations = None;
+            }
+            Load::Open(o) => {
+                let scale = d.as_secs_f64() / o.schedule.duration().as_secs_f64();
+                let stages: Vec<Stage> = o
+                    .schedule
+                    .stages()
+                    .iter()
+                    .map(|s| match *s {
+                        Stage::Hold { rate, duration } => Stage::Hold {
+                            rate,
+                            duration: duration.mul_f64(scale),
+                        },
+                        Stage::Ramp { from, to, duration } => Stage::Ramp {
+                            from,
+                            to,
+                            duration: duration.mul_f64(scale),
+                        },
+                    })
+                    .collect();
+                if let Ok(s) = Schedule::new(stages) {
+                    o.schedule = s;
+                }
+            }
+        }
+        p
+    }
+
     /// How long request `spec` may take: its own timeout, else the plan's.
     pub fn timeout_of(&self, spec: &RequestSpec) -> Duration {
         spec.timeout.unwrap_or(self.request_timeout)

@@ -380,6 +380,12 @@ pub struct ScaleArgs {
     /// as the search's own steps are made.
     #[arg(long, hide = true, value_name = "AXIS:LOAD:DURATION", value_parser = parse_capacity_step)]
     pub capacity_step: Option<CapacityStep>,
+
+    /// A study's run, for its shards in child processes (`study
+    /// --processes`): the load cut to DURATION as the study cuts it
+    /// (closed: runs for it; open: the stages scaled to it).
+    #[arg(long, hide = true, value_name = "DURATION", value_parser = parse_duration)]
+    pub lasting: Option<Duration>,
 }
 
 /// `--capacity-step rate:400:10s`.
@@ -835,6 +841,12 @@ pub struct StudyArgs {
     /// Measure every configuration again (ignore an earlier study.json).
     #[arg(long)]
     pub fresh: bool,
+    /// Run every measured run (and each capacity step) as P shards in
+    /// child processes on one shared start, merged exactly: for servers
+    /// one generator process cannot load. The study's events are not acted
+    /// on then (they belong beside the server, in one process).
+    #[arg(long, value_name = "P", value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub processes: Option<u32>,
     #[command(flatten)]
     pub reports: ReportArgs,
     #[command(flatten)]

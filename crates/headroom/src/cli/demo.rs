@@ -69,6 +69,7 @@ pub fn demo(args: DemoArgs) -> anyhow::Result<i32> {
         &args.reports,
         &Default::default(),
         &args.dashboard,
+        None,
     )?;
     if !keep {
         println!("(the demo's results were in a temporary folder: pass --out DIR to keep them)");

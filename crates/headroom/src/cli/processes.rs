@@ -38,6 +38,7 @@ const PARENT_ONLY: &[(&str, Option<char>, bool)] = &[
     ("--shard", None, true),
     ("--report-to", None, true),
     ("--capacity-step", None, true),
+    ("--lasting", None, true),
     // The parent judges aborting thresholds on the fleet's seconds.
     ("--abort-on", None, true),
     ("--abort-delay", None, true),
@@ -265,15 +266,7 @@ impl ShardedSteps<'_> {
             }
             .to_arg(),
         ]);
-        let start = default_start(self.processes);
-        let mut shards = Shards::spawn(&words, self.processes, start)?;
-        let monitor = Monitor::start(self.watch.clone(), run::instant_of(start), start);
-        shards.wait(self.stop, |_| false)?;
-        let mut results = merge(shards.results()?, true, self.command.clone())?;
-        let report = monitor.finish(machine::available_cores(), &results.client_facts());
-        results.attach_server(report);
-        results.interrupted = self.stop.was_interrupted();
-        Ok(results)
+        sharded_run(&words, self.processes, self.watch, self.stop, &self.command)
     }
 }
 
@@ -293,6 +286,80 @@ impl headroom_capacity::Stepper for ShardedSteps<'_> {
             }
         }
     }
+}
+
+/// A study's runs as P shards in child processes (`study --processes
+/// P`): the configuration's scenario written beside the study's (its
+/// relative paths hold), each run a sharded run on one start, merged,
+/// watched by the study's monitor of the configuration's server.
+pub struct StudyShards {
+    pub processes: u32,
+    pub command: Vec<String>,
+}
+
+impl headroom_study::Sharded for StudyShards {
+    fn run(
+        &self,
+        scenario: &str,
+        dir: &std::path::Path,
+        load: headroom_study::ShardedLoad,
+        watch: &headroom_monitor::MonitorConfig,
+        stop: &StopSignal,
+    ) -> Option<headroom_records::Results> {
+        let measured = (|| {
+            let mut file = tempfile::Builder::new()
+                .prefix(".headroom-shards-")
+                .suffix(".toml")
+                .tempfile_in(dir)
+                .with_context(|| format!("cannot write the run's scenario in {}", dir.display()))?;
+            std::io::Write::write_all(&mut file, scenario.as_bytes())?;
+            let mut words = vec![file.path().display().to_string()];
+            match load {
+                headroom_study::ShardedLoad::Scenario(Some(d)) => {
+                    words.extend(["--lasting".into(), format!("{}ms", d.as_millis())]);
+                }
+                headroom_study::ShardedLoad::Scenario(None) => {}
+                headroom_study::ShardedLoad::Step {
+                    axis,
+                    load,
+                    duration,
+                } => words.extend([
+                    "--capacity-step".into(),
+                    super::args::CapacityStep {
+                        axis,
+                        load,
+                        duration,
+                    }
+                    .to_arg(),
+                ]),
+            }
+            words.extend(threads_each(self.processes));
+            sharded_run(&words, self.processes, watch, stop, &self.command)
+        })();
+        measured
+            .map_err(|e| eprintln!("headroom: error: a sharded run: {e:#}"))
+            .ok()
+    }
+}
+
+/// `headroom run WORDS` as P shards on one start, merged, with this
+/// process's monitor of the server attached.
+fn sharded_run(
+    words: &[String],
+    processes: u32,
+    watch: &headroom_monitor::MonitorConfig,
+    stop: &StopSignal,
+    command: &[String],
+) -> anyhow::Result<headroom_records::Results> {
+    let start = default_start(processes);
+    let mut shards = Shards::spawn(words, processes, start)?;
+    let monitor = Monitor::start(watch.clone(), run::instant_of(start), start);
+    shards.wait(stop, |_| false)?;
+    let mut results = merge(shards.results()?, true, command.to_vec())?;
+    let report = monitor.finish(machine::available_cores(), &results.client_facts());
+    results.attach_server(report);
+    results.interrupted = stop.was_interrupted();
+    Ok(results)
 }
 
 /// What a fleet of children did since the last look.

@@ -440,6 +440,9 @@ pub fn instant_of(at: SystemTime) -> std::time::Instant {
 pub fn run(args: RunCmdArgs) -> anyhow::Result<i32> {
     let RunCmdArgs { run: args, scale } = args;
     let mut scenario = scenario_from_args(&args)?;
+    if let Some(d) = scale.lasting {
+        scenario.plan = scenario.plan.lasting(d);
+    }
     if let Some(step) = scale.capacity_step {
         scenario.plan =
             headroom_capacity::plan_at(&scenario.plan, step.axis, step.load, step.duration);

@@ -26,6 +26,12 @@ pub fn study(args: StudyArgs) -> anyhow::Result<i32> {
             .unwrap_or("study");
         args.study.with_file_name(format!("{stem}-results"))
     });
+    let sharded = args.processes.filter(|&p| p > 1).map(|processes| {
+        std::sync::Arc::new(super::processes::StudyShards {
+            processes,
+            command: recording(&args.buckets, &[]).command,
+        }) as std::sync::Arc<dyn headroom_study::Sharded>
+    });
     run_study(
         &loaded,
         out_dir,
@@ -34,6 +40,7 @@ pub fn study(args: StudyArgs) -> anyhow::Result<i32> {
         &args.reports,
         &args.metrics,
         &args.dashboard,
+        sharded,
     )
 }
 
@@ -45,6 +52,7 @@ pub fn run_study(
     reports: &super::args::ReportArgs,
     metrics: &super::args::MetricsArgs,
     dashboard: &DashboardArgs,
+    sharded: Option<std::sync::Arc<dyn headroom_study::Sharded>>,
 ) -> anyhow::Result<i32> {
     super::report::check_writable_dir(&out_dir, "--out")?;
     if let Some(html) = &reports.html {
@@ -69,6 +77,7 @@ pub fn run_study(
         fresh,
         recording,
         skips,
+        sharded,
     };
     if let Some(feed) = &feed {
         feed.event(json!({

@@ -62,6 +62,45 @@ fn ranking_follows_the_objective() {
     }
 }
 
+/// `--processes 2`: every run of the study two shards in child processes,
+/// merged — and the ranking is the one-process study's.
+#[test]
+fn a_study_across_two_processes_ranks_as_one_process_does() {
+    let _light = light();
+    let dir = tempfile::tempdir().unwrap();
+    let file = two_config_study(dir.path(), "throughput", "2s");
+    let out = dir.path().join("out");
+    let o = study(&file, &out, &["--processes", "2"]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let report = read_json(&out.join("study.json"));
+    assert_eq!(report["winner"]["params"]["threads"], 8, "{report}");
+    for c in report["configs"].as_array().unwrap() {
+        let r = &c["results"];
+        assert_eq!(r["meta"]["shards"].as_array().unwrap().len(), 2, "{c}");
+        assert!(r["requests"]["total"].as_u64().unwrap() > 0);
+        // The study's monitor watched the configuration's server.
+        assert!(r["server"]["samples"]
+            .as_array()
+            .is_some_and(|s| !s.is_empty()));
+    }
+    // No scenario file of the shards is left beside the study's.
+    let left: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with(".headroom-shards-")
+        })
+        .collect();
+    assert!(left.is_empty());
+}
+
 #[test]
 fn ctrl_c_stops_the_current_server_and_keeps_what_was_measured() {
     // The same light study; what it measures is when the stop comes.
