@@ -64,12 +64,14 @@ pub fn demo(args: DemoArgs) -> anyhow::Result<i32> {
     let code = run_study(
         &study,
         out,
-        true,
+        super::study::Measuring {
+            fresh: true,
+            sharded: None,
+        },
         &DEFAULT_BUCKETS_MS,
         &args.reports,
         &Default::default(),
         &args.dashboard,
-        None,
     )?;
     if !keep {
         println!("(the demo's results were in a temporary folder: pass --out DIR to keep them)");

@@ -35,25 +35,34 @@ pub fn study(args: StudyArgs) -> anyhow::Result<i32> {
     run_study(
         &loaded,
         out_dir,
-        args.fresh,
+        Measuring {
+            fresh: args.fresh,
+            sharded,
+        },
         &args.buckets,
         &args.reports,
         &args.metrics,
         &args.dashboard,
-        sharded,
     )
+}
+
+/// How a study measures: from scratch or resuming; in this process or as
+/// shards in several.
+pub struct Measuring {
+    pub fresh: bool,
+    pub sharded: Option<std::sync::Arc<dyn headroom_study::Sharded>>,
 }
 
 pub fn run_study(
     loaded: &Study,
     out_dir: std::path::PathBuf,
-    fresh: bool,
+    measuring: Measuring,
     buckets_ms: &[u64],
     reports: &super::args::ReportArgs,
     metrics: &super::args::MetricsArgs,
     dashboard: &DashboardArgs,
-    sharded: Option<std::sync::Arc<dyn headroom_study::Sharded>>,
 ) -> anyhow::Result<i32> {
+    let Measuring { fresh, sharded } = measuring;
     super::report::check_writable_dir(&out_dir, "--out")?;
     if let Some(html) = &reports.html {
         super::report::check_writable(html, "--html")?;
