@@ -374,7 +374,8 @@ pub struct Stats {
 /// What a run's WebSockets and server-sent-event streams carried, counted
 /// as it happened: sockets opened, messages and bytes each way, and how
 /// sockets closed. Added up exactly, as every other count.
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
 pub struct SocketStats {
     /// WebSockets upgraded (101 with a valid accept key).
     pub opened_ws: u64,

@@ -39,21 +39,7 @@ pub struct StatsWire {
     #[serde(default)]
     pub limits_reached: Vec<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub sockets: Option<SocketsWire>,
-}
-
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct SocketsWire {
-    pub opened_ws: u64,
-    pub opened_sse: u64,
-    pub sse_reconnects: u64,
-    pub messages_sent: u64,
-    pub bytes_sent: u64,
-    pub messages_received: u64,
-    pub bytes_received: u64,
-    pub unmatched: u64,
-    pub pings_received: u64,
-    pub closes: BTreeMap<String, u64>,
+    pub sockets: Option<SocketStats>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -108,18 +94,7 @@ impl From<&Stats> for StatsWire {
             checks: s.checks.clone(),
             connection_events: s.connection_events.to_vec(),
             limits_reached: s.limits_reached.to_vec(),
-            sockets: (!k.is_empty()).then(|| SocketsWire {
-                opened_ws: k.opened_ws,
-                opened_sse: k.opened_sse,
-                sse_reconnects: k.sse_reconnects,
-                messages_sent: k.messages_sent,
-                bytes_sent: k.bytes_sent,
-                messages_received: k.messages_received,
-                bytes_received: k.bytes_received,
-                unmatched: k.unmatched,
-                pings_received: k.pings_received,
-                closes: k.closes.clone(),
-            }),
+            sockets: (!k.is_empty()).then(|| k.clone()),
         }
     }
 }
@@ -156,18 +131,7 @@ impl StatsWire {
             *into = *n;
         }
         if let Some(k) = &self.sockets {
-            s.sockets = SocketStats {
-                opened_ws: k.opened_ws,
-                opened_sse: k.opened_sse,
-                sse_reconnects: k.sse_reconnects,
-                messages_sent: k.messages_sent,
-                bytes_sent: k.bytes_sent,
-                messages_received: k.messages_received,
-                bytes_received: k.bytes_received,
-                unmatched: k.unmatched,
-                pings_received: k.pings_received,
-                closes: k.closes.clone(),
-            };
+            s.sockets = k.clone();
         }
         Ok(s)
     }

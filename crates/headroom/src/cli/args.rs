@@ -505,21 +505,8 @@ pub struct FleetArgs {
     /// the coordinator started.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "1h")]
     pub wait: Duration,
-    /// Write the merged results (JSON) here.
-    #[arg(short = 'o', long, value_name = "FILE")]
-    pub out: Option<std::path::PathBuf>,
-    /// Nothing but errors.
-    #[arg(short, long)]
-    pub quiet: bool,
-    /// The fleet's live line: auto, always, never.
-    #[arg(long, value_enum, default_value_t = ProgressFlag::Auto)]
-    pub progress: ProgressFlag,
     #[command(flatten)]
-    pub reports: ReportArgs,
-    #[command(flatten)]
-    pub metrics: MetricsArgs,
-    #[command(flatten)]
-    pub dashboard: DashboardArgs,
+    pub fleet: FleetOutputArgs,
     /// The shards' `headroom run` flags, after `--` (for the plan, and
     /// thresholds judged on the merge), e.g. -- --rate 900 -d 10m
     #[arg(last = true, value_name = "RUN FLAGS")]
@@ -608,12 +595,19 @@ pub struct K8sRunArgs {
     /// The kubectl to run.
     #[arg(long, value_name = "PATH", default_value = "kubectl")]
     pub kubectl: String,
-    /// Write the merged results (JSON) here.
-    #[arg(short = 'o', long, value_name = "FILE")]
-    pub out: Option<std::path::PathBuf>,
     /// Keep each shard's results file in this folder too.
     #[arg(long, value_name = "DIR")]
     pub shards_dir: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    pub fleet: FleetOutputArgs,
+}
+
+/// What a fleet's coordinator (`k8s run`, `fleet`) shows and writes.
+#[derive(Args, Debug, Clone)]
+pub struct FleetOutputArgs {
+    /// Write the merged results (JSON) here.
+    #[arg(short = 'o', long, value_name = "FILE")]
+    pub out: Option<std::path::PathBuf>,
     /// Nothing but errors.
     #[arg(short, long)]
     pub quiet: bool,

@@ -15,13 +15,10 @@
 //! ```
 
 use super::args::K8sRunArgs;
-use super::dashboard::Dashboard;
 use super::exit::install_interrupt;
 use super::fleet::view::FleetView;
-use super::fleet::{finish_fleet, fleet_scenario, FleetEnd};
+use super::fleet::{self, finish_fleet, fleet_scenario, Coordinator, FleetEnd};
 use super::k8s::{job_plan, kubectl};
-use super::live::{Live, ProgressMode};
-use super::outputs::Outputs;
 use anyhow::{bail, Context};
 use headroom_engine::StopSignal;
 use headroom_k8s::{manifests, pod_security, results_in_log, room};
@@ -131,15 +128,7 @@ pub fn run(args: K8sRunArgs) -> anyhow::Result<i32> {
     // The plan the pods run, as they will build it: for the fleet's view,
     // thresholds and aborts.
     let (scenario, thresholds) = fleet_scenario(scenario_path, &pods_args.run_flags)?;
-    let outputs = Outputs {
-        out: args.out.as_deref(),
-        html: args.reports.html.as_deref(),
-        markdown: args.reports.markdown,
-        quiet: args.quiet,
-        progress: args.progress.into(),
-        thresholds,
-        ..Outputs::default()
-    };
+    let outputs = fleet::outputs(&args.fleet, thresholds);
     outputs.check_writable()?;
     let stop = StopSignal::new();
     install_interrupt(&stop)?;
@@ -163,7 +152,7 @@ pub fn run(args: K8sRunArgs) -> anyhow::Result<i32> {
         name: job.name.clone(),
         keep: args.keep,
     };
-    let quiet = args.quiet;
+    let quiet = args.fleet.quiet;
     if !quiet {
         eprintln!(
             "headroom: job/{} applied in namespace {ns}: {shards} pods, starting at {}",
@@ -171,28 +160,17 @@ pub fn run(args: K8sRunArgs) -> anyhow::Result<i32> {
         );
     }
 
-    let exporter = super::metrics::Exporter::start(&args.metrics)?;
-    let dashboard = Dashboard::start(
-        &args.dashboard,
+    let mut coordinator = Coordinator::start(
+        &scenario,
+        shards as usize,
+        outputs.progress,
+        quiet,
+        &args.fleet.metrics,
+        &args.fleet.dashboard,
         &stop,
         &format!("job/{} — {shards} pods", job.name),
-        None,
     )?;
-    let mode = if quiet {
-        ProgressMode::Never
-    } else {
-        outputs.progress
-    };
-    let plan = &scenario.plan;
-    let mut view = FleetView::new(
-        plan,
-        shards as usize,
-        &scenario.aborts,
-        Live::new(plan.load_duration(), mode),
-        exporter.as_ref().map(|e| e.metrics.clone()),
-        dashboard.as_ref().map(|d| d.feed.clone()),
-        quiet,
-    );
+    let view = &mut coordinator.view;
     let start_instant = super::run::instant_of(start);
     let mut pods: Vec<Pod> = (0..shards).map(|_| Pod::default()).collect();
     let (lines_to, lines) = mpsc::channel::<(usize, Option<String>)>();
@@ -285,15 +263,8 @@ pub fn run(args: K8sRunArgs) -> anyhow::Result<i32> {
         if let Some(breach) = view.tick(None) {
             if !suspended {
                 suspended = true;
-                suspend(
-                    k,
-                    ns,
-                    &job.name,
-                    &format!(
-                        "the fleet breached {} over the last {:.0} s ({:.2}): stopping every pod",
-                        breach.threshold, breach.window_s, breach.actual
-                    ),
-                );
+                let why = FleetView::breach_line(&breach);
+                suspend(k, ns, &job.name, &format!("{why}: stopping every pod"));
             }
         }
         if pods.iter().all(|p| p.ended) {
@@ -333,9 +304,7 @@ pub fn run(args: K8sRunArgs) -> anyhow::Result<i32> {
         files,
         FleetEnd {
             stop: &stop,
-            view: &view,
-            exporter,
-            dashboard,
+            coordinator,
             thresholds: &scenario.thresholds,
             monitor: None,
         },

@@ -15,11 +15,9 @@
 //! ```
 
 use super::args::RunCmdArgs;
-use super::dashboard::Dashboard;
 use super::exit::{install_interrupt, interrupting_signal};
 use super::fleet::view::FleetView;
-use super::fleet::{finish_fleet, FleetEnd};
-use super::live::{Live, ProgressMode};
+use super::fleet::{finish_fleet, Coordinator, FleetEnd};
 use super::outputs::Outputs;
 use super::run::{self, scenario_from_args, watch_from_args};
 use anyhow::{bail, Context};
@@ -137,15 +135,20 @@ pub fn run(args: &RunCmdArgs, processes: u32) -> anyhow::Result<i32> {
     install_interrupt(&stop)?;
     let watch = watch_from_args(run_args, &scenario.plan)?;
     let plan = &scenario.plan;
-    let dashboard = Dashboard::start(
+    let title = format!(
+        "{}://{} — {processes} processes",
+        if plan.endpoint.https { "https" } else { "http" },
+        plan.endpoint.host_header
+    );
+    let mut coordinator = Coordinator::start(
+        &scenario,
+        processes as usize,
+        outputs.progress,
+        outputs.quiet,
+        &run_args.metrics,
         &run_args.dashboard,
         &stop,
-        &format!(
-            "{}://{} — {processes} processes",
-            if plan.endpoint.https { "https" } else { "http" },
-            plan.endpoint.host_header
-        ),
-        None,
+        &title,
     )?;
 
     let start = args
@@ -170,21 +173,7 @@ pub fn run(args: &RunCmdArgs, processes: u32) -> anyhow::Result<i32> {
     }
     let monitor = Monitor::start(watch.config.clone(), run::instant_of(start), start);
 
-    let exporter = super::metrics::Exporter::start(&run_args.metrics)?;
-    let mode = if outputs.quiet {
-        ProgressMode::Never
-    } else {
-        outputs.progress
-    };
-    let mut view = FleetView::new(
-        plan,
-        processes as usize,
-        &scenario.aborts,
-        Live::new(plan.load_duration(), mode),
-        exporter.as_ref().map(|e| e.metrics.clone()),
-        dashboard.as_ref().map(|d| d.feed.clone()),
-        outputs.quiet,
-    );
+    let view = &mut coordinator.view;
     shards.wait(&stop, |happened| match happened {
         Happened::Line(k, line) => {
             view.line(k, &line);
@@ -199,11 +188,8 @@ pub fn run(args: &RunCmdArgs, processes: u32) -> anyhow::Result<i32> {
                 return false;
             };
             if !outputs.quiet {
-                eprintln!(
-                    "headroom: the fleet breached {} over the last {:.0} s ({:.2}): stopping \
-                     every shard",
-                    breach.threshold, breach.window_s, breach.actual
-                );
+                let why = FleetView::breach_line(&breach);
+                eprintln!("headroom: {why}: stopping every shard");
             }
             true
         }
@@ -215,9 +201,7 @@ pub fn run(args: &RunCmdArgs, processes: u32) -> anyhow::Result<i32> {
         shards.results()?,
         FleetEnd {
             stop: &stop,
-            view: &view,
-            exporter,
-            dashboard,
+            coordinator,
             thresholds: &scenario.thresholds,
             monitor: Some(monitor),
         },

@@ -15,7 +15,9 @@ pub mod report;
 pub mod serve;
 pub mod view;
 
+use super::args::{DashboardArgs, FleetOutputArgs, MetricsArgs};
 use super::dashboard::Dashboard;
+use super::live::{Live, ProgressMode};
 use super::metrics::Exporter;
 use super::outputs::{finish, Outputs};
 use anyhow::Context;
@@ -60,12 +62,66 @@ fn plan_of(run: &super::args::RunArgs) -> anyhow::Result<headroom_scenario::Scen
     }
 }
 
+/// A coordinator's live side: the fleet's view, and where it is
+/// published (`--metrics-*`, `--dashboard`).
+pub struct Coordinator<'a> {
+    pub view: view::FleetView<'a>,
+    exporter: Option<Exporter>,
+    dashboard: Option<Dashboard>,
+}
+
+impl<'a> Coordinator<'a> {
+    /// The view of `shards` shards of `scenario`'s plan, its aborting
+    /// thresholds judged on the fleet; `title` names the fleet on the page.
+    #[allow(clippy::too_many_arguments)]
+    pub fn start(
+        scenario: &'a headroom_scenario::Scenario,
+        shards: usize,
+        progress: ProgressMode,
+        quiet: bool,
+        metrics: &MetricsArgs,
+        dashboard: &DashboardArgs,
+        stop: &StopSignal,
+        title: &str,
+    ) -> anyhow::Result<Coordinator<'a>> {
+        let exporter = Exporter::start(metrics)?;
+        let dashboard = Dashboard::start(dashboard, stop, title, None)?;
+        let mode = if quiet { ProgressMode::Never } else { progress };
+        let plan = &scenario.plan;
+        let view = view::FleetView::new(
+            plan,
+            shards,
+            &scenario.aborts,
+            Live::new(plan.load_duration(), mode),
+            exporter.as_ref().map(|e| e.metrics.clone()),
+            dashboard.as_ref().map(|d| d.feed.clone()),
+            quiet,
+        );
+        Ok(Coordinator {
+            view,
+            exporter,
+            dashboard,
+        })
+    }
+}
+
+/// The outputs of a coordinator's flags, with the run flags' thresholds.
+pub fn outputs(args: &FleetOutputArgs, thresholds: Slo) -> Outputs<'_> {
+    Outputs {
+        out: args.out.as_deref(),
+        html: args.reports.html.as_deref(),
+        markdown: args.reports.markdown,
+        quiet: args.quiet,
+        progress: args.progress.into(),
+        thresholds,
+        ..Outputs::default()
+    }
+}
+
 /// What a coordinator holds when its shards have ended.
 pub struct FleetEnd<'a> {
     pub stop: &'a StopSignal,
-    pub view: &'a view::FleetView<'a>,
-    pub exporter: Option<Exporter>,
-    pub dashboard: Option<Dashboard>,
+    pub coordinator: Coordinator<'a>,
     /// The plan's own thresholds (the flags' are in the outputs').
     pub thresholds: &'a Slo,
     /// The coordinator's monitor, when it watched the server: it saw the
@@ -80,32 +136,38 @@ pub fn finish_fleet(
     end: FleetEnd,
     mut outputs: Outputs,
 ) -> anyhow::Result<i32> {
+    let FleetEnd {
+        stop,
+        coordinator,
+        thresholds,
+        monitor,
+    } = end;
     let mut results = merge(files, true, super::common::recording(&[], &[]).command)
         .context("the shards' results")?;
-    if let Some(monitor) = end.monitor {
+    if let Some(monitor) = monitor {
         let cores = headroom_records::server::machine::available_cores();
         results.attach_server(monitor.finish(cores, &results.client_facts()));
     }
     // The shards were stopped by the coordinator: interrupted only when
     // it was (Ctrl-C), stopped early when the fleet breached a threshold.
-    results.interrupted = end.stop.was_interrupted();
-    if let Some(breach) = end.view.aborted() {
+    results.interrupted = stop.was_interrupted();
+    if let Some(breach) = coordinator.view.aborted() {
         results.abort = Some(breach.clone());
         results.interrupted = false;
     }
     // The shards measure; the coordinator publishes the merged figures.
-    if let Some(exporter) = end.exporter {
+    if let Some(exporter) = coordinator.exporter {
         exporter.metrics.finish(&Vec::new(), &results);
         super::metrics::finish(Some(exporter));
     }
-    if let Some(d) = &end.dashboard {
+    if let Some(d) = &coordinator.dashboard {
         d.feed.finish(&results);
         outputs.dashboard = Some(d.feed.clone());
     }
     let intervals = results.histograms.per_second.clone();
-    let code = finish(results, end.thresholds, &outputs, &intervals);
+    let code = finish(results, thresholds, &outputs, &intervals);
     // Everything written: the page may stay up (--dashboard-linger).
-    if let Some(d) = end.dashboard {
+    if let Some(d) = coordinator.dashboard {
         d.finish();
     }
     code

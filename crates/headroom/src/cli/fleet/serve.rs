@@ -7,12 +7,9 @@
 //! its exit code is the merged verdict.
 
 use super::view::FleetView;
-use super::{finish_fleet, fleet_scenario, FleetEnd};
+use super::{finish_fleet, fleet_scenario, Coordinator, FleetEnd};
 use crate::cli::args::FleetArgs;
-use crate::cli::dashboard::Dashboard;
 use crate::cli::exit::install_interrupt;
-use crate::cli::live::{Live, ProgressMode};
-use crate::cli::outputs::Outputs;
 use anyhow::bail;
 use headroom_engine::StopSignal;
 use headroom_records::merge::ShardFile;
@@ -36,15 +33,8 @@ pub fn fleet(args: FleetArgs) -> anyhow::Result<i32> {
         );
     }
     let (scenario, thresholds) = fleet_scenario(&args.scenario, &args.run_flags)?;
-    let outputs = Outputs {
-        out: args.out.as_deref(),
-        html: args.reports.html.as_deref(),
-        markdown: args.reports.markdown,
-        quiet: args.quiet,
-        progress: args.progress.into(),
-        thresholds,
-        ..Outputs::default()
-    };
+    let outputs = super::outputs(&args.fleet, thresholds);
+    let quiet = args.fleet.quiet;
     outputs.check_writable()?;
     let stop = StopSignal::new();
     install_interrupt(&stop)?;
@@ -64,7 +54,7 @@ pub fn fleet(args: FleetArgs) -> anyhow::Result<i32> {
             .name("headroom-fleet".into())
             .spawn(move || serve(&server, shards, token.as_deref(), &stop_why, &posts_to))?;
     }
-    if !args.quiet {
+    if !quiet {
         let bound = server
             .server_addr()
             .to_ip()
@@ -75,23 +65,17 @@ pub fn fleet(args: FleetArgs) -> anyhow::Result<i32> {
             args.scenario.display()
         );
     }
-    let exporter = crate::cli::metrics::Exporter::start(&args.metrics)?;
-    let dashboard = Dashboard::start(&args.dashboard, &stop, &format!("{shards} shards"), None)?;
-    let mode = if args.quiet {
-        ProgressMode::Never
-    } else {
-        outputs.progress
-    };
-    let plan = &scenario.plan;
-    let mut view = FleetView::new(
-        plan,
+    let mut coordinator = Coordinator::start(
+        &scenario,
         shards,
-        &scenario.aborts,
-        Live::new(plan.load_duration(), mode),
-        exporter.as_ref().map(|e| e.metrics.clone()),
-        dashboard.as_ref().map(|d| d.feed.clone()),
-        args.quiet,
-    );
+        outputs.progress,
+        quiet,
+        &args.fleet.metrics,
+        &args.fleet.dashboard,
+        &stop,
+        &format!("{shards} shards"),
+    )?;
+    let view = &mut coordinator.view;
     let mut results: Vec<Option<String>> = vec![None; shards];
     let give_up = Instant::now() + args.wait;
     let mut stopped_at: Option<Instant> = None;
@@ -106,10 +90,7 @@ pub fn fleet(args: FleetArgs) -> anyhow::Result<i32> {
             }
         }
         if let Some(breach) = view.tick(None) {
-            let why = format!(
-                "the fleet breached {} over the last {:.0} s ({:.2})",
-                breach.threshold, breach.window_s, breach.actual
-            );
+            let why = FleetView::breach_line(&breach);
             eprintln!("headroom: {why}: stopping every shard");
             stop_why.lock().expect("lock").get_or_insert(why);
         }
@@ -159,9 +140,7 @@ pub fn fleet(args: FleetArgs) -> anyhow::Result<i32> {
         files,
         FleetEnd {
             stop: &stop,
-            view: &view,
-            exporter,
-            dashboard,
+            coordinator,
             thresholds: &scenario.thresholds,
             monitor: None,
         },

@@ -147,6 +147,14 @@ impl<'plan> FleetView<'plan> {
         }
     }
 
+    /// Why the fleet is stopped, for people: the threshold it breached.
+    pub fn breach_line(breach: &AbortRecord) -> String {
+        format!(
+            "the fleet breached {} over the last {:.0} s ({:.2})",
+            breach.threshold, breach.window_s, breach.actual
+        )
+    }
+
     /// The aborting threshold the fleet breached, if it did.
     pub fn aborted(&self) -> Option<&AbortRecord> {
         self.aborted.as_ref()
