@@ -7,21 +7,28 @@
 //! [`Progress`] as exact as one process's: merged histograms, never
 //! averaged percentiles.
 //!
-//! A second is merged once every running shard has sent it, or [`GRACE`]
-//! after the first did; a shard behind by more is shown late, and its
-//! seconds that come after their merge still count in the totals.
+//! A second is merged once every running shard has sent it, or a grace
+//! after the first did (how late a shard's lines may come depends on the
+//! transport: [`GRACE`] over a pipe, [`GRACE_LOGS`] through Kubernetes'
+//! logs); a shard behind by more is shown late, and its seconds that come
+//! after their merge still count in the totals.
 
 use headroom_engine::Progress;
 use headroom_metrics::aggregate::{Peaks, TimelinePoint, RECENT_SECONDS};
 use headroom_metrics::wire::StatsWire;
 use headroom_metrics::{RequestCounts, Stats};
+use headroom_records::results::Results;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, VecDeque};
 use std::time::{Duration, Instant};
 
-/// How long a second waits for the shards that have not sent it yet.
+/// How long a second waits for the shards that have not sent it yet,
+/// when they report over pipes or HTTP.
 pub const GRACE: Duration = Duration::from_millis(1500);
+/// The same through `kubectl logs -f`: the kubelet and the API server pass
+/// the lines on, seconds late under load.
+pub const GRACE_LOGS: Duration = Duration::from_secs(5);
 
 /// One line of a shard's report stream (JSON, tagged `headroom_fleet`, so
 /// it is told apart from anything else in a pod's log).
@@ -71,6 +78,58 @@ impl Report {
         }))
     }
 
+    /// The seconds of a shard's `results` after second `after` (those
+    /// its run ended before reporting), from its timeline and per-second
+    /// histograms: counts, bytes, error classes and latencies (statuses
+    /// and checks per second are not in a timeline; the results have
+    /// them exactly).
+    pub fn tail_seconds(results: &Results, after: u32) -> Vec<Report> {
+        let per_second = &results.histograms.per_second;
+        results
+            .timeline
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| p.t_s > after)
+            .map(|(i, p)| {
+                let mut stats = Stats::new();
+                stats.requests = p.requests;
+                stats.ok = p.ok;
+                stats.failed = p.failed;
+                stats.bytes = p.bytes;
+                if let Some(h) = per_second
+                    .get(i)
+                    .and_then(|b| headroom_metrics::histogram::from_base64(b).ok())
+                {
+                    stats.latency = h;
+                }
+                for (key, n) in &p.errors {
+                    if let Some(class) = headroom_metrics::ErrorClass::from_key(key) {
+                        stats.errors[class.index()] += n;
+                    }
+                }
+                Report::Second(Box::new(SecondReport {
+                    t_s: p.t_s,
+                    stats: StatsWire::from(&stats),
+                    active_users: p.active_users,
+                    in_flight: p.in_flight,
+                    sockets_open: p.sockets_open,
+                    // In the plan's order, as the shard's seconds send them.
+                    by_request: results
+                        .config
+                        .requests
+                        .iter()
+                        .map(|r| {
+                            results
+                                .per_request
+                                .get(&r.name)
+                                .map_or([0, 0], |s| [s.requests.ok, s.requests.failed])
+                        })
+                        .collect(),
+                }))
+            })
+            .collect()
+    }
+
     /// One line of NDJSON.
     pub fn to_line(&self) -> String {
         serde_json::to_string(self).expect("a report serialises")
@@ -118,6 +177,7 @@ struct Pending {
 
 /// The fleet's seconds as the shards send them.
 pub struct Fleet {
+    grace: Duration,
     shards: Vec<Shard>,
     pending: BTreeMap<u32, Pending>,
     merged_up_to: u32,
@@ -127,8 +187,10 @@ pub struct Fleet {
 }
 
 impl Fleet {
-    pub fn new(shards: usize) -> Fleet {
+    /// A fleet of `shards` whose seconds wait `grace` for the late ones.
+    pub fn new(shards: usize, grace: Duration) -> Fleet {
         Fleet {
+            grace,
             shards: (0..shards)
                 .map(|_| Shard {
                     state: State::Waiting,
@@ -146,6 +208,10 @@ impl Fleet {
             recent: VecDeque::new(),
             by_request: Vec::new(),
         }
+    }
+
+    pub fn grace(&self) -> Duration {
+        self.grace
     }
 
     pub fn shard_count(&self) -> usize {
@@ -221,7 +287,7 @@ impl Fleet {
                 self.shards.iter().zip(&pending.seconds).all(|(s, got)| {
                     got.is_some() || matches!(s.state, State::Done | State::Failed(_))
                 });
-            if !all_in && now.duration_since(pending.first) < GRACE {
+            if !all_in && now.duration_since(pending.first) < self.grace {
                 break;
             }
             let pending = self.pending.remove(&t).expect("the first pending second");
@@ -377,7 +443,7 @@ mod tests {
     #[test]
     fn a_second_is_merged_when_every_shard_sent_it_with_exact_percentiles() {
         let start = Instant::now();
-        let mut fleet = Fleet::new(2);
+        let mut fleet = Fleet::new(2, GRACE);
         fleet.report(0, second(1, &[1000; 99], 99), start).unwrap();
         assert!(
             merged(&mut fleet, start).is_empty(),
@@ -405,7 +471,7 @@ mod tests {
     #[test]
     fn a_shard_behind_by_more_than_the_grace_is_late_and_a_finished_one_is_not_waited_for() {
         let start = Instant::now();
-        let mut fleet = Fleet::new(3);
+        let mut fleet = Fleet::new(3, GRACE);
         fleet.report(0, second(1, &[1000], 1), start).unwrap();
         fleet.report(1, second(1, &[1000], 1), start).unwrap();
         assert!(merged(&mut fleet, start + GRACE / 2).is_empty());

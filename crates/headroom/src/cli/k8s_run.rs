@@ -162,7 +162,7 @@ pub fn run(args: K8sRunArgs) -> anyhow::Result<i32> {
 
     let mut coordinator = Coordinator::start(
         &scenario,
-        shards as usize,
+        (shards as usize, headroom_measure::fleet::GRACE_LOGS),
         outputs.progress,
         quiet,
         &args.fleet.metrics,

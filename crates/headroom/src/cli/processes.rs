@@ -142,7 +142,7 @@ pub fn run(args: &RunCmdArgs, processes: u32) -> anyhow::Result<i32> {
     );
     let mut coordinator = Coordinator::start(
         &scenario,
-        processes as usize,
+        (processes as usize, headroom_measure::fleet::GRACE),
         outputs.progress,
         outputs.quiet,
         &run_args.metrics,

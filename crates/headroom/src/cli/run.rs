@@ -404,8 +404,7 @@ pub fn execute(
     let mut results = measured.results;
     if let Some(r) = reporter {
         // Every report line out before the results (on the same stdout).
-        let t = &results.summary.requests;
-        r.end(t.total, t.ok, t.failed);
+        r.end(&results);
     }
     if let Some(at) = start {
         let late_ms = measured.late_by.as_secs_f64() * 1000.0;

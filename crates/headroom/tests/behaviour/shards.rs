@@ -680,6 +680,8 @@ fn hand_started_shards_report_to_a_coordinator_that_judges_the_fleet() {
         assert_eq!(m["meta"]["shards"].as_array().unwrap().len(), 2, "{stderr}");
         assert_eq!(target.requests() - before, total(&m), "nothing lost");
         let timeline = m["timeline"].as_array().unwrap();
+        let seconds = events.iter().filter(|e| e["kind"] == "second").count();
+        assert_eq!(seconds, timeline.len(), "every second, the last ones too");
         for s in events.iter().filter(|e| e["kind"] == "second") {
             let t = s["t_s"].as_u64().unwrap() as usize;
             assert_eq!(s["requests"], timeline[t - 1]["requests"], "second {t}");

@@ -71,12 +71,13 @@ pub struct Coordinator<'a> {
 }
 
 impl<'a> Coordinator<'a> {
-    /// The view of `shards` shards of `scenario`'s plan, its aborting
+    /// The view of `shards` shards of `scenario`'s plan (a second waits
+    /// `grace` for late ones: see `headroom_measure::fleet`), its aborting
     /// thresholds judged on the fleet; `title` names the fleet on the page.
     #[allow(clippy::too_many_arguments)]
     pub fn start(
         scenario: &'a headroom_scenario::Scenario,
-        shards: usize,
+        (shards, grace): (usize, std::time::Duration),
         progress: ProgressMode,
         quiet: bool,
         metrics: &MetricsArgs,
@@ -90,7 +91,7 @@ impl<'a> Coordinator<'a> {
         let plan = &scenario.plan;
         let view = view::FleetView::new(
             plan,
-            shards,
+            headroom_measure::fleet::Fleet::new(shards, grace),
             &scenario.aborts,
             Live::new(plan.load_duration(), mode),
             exporter.as_ref().map(|e| e.metrics.clone()),

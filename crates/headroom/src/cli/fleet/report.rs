@@ -39,6 +39,8 @@ pub struct Reporter {
     shard: Shard,
     lines: Mutex<Option<mpsc::Sender<String>>>,
     thread: Mutex<Option<JoinHandle<()>>>,
+    /// The newest second reported.
+    reported: std::sync::atomic::AtomicU32,
 }
 
 impl Reporter {
@@ -80,6 +82,7 @@ impl Reporter {
             shard,
             lines: Mutex::new(Some(lines)),
             thread: Mutex::new(Some(thread)),
+            reported: std::sync::atomic::AtomicU32::new(0),
         };
         reporter.send(&Report::Hello {
             shard: shard.index + 1,
@@ -97,16 +100,23 @@ impl Reporter {
 
     /// A second has finished.
     pub fn second(&self, p: &Progress) {
+        self.reported
+            .store(p.second.t_s, std::sync::atomic::Ordering::Relaxed);
         self.send(&Report::second(p));
     }
 
-    /// The run ended with these totals: the last line, and every line
-    /// before it out before this returns.
-    pub fn end(&self, requests: u64, ok: u64, failed: u64) {
+    /// The run ended with `results`: the seconds it ended before
+    /// reporting, then the last line — every line out before this returns.
+    pub fn end(&self, results: &headroom_records::Results) {
+        let after = self.reported.load(std::sync::atomic::Ordering::Relaxed);
+        for tail in Report::tail_seconds(results, after) {
+            self.send(&tail);
+        }
+        let t = &results.summary.requests;
         self.send(&Report::End {
-            requests,
-            ok,
-            failed,
+            requests: t.total,
+            ok: t.ok,
+            failed: t.failed,
         });
         self.close();
     }

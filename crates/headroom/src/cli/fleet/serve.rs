@@ -67,7 +67,7 @@ pub fn fleet(args: FleetArgs) -> anyhow::Result<i32> {
     }
     let mut coordinator = Coordinator::start(
         &scenario,
-        shards,
+        (shards, headroom_measure::fleet::GRACE),
         outputs.progress,
         quiet,
         &args.fleet.metrics,

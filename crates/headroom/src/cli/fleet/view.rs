@@ -33,7 +33,7 @@ pub struct FleetView<'plan> {
 impl<'plan> FleetView<'plan> {
     pub fn new(
         plan: &'plan Plan,
-        shards: usize,
+        fleet: Fleet,
         aborts: &[AbortRule],
         live: Live,
         metrics: Option<LiveMetrics>,
@@ -44,7 +44,7 @@ impl<'plan> FleetView<'plan> {
             f.run_start(plan);
         }
         FleetView {
-            fleet: Fleet::new(shards),
+            fleet,
             plan,
             live,
             metrics,
@@ -140,7 +140,7 @@ impl<'plan> FleetView<'plan> {
 
     /// Every shard ended: the seconds still pending shown.
     pub fn finish(&mut self, sample: Option<&Sample>) {
-        self.tick_at(Instant::now() + headroom_measure::fleet::GRACE, sample);
+        self.tick_at(Instant::now() + self.fleet.grace(), sample);
         self.live.finish();
         if let Some(f) = &self.feed {
             f.event(self.fleet.rows());
