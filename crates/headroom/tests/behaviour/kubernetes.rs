@@ -426,14 +426,7 @@ fn k8s_run_stops_every_pod_on_ctrl_c_and_on_a_fleet_abort() {
         let out = cluster.dir.path().join("merged.json");
         let mut flags = vec!["--rate", "60", "-d", "60s"];
         if abort {
-            flags.extend([
-                "--abort-on",
-                "p99<1ms",
-                "--abort-delay",
-                "1s",
-                "--abort-window",
-                "1s",
-            ]);
+            flags.extend(crate::common::ABORT_AT_ONCE);
         }
         let started = std::time::Instant::now();
         let mut run = crate::common::ProcessGuard {

@@ -617,14 +617,7 @@ fn hand_started_shards_report_to_a_coordinator_that_judges_the_fleet() {
         let merged = dir.path().join("merged.json");
         let mut flags = vec!["--rate", "100", "-d", if abort { "60s" } else { "4s" }];
         if abort {
-            flags.extend([
-                "--abort-on",
-                "p99<1ms",
-                "--abort-delay",
-                "1s",
-                "--abort-window",
-                "1s",
-            ]);
+            flags.extend(crate::common::ABORT_AT_ONCE);
         }
         let listen = format!("127.0.0.1:{port}");
         let mut coordinator = crate::common::ProcessGuard {

@@ -44,6 +44,16 @@ impl Drop for ProcessGuard {
     }
 }
 
+/// An aborting threshold every run breaches within its first seconds.
+pub const ABORT_AT_ONCE: [&str; 6] = [
+    "--abort-on",
+    "p99<1ms",
+    "--abort-delay",
+    "1s",
+    "--abort-window",
+    "1s",
+];
+
 /// The built-in target on a free port.
 pub struct Target {
     pub guard: ProcessGuard,

@@ -143,6 +143,9 @@ pub fn finish_fleet(
         thresholds,
         monitor,
     } = end;
+    if files.is_empty() {
+        anyhow::bail!("no shard left results: nothing to merge");
+    }
     let mut results = merge(files, true, super::common::recording(&[], &[]).command)
         .context("the shards' results")?;
     if let Some(monitor) = monitor {
