@@ -178,6 +178,7 @@ pub fn run(args: K8sRunArgs) -> anyhow::Result<i32> {
     let mut last_poll: Option<Instant> = None;
     let mut last_progress = String::new();
     let mut refused_since: Option<Instant> = None;
+    let mut list_failed = false;
     let applied_at = Instant::now();
     loop {
         let now = Instant::now();
@@ -197,7 +198,19 @@ pub fn run(args: K8sRunArgs) -> anyhow::Result<i32> {
         }
         if last_poll.is_none_or(|t| now.duration_since(t) >= POLL) {
             last_poll = Some(now);
-            let listed = list_pods(k, ns, &job.name)?;
+            // A failed listing (the API server busy, a token refreshed)
+            // is said once and tried again: the pods run on regardless,
+            // and those never seen running are given up in time.
+            let listed = match list_pods(k, ns, &job.name) {
+                Ok(listed) => listed,
+                Err(e) => {
+                    if !list_failed {
+                        eprintln!("headroom: warning: {e:#}; trying again every second");
+                    }
+                    list_failed = true;
+                    Vec::new()
+                }
+            };
             if listed.is_empty() && now.duration_since(applied_at) > Duration::from_secs(5) {
                 // No pod at all: the Job's pods may be refused.
                 if let Some(why) = refused(k, ns, &job.name) {
