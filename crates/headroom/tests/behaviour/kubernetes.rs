@@ -278,7 +278,7 @@ fn k8s_run_follows_the_fleet_merges_and_judges_the_thresholds_on_the_merge() {
                 3,
                 &[
                     "--start-at",
-                    "+2s",
+                    "+4s",
                     "--out",
                     out.to_str().unwrap(),
                     &format!("--dashboard=127.0.0.1:{port}"),
@@ -321,8 +321,14 @@ fn k8s_run_follows_the_fleet_merges_and_judges_the_thresholds_on_the_merge() {
     }
     assert!(stderr.contains("pods 3/3 scheduled"), "{stderr}");
     let m = results_of(&out);
+    // The whole schedule is accounted for; the server saw every request
+    // sent (a pod that started late on a loaded machine counts the
+    // arrivals it missed as not sent).
     assert_eq!(m["requests"]["total"], 600);
-    assert_eq!(target.requests() - before, 600);
+    assert_eq!(
+        target.requests() - before,
+        m["requests"]["attempts"].as_u64().unwrap()
+    );
     assert_eq!(m["meta"]["shards"].as_array().unwrap().len(), 3);
     // The fleet's live seconds are the merged results' seconds, exactly.
     let timeline = m["timeline"].as_array().unwrap();
