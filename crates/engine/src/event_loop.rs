@@ -1,8 +1,11 @@
-//! The closed model's fast path: plain requests — no templates, checks,
-//! extraction, feeders, stages, TLS or pooled connections (cookies and
-//! think time are kept) —
-//! from one event loop per worker (mio, epoll), each user a small slot in
-//! one vector.
+//! The closed model's fast path: plain requests and whole scenarios —
+//! sessions (steps, repeat, choice, think, feed), templates, checks,
+//! extraction, feeders and cookies — over plain HTTP/1.1 to the plan's
+//! endpoint, from one event loop per worker (mio, epoll), each user a
+//! small slot in one vector. A scenario's user carries its [`Script`] (the
+//! same the task path drives), so both paths run a session by one set of
+//! rules; user stages, TLS, pooled or other origins, WebSockets and event
+//! streams, HTTP/2 and HTTP/3 take the task path.
 //!
 //! Why it exists: the general path (`closed.rs`, a tokio task per user)
 //! wakes a task and polls its nested future for every response, and the
@@ -27,7 +30,8 @@ use crate::backoff::ConnectBackoff;
 use crate::connections::Origin;
 use crate::cookies;
 use crate::metrics::{ConnectionEvent, ErrorClass, Outcome};
-use crate::plan::{ClosedLoad, Engine, Flow, HttpVersion, Load, Plan};
+use crate::plan::{ClosedLoad, Engine, Flow, HttpVersion, Load, Plan, Step as PlanStep, Wire};
+use crate::script::{Action, Script};
 use crate::shared::Shared;
 use crate::stop::Phase;
 use cookie_store::CookieStore;
@@ -62,23 +66,55 @@ pub(crate) fn load_of(plan: &Plan) -> Option<&ClosedLoad> {
     let Load::Closed(load) = &plan.load else {
         return None;
     };
-    let plain_requests = plan.requests.iter().all(|r| {
-        r.template.is_none()
-            && r.origin.is_none()
-            && r.checks.is_empty()
-            && r.extracts.is_empty()
-            && r.capture == Default::default()
-    });
-    let plain = plan.engine == Engine::Auto
+    // One origin: a target that could render to a full URL, or one
+    // written on another origin, needs the task path's origins.
+    let one_origin = plan
+        .requests
+        .iter()
+        .all(|r| r.origin.is_none() && r.template.as_ref().is_none_or(|t| t.target.is_path()));
+    let no_sockets = match &plan.flow {
+        Flow::Mix => true,
+        Flow::Sessions(sessions) => sessions.iter().all(|s| !any_socket(&s.steps)),
+    };
+    let fits = plan.engine == Engine::Auto
         && load.stages.is_empty()
-        && matches!(plan.flow, Flow::Mix)
-        && plain_requests
-        && plan.feeders.is_empty()
+        && one_origin
+        && no_sockets
         && plan.tls.is_none()
         && !plan.endpoint.https
         && plan.max_connections_per_host.is_none()
         && plan.http_version == HttpVersion::Http1;
-    plain.then_some(load)
+    fits.then_some(load)
+}
+
+/// A step of `steps`, at any depth, is on a WebSocket or event stream.
+fn any_socket(steps: &[PlanStep]) -> bool {
+    steps.iter().any(|step| match step {
+        PlanStep::Socket(_) => true,
+        PlanStep::Repeat { steps, .. } => any_socket(steps),
+        PlanStep::Choice(branches) => branches.iter().any(|(_, b)| any_socket(b)),
+        _ => false,
+    })
+}
+
+/// Whether the plan's users need a [`Script`]: anything beyond a plain
+/// request drawn from the mix (a plain user's slot stays as small as it
+/// was, and touches no more memory per request).
+fn scripted(plan: &Plan) -> bool {
+    let plain_requests = plan.requests.iter().all(|r| {
+        r.template.is_none()
+            && r.checks.is_empty()
+            && r.extracts.is_empty()
+            && r.capture == Default::default()
+    });
+    !(matches!(plan.flow, Flow::Mix) && plain_requests && plan.feeders.is_empty())
+}
+
+/// A scenario's user: its script, and the target rendered for the
+/// request in flight (kept for its cookies' paths).
+struct Scripted {
+    script: Script,
+    target: String,
 }
 
 /// Where a user's slot stands.
@@ -128,13 +164,15 @@ struct Slot {
     /// The user's cookies (when the plan keeps them), made when the first
     /// comes: most servers under test set none.
     jar: Option<Box<CookieStore>>,
-    /// The request with its `Cookie` header; empty: the plan's bytes as
-    /// they are.
+    /// The request with its `Cookie` header, or rendered from its
+    /// template; empty: the plan's bytes as they are.
     wire: Vec<u8>,
+    /// A scenario's user (see [`scripted`]); `None` for plain requests.
+    scripted: Option<Box<Scripted>>,
 }
 
 impl Slot {
-    fn new(now: Instant) -> Slot {
+    fn new(now: Instant, scripted: Option<Box<Scripted>>) -> Slot {
         Slot {
             stream: None,
             step: Step::Waiting,
@@ -153,6 +191,7 @@ impl Slot {
             backoff: ConnectBackoff::default(),
             jar: None,
             wire: Vec::new(),
+            scripted,
         }
     }
 
@@ -206,12 +245,19 @@ impl<'a> EventLoop<'a> {
     fn new(shared: &'a Shared, load: &'a ClosedLoad) -> io::Result<EventLoop<'a>> {
         let mut timers = BinaryHeap::new();
         let mut slots = Vec::new();
+        let scripted = scripted(&shared.plan);
         for user in shared.users_of(load) {
             timers.push(Reverse((
                 shared.start + load.ramp_offset(user),
                 slots.len(),
             )));
-            slots.push(Slot::new(shared.start));
+            let script = scripted.then(|| {
+                Box::new(Scripted {
+                    script: Script::new(shared, user),
+                    target: String::new(),
+                })
+            });
+            slots.push(Slot::new(shared.start, script));
         }
         Ok(EventLoop {
             shared,
@@ -309,20 +355,64 @@ impl<'a> EventLoop<'a> {
         }
     }
 
-    /// The user's next request, if it may send one; else the user is done.
+    /// The user's next iteration, if it may run one; else the user is
+    /// done. A scenario's user goes on with its script.
     fn begin(&mut self, i: usize, now: Instant) {
-        let shared = self.shared;
+        if self.slots[i].scripted.is_some() {
+            return self.advance(i, now);
+        }
         let slot = &mut self.slots[i];
-        let may_send = self.load.iterations.is_none_or(|n| slot.iterations < n)
-            && !shared.stop.is_stopping()
+        if self.load.iterations.is_some_and(|n| slot.iterations >= n) {
+            return self.finish(i);
+        }
+        slot.iterations += 1;
+        let request = self.shared.pick();
+        self.send(i, request, now);
+    }
+
+    /// A scenario's user does what its script says next: a request, a
+    /// pause, or — its iteration done — the load's think time and the
+    /// next iteration (the rules of the task path's `closed.rs`).
+    fn advance(&mut self, i: usize, now: Instant) {
+        let shared = self.shared;
+        loop {
+            let slot = &mut self.slots[i];
+            let script = &mut slot.scripted.as_mut().expect("a scenario's user").script;
+            if !script.in_iteration() {
+                let may_begin = self.load.iterations.is_none_or(|n| slot.iterations < n)
+                    && !shared.stop.is_stopping()
+                    && self.until.is_none_or(|u| now < u);
+                if !may_begin || !script.begin_iteration(shared, shared.pick(), now) {
+                    return self.finish(i);
+                }
+                slot.iterations += 1;
+            }
+            match script.next(shared, now) {
+                Action::Request(request) => return self.send(i, request, now),
+                Action::Pause(pause) => return self.pause(i, now + pause),
+                Action::Done if !self.load.think_time.is_zero() => {
+                    return self.pause(i, now + self.load.think_time)
+                }
+                Action::Done => {}
+                Action::Stop => return self.finish(i),
+                Action::Socket(_) => unreachable!("a plan with sockets takes the task path"),
+            }
+        }
+    }
+
+    /// Sends request `request` for user `i`, if it may send one now (the
+    /// run goes on, the load's duration and request budget allow); else
+    /// the user is done.
+    fn send(&mut self, i: usize, request: usize, now: Instant) {
+        let shared = self.shared;
+        let may_send = !shared.stop.is_stopping()
             && self.until.is_none_or(|u| now < u)
             && shared.take_budget();
         if !may_send {
-            self.finish(i);
-            return;
+            return self.finish(i);
         }
-        slot.iterations += 1;
-        slot.request = shared.pick();
+        let slot = &mut self.slots[i];
+        slot.request = request;
         slot.sent = now;
         slot.reader = ResponseReader::default();
         slot.received = 0;
@@ -338,16 +428,53 @@ impl<'a> EventLoop<'a> {
         }
         slot.wire.clear();
         let spec = &shared.plan.requests[slot.request];
-        if let Some(cookie) = cookies::header(slot.jar.as_deref(), &self.origin, spec, &spec.target)
-        {
-            spec.encoded_with_cookie(&cookie, &mut slot.wire);
+        let jar = slot.jar.as_deref();
+        match slot.scripted.as_deref_mut() {
+            None => {
+                if let Some(cookie) = cookies::header(jar, &self.origin, spec, &spec.target) {
+                    spec.encoded_with_cookie(&cookie, &mut slot.wire);
+                }
+            }
+            Some(Scripted { script, target }) => {
+                script.captured.clear();
+                let target = script.target(shared, spec, target);
+                let cookie = cookies::header(jar, &self.origin, spec, target);
+                let written = script.write_request(
+                    shared,
+                    spec,
+                    (target, &self.origin.host_header),
+                    (shared.plan.keep_alive, cookie.as_deref()),
+                    &mut slot.wire,
+                );
+                match written {
+                    Ok(Wire::Encoded) => slot.wire.clear(),
+                    Ok(Wire::Rendered) => {}
+                    Err(class) => {
+                        // Nothing could be sent (a header value rendered
+                        // with a line break): counted, never sent.
+                        let outcome = Outcome {
+                            error: Some(class),
+                            ..Default::default()
+                        };
+                        self.record_outcome(i, now, None, outcome);
+                        return self.next(i, now);
+                    }
+                }
+            }
         }
-        if slot.stream.is_some() {
+        if self.slots[i].stream.is_some() {
             self.deadlines[i] = Some(now + self.timeout(i));
             self.write(i);
         } else {
             self.connect(i, now);
         }
+    }
+
+    /// The user pauses until `wake` (or the load's end).
+    fn pause(&mut self, i: usize, wake: Instant) {
+        let wake = self.until.map_or(wake, |u| wake.min(u));
+        self.slots[i].step = Step::Paused;
+        self.timers.push(Reverse((wake, i)));
     }
 
     fn timeout(&self, i: usize) -> Duration {
@@ -415,10 +542,8 @@ impl<'a> EventLoop<'a> {
         self.record(i, now, None, Some(failure.into()));
         let slot = &mut self.slots[i];
         slot.stream = None;
-        let wake = now + slot.backoff.next_pause();
-        let wake = self.until.map_or(wake, |u| wake.min(u));
-        slot.step = Step::Paused;
-        self.timers.push(Reverse((wake, i)));
+        let pause = slot.backoff.next_pause();
+        self.pause(i, now + pause);
     }
 
     fn write(&mut self, i: usize) {
@@ -501,7 +626,7 @@ impl<'a> EventLoop<'a> {
                 }
             };
             slot.received += n as u64;
-            let head_request = plan.requests[slot.request].is_head();
+            let spec = &plan.requests[slot.request];
             let read = &self.buf[..n];
             if !slot.kept.is_empty() {
                 slot.kept.extend_from_slice(read);
@@ -511,20 +636,47 @@ impl<'a> EventLoop<'a> {
             } else {
                 &slot.kept[..]
             };
-            let fed = slot.reader.feed(&self.heads, data, head_request);
+            // A scenario's checks may need the body: kept in its script.
+            let body = match slot.scripted.as_deref_mut() {
+                Some(s) if spec.capture.body => Some(&mut s.script.captured.body),
+                _ => None,
+            };
+            let fed = slot.reader.feed(&self.heads, data, spec.is_head(), body);
             if let Ok(Fed {
-                head_with_cookies: Some((start, end)),
+                head: Some((start, end)),
+                sets_cookie,
                 ..
             }) = fed
             {
-                if plan.cookies {
-                    // The event loop keeps no body: only the head's cookies.
-                    self.captured.set_cookies.clear();
-                    self.captured.keep_head(&data[start..end], COOKIES);
-                    let request = slot.request;
-                    let target = &plan.requests[request].target;
-                    let set = &self.captured.set_cookies;
-                    cookies::keep(shared, &self.origin, request, target, set, &mut slot.jar);
+                let head = &data[start..end];
+                match slot.scripted.as_deref_mut() {
+                    // Its headers and cookies, judged when it is done.
+                    Some(s) => {
+                        let want = Capture {
+                            set_cookies: (spec.capture.set_cookies || plan.cookies) && sets_cookie,
+                            body: false,
+                            ..spec.capture
+                        };
+                        if want.headers || want.set_cookies {
+                            s.script.captured.keep_head(head, want);
+                        }
+                    }
+                    // A plain request keeps only the head's cookies.
+                    None if plan.cookies && sets_cookie => {
+                        self.captured.set_cookies.clear();
+                        self.captured.keep_head(head, COOKIES);
+                        let request = slot.request;
+                        let set = &self.captured.set_cookies;
+                        cookies::keep(
+                            shared,
+                            &self.origin,
+                            request,
+                            &spec.target,
+                            set,
+                            &mut slot.jar,
+                        );
+                    }
+                    None => {}
                 }
             }
             // What the reader left, for the next read.
@@ -572,14 +724,39 @@ impl<'a> EventLoop<'a> {
             // Answered though the write failed: its head got there.
             self.slots[i].attempts += 1;
         }
-        let slot = &self.slots[i];
+        let shared = self.shared;
+        let slot = &mut self.slots[i];
         let status = slot
             .reader
             .status()
             .expect("a complete response has a head");
-        let error = self.shared.plan.requests[slot.request].expect.check(status);
-        let keep = slot.reader.keep_alive() && self.shared.plan.keep_alive && !closed;
-        self.record(i, now, Some(status), error);
+        let keep = slot.reader.keep_alive() && shared.plan.keep_alive && !closed;
+        let spec = &shared.plan.requests[slot.request];
+        let mut outcome = Outcome {
+            status: Some(status),
+            bytes: slot.received,
+            ..Default::default()
+        };
+        match slot.scripted.as_deref_mut() {
+            None => outcome.error = spec.expect.check(status),
+            // Its checks, extractions and cookies.
+            Some(Scripted { script, target }) => {
+                let target = match spec.template {
+                    Some(_) => target.as_str(),
+                    None => spec.target.as_str(),
+                };
+                script.judge(
+                    shared,
+                    &mut slot.jar,
+                    (spec, slot.request, &self.origin, target),
+                    status,
+                    (slot.sent, now),
+                    &mut outcome,
+                );
+            }
+        }
+        let sent = slot.sent;
+        self.record_outcome(i, now, Some(sent), outcome);
         let slot = &mut self.slots[i];
         if keep {
             slot.reused = true;
@@ -594,16 +771,17 @@ impl<'a> EventLoop<'a> {
         self.next(i, now);
     }
 
-    /// After a request: the next one, or first the load's think time.
+    /// After a request: the next one, or first the load's think time (a
+    /// scenario's user: what its script says next).
     fn next(&mut self, i: usize, now: Instant) {
+        if self.slots[i].scripted.is_some() {
+            return self.advance(i, now);
+        }
         let think = self.load.think_time;
         if think.is_zero() {
             return self.begin(i, now);
         }
-        let wake = now + think;
-        let wake = self.until.map_or(wake, |u| wake.min(u));
-        self.slots[i].step = Step::Paused;
-        self.timers.push(Reverse((wake, i)));
+        self.pause(i, now + think);
     }
 
     /// The socket of a pausing user's kept-alive connection stirred: the
@@ -656,21 +834,29 @@ impl<'a> EventLoop<'a> {
     /// Files slot `i`'s request as finished now.
     fn record(&mut self, i: usize, done: Instant, status: Option<u16>, error: Option<ErrorClass>) {
         let slot = &self.slots[i];
-        self.deadlines[i] = None;
         let outcome = Outcome {
             status,
             error,
             bytes: if status.is_some() { slot.received } else { 0 },
-            failed_check: None,
-            attempts: slot.attempts,
+            ..Default::default()
         };
-        self.shared.recorder.borrow_mut().record(
-            slot.request,
-            slot.sent,
-            Some(slot.sent),
-            done,
-            &outcome,
-        );
+        let sent = slot.sent;
+        self.record_outcome(i, done, Some(sent), outcome);
+    }
+
+    /// Files slot `i`'s request as finished now with `outcome`; `sent`:
+    /// when it went out (`None`: it never could).
+    fn record_outcome(&mut self, i: usize, done: Instant, sent: Option<Instant>, outcome: Outcome) {
+        let slot = &self.slots[i];
+        self.deadlines[i] = None;
+        let outcome = Outcome {
+            attempts: slot.attempts,
+            ..outcome
+        };
+        self.shared
+            .recorder
+            .borrow_mut()
+            .record(slot.request, slot.sent, sent, done, &outcome);
     }
 
     /// Requests and connects past their timeout fail.
@@ -758,12 +944,25 @@ mod tests {
     use crate::plan::ClosedLoad;
 
     #[test]
-    fn only_plain_closed_loads_take_the_fast_path() {
+    fn closed_loads_to_one_plain_origin_take_the_fast_path() {
         let mut plan = Plan::get("http://127.0.0.1:1/").unwrap();
         plan.cookies = true;
         assert!(load_of(&plan).is_some(), "a plain GET, cookies kept");
+        assert!(!scripted(&plan), "a plain GET needs no script");
+        let mut checked = plan.clone();
+        checked.requests[0].capture.body = true;
+        assert!(load_of(&checked).is_some(), "a capture for checks");
+        assert!(scripted(&checked));
+        let mut templated = plan.clone();
+        let target = |t| crate::plan::template::Template::parse_target(t).unwrap();
+        templated.requests[0].template = Some(crate::plan::RequestTemplate {
+            target: target("/item/{{n}}"),
+            headers: Vec::new(),
+            body: crate::plan::template::Template::parse("").unwrap(),
+        });
+        assert!(load_of(&templated).is_some(), "a templated path");
         type Change = fn(&mut Plan);
-        let not_plain: [(&str, Change); 5] = [
+        let not_fitting: [(&str, Change); 6] = [
             ("tasks asked for", |p| p.engine = Engine::Tasks),
             ("user stages", |p| {
                 p.load = Load::Closed(ClosedLoad {
@@ -775,18 +974,21 @@ mod tests {
                     ..ClosedLoad::users(1, Duration::from_secs(1))
                 })
             }),
-            ("a capture for checks", |p| {
-                p.requests[0].capture.body = true
-            }),
             ("a per-origin pool", |p| {
                 p.max_connections_per_host = Some(4)
             }),
             ("another origin", |p| {
                 p.requests[0].origin = Some("http://127.0.0.2:1".into())
             }),
+            ("a target that may render to a full URL", |p| {
+                if let Some(t) = &mut p.requests[0].template {
+                    t.target = crate::plan::template::Template::parse_target("{{url}}").unwrap();
+                }
+            }),
+            ("HTTP/2", |p| p.http_version = HttpVersion::Http2),
         ];
-        for (what, change) in not_plain {
-            let mut p = plan.clone();
+        for (what, change) in not_fitting {
+            let mut p = templated.clone();
             change(&mut p);
             assert!(load_of(&p).is_none(), "{what}");
         }

@@ -50,6 +50,7 @@ mod connections;
 mod cookies;
 mod event_loop;
 mod negotiate;
+mod script;
 mod shared;
 pub mod stop;
 mod tasks;

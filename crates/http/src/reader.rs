@@ -6,9 +6,12 @@
 //!
 //! The framing rules are the async client's ([`crate::Connection::exchange`]):
 //! interim 1xx answers are skipped, the body is delimited by its length,
-//! its chunks or the close, and is counted, never copied.
+//! its chunks or the close, and is counted — copied (decoded, up to
+//! [`MAX_CAPTURED_BODY`]) only into a sink the caller gives, when checks
+//! need it.
 
-use crate::response::{ChunkedDecoder, Framing, HeadCache, Malformed};
+use crate::response::{append_limited, ChunkedDecoder, Framing, HeadCache, Malformed};
+use crate::MAX_CAPTURED_BODY;
 
 /// Where a response stands.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -41,32 +44,38 @@ pub struct Fed {
     /// The response is complete.
     pub done: bool,
     /// Where in the input the response's head lies (start, end), when it
-    /// was read in this call and sets cookies.
-    pub head_with_cookies: Option<(usize, usize)>,
+    /// was read in this call.
+    pub head: Option<(usize, usize)>,
+    /// That head sets cookies.
+    pub sets_cookie: bool,
 }
 
 impl ResponseReader {
     /// Reads from `data`, the bytes not used by an earlier call followed by
-    /// those just read. `heads` is the server's head cache.
+    /// those just read. `heads` is the server's head cache; the body's
+    /// bytes (decoded from chunks) are appended to `body` when given.
     pub fn feed(
         &mut self,
         heads: &HeadCache,
         data: &[u8],
         head_request: bool,
+        mut body: Option<&mut Vec<u8>>,
     ) -> Result<Fed, Malformed> {
         let mut used = 0;
-        let mut head_with_cookies = None;
-        let fed = |used, done, head_with_cookies| Fed {
+        let mut head_at = None;
+        let mut sets_cookie = false;
+        let fed = |used, done, head, sets_cookie| Fed {
             used,
             done,
-            head_with_cookies,
+            head,
+            sets_cookie,
         };
         loop {
             let rest = &data[used..];
             match &mut self.part {
                 Part::Head => {
                     let Some(head) = heads.parse(rest, head_request)? else {
-                        return Ok(fed(used, false, head_with_cookies));
+                        return Ok(fed(used, false, head_at, sets_cookie));
                     };
                     let start = used;
                     used += head.len;
@@ -75,9 +84,8 @@ impl ResponseReader {
                     if (100..200).contains(&head.status) && head.status != 101 {
                         continue;
                     }
-                    if head.sets_cookie {
-                        head_with_cookies = Some((start, used));
-                    }
+                    head_at = Some((start, used));
+                    sets_cookie = head.sets_cookie;
                     self.status = head.status;
                     self.keep_alive = head.keep_alive;
                     self.part = match head.framing {
@@ -90,22 +98,33 @@ impl ResponseReader {
                 }
                 Part::Length(left) => {
                     let take = (rest.len() as u64).min(*left);
+                    if let Some(body) = body.as_deref_mut() {
+                        append_limited(body, &rest[..take as usize], MAX_CAPTURED_BODY);
+                    }
                     used += take as usize;
                     *left -= take;
                     if *left == 0 {
                         self.part = Part::Done;
                     }
-                    return Ok(fed(used, self.part == Part::Done, head_with_cookies));
+                    let done = self.part == Part::Done;
+                    return Ok(fed(used, done, head_at, sets_cookie));
                 }
                 Part::Chunked(decoder) => {
-                    used += decoder.feed(rest)?;
+                    let sink = body.as_deref_mut().map(|b| (b, MAX_CAPTURED_BODY));
+                    used += decoder.feed_into(rest, sink)?;
                     if decoder.is_done() {
                         self.part = Part::Done;
                     }
-                    return Ok(fed(used, self.part == Part::Done, head_with_cookies));
+                    let done = self.part == Part::Done;
+                    return Ok(fed(used, done, head_at, sets_cookie));
                 }
-                Part::UntilClose => return Ok(fed(data.len(), false, head_with_cookies)),
-                Part::Done => return Ok(fed(used, true, head_with_cookies)),
+                Part::UntilClose => {
+                    if let Some(body) = body.as_deref_mut() {
+                        append_limited(body, rest, MAX_CAPTURED_BODY);
+                    }
+                    return Ok(fed(data.len(), false, head_at, sets_cookie));
+                }
+                Part::Done => return Ok(fed(used, true, head_at, sets_cookie)),
             }
         }
     }
@@ -145,7 +164,7 @@ mod tests {
         let mut done = false;
         for piece in pieces {
             kept.extend_from_slice(piece);
-            let fed = reader.feed(&heads, &kept, false)?;
+            let fed = reader.feed(&heads, &kept, false, None)?;
             kept.drain(..fed.used);
             done = fed.done;
         }
@@ -185,22 +204,24 @@ mod tests {
     }
 
     #[test]
-    fn a_head_that_sets_cookies_is_pointed_at() {
+    fn the_head_is_pointed_at_and_says_whether_it_sets_cookies() {
         let heads = HeadCache::default();
         let mut reader = ResponseReader::default();
         let data: &[u8] = b"xxHTTP/1.1 200 OK\r\nSet-Cookie: a=1\r\nContent-Length: 0\r\n\r\n";
-        let fed = reader.feed(&heads, &data[2..], false).unwrap();
-        let (start, end) = fed.head_with_cookies.unwrap();
+        let fed = reader.feed(&heads, &data[2..], false, None).unwrap();
+        let (start, end) = fed.head.unwrap();
         assert_eq!((start, end, fed.done), (0, data.len() - 2, true));
+        assert!(fed.sets_cookie);
         let mut reader = ResponseReader::default();
         let plain = reader
             .feed(
                 &heads,
                 b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n",
                 false,
+                None,
             )
             .unwrap();
-        assert_eq!(plain.head_with_cookies, None);
+        assert!(plain.head.is_some() && !plain.sets_cookie);
     }
 
     #[test]
@@ -225,5 +246,37 @@ mod tests {
         let cut: &[u8] = b"HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\nabc";
         assert_eq!(read(&[cut], true), Ok((Some(200), false, 0)));
         assert!(read(&[b"garbage\r\n\r\n"], false).is_err());
+    }
+
+    /// Every body framing, cut in two at every byte, gives the body
+    /// decoded into the sink (and nothing of the head).
+    #[test]
+    fn the_body_is_captured_whatever_its_framing_and_cuts() {
+        let heads = HeadCache::default();
+        let cases: [(&[u8], bool); 3] = [
+            (b"HTTP/1.1 200 OK\r\nContent-Length: 11\r\n\r\nhello world", false),
+            (
+                b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n",
+                false,
+            ),
+            (b"HTTP/1.0 200 OK\r\n\r\nhello world", true),
+        ];
+        for (whole, until_close) in cases {
+            for cut in 0..whole.len() {
+                let mut reader = ResponseReader::default();
+                let mut body = Vec::new();
+                let mut kept = Vec::new();
+                for piece in [&whole[..cut], &whole[cut..]] {
+                    kept.extend_from_slice(piece);
+                    let fed = reader.feed(&heads, &kept, false, Some(&mut body)).unwrap();
+                    kept.drain(..fed.used);
+                }
+                assert!(reader.closed(), "cut at {cut}");
+                assert_eq!(
+                    body, b"hello world",
+                    "cut at {cut}, until close: {until_close}"
+                );
+            }
+        }
     }
 }

@@ -135,6 +135,12 @@ impl Template {
         self.parts.iter().all(|p| matches!(p, Part::Literal(_)))
     }
 
+    /// Renders to a path: it begins with a literal `/`, so no value can
+    /// make it a full URL on another origin.
+    pub fn is_path(&self) -> bool {
+        matches!(self.parts.first(), Some(Part::Literal(l)) if l.starts_with('/'))
+    }
+
     /// Names of the variables (not built-ins) it reads.
     pub fn vars(&self) -> impl Iterator<Item = &str> {
         self.parts.iter().filter_map(|p| match p {

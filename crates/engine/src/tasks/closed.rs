@@ -77,7 +77,7 @@ async fn active<F: Flavor>(
     retire: Option<Instant>,
 ) -> Control {
     let _active = ActiveUser::start(shared);
-    while load.iterations.is_none_or(|n| user.iteration < n) {
+    while load.iterations.is_none_or(|n| user.script.iteration < n) {
         if retire.is_some_and(|r| Instant::now() >= r) {
             return Control::Continue;
         }

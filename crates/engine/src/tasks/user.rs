@@ -6,19 +6,16 @@ use super::timeout::{timed, RequestTimer};
 use crate::backoff::ConnectBackoff;
 use crate::connections::{Conn, Origin, Unreachable};
 use crate::cookies;
-use crate::metrics::{ConnectionEvent, ErrorClass, LimitReached, Outcome};
-use crate::plan::check::ResponseView;
-use crate::plan::template::Scope;
-use crate::plan::{Flow, HttpVersion, Load, RequestSpec, Step, Wire};
+use crate::metrics::{ConnectionEvent, ErrorClass, Outcome};
+use crate::plan::{HttpVersion, Load, RequestSpec, Wire};
+use crate::script::{Action, Script};
 use crate::shared::{InFlight, Shared};
 use cookie_store::CookieStore;
 use headroom_http::h2::H2Request;
-use headroom_http::{routes, Capture, Captured, Failure, Idle};
+use headroom_http::{routes, Capture, Failure, Idle};
 use smallvec::SmallVec;
 use std::cell::Cell;
-use std::collections::HashMap;
 use std::future::Future;
-use std::pin::Pin;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
@@ -82,24 +79,23 @@ impl Flavor for Sessions {
 }
 
 pub(crate) struct User {
-    pub id: u64,
-    pub iteration: u64,
+    /// Its variables, feeder rows and place in the iteration.
+    pub script: Script,
     /// Kept-alive connections, one per origin, the most recently used last
     /// (none between requests when connections are pooled per host). The
     /// first is held in the user itself: a user of one origin, the usual
     /// case, then takes and keeps its connection without touching another
     /// cache line (a miss per request at 1,000 connections).
     conns: SmallVec<[Box<Conn>; 1]>,
-    vars: HashMap<String, String>,
     /// The cookie jar (when the plan keeps cookies), made when the first
     /// cookie comes: until then a request does not look into it, nor is
     /// it in the user's memory (112 bytes, a cache line per request at
     /// 1,000 connections, for the many tests whose server sets none).
     jar: Option<Box<CookieStore>>,
-    feeder_cursors: Vec<u64>,
-    captured: Captured,
     /// The request as written on the wire, reused.
     wire: Vec<u8>,
+    /// The target rendered for the request at hand, reused.
+    target: String,
     /// Closed model: no request starts after this.
     pub deadline: Option<Instant>,
     /// The intended time of the next request, when it is an open-model
@@ -118,14 +114,11 @@ pub(crate) struct User {
 impl User {
     pub fn new(shared: &Shared, id: u64, deadline: Option<Instant>) -> User {
         User {
-            id,
-            iteration: 0,
+            script: Script::new(shared, id),
             conns: SmallVec::new(),
-            vars: HashMap::new(),
             jar: None,
-            feeder_cursors: vec![0; shared.plan.feeders.len()],
-            captured: Captured::default(),
             wire: Vec::with_capacity(256),
+            target: String::new(),
             deadline,
             intended: None,
             backoff: ConnectBackoff::default(),
@@ -159,61 +152,8 @@ impl User {
     /// Starts over as a new user (open model: each arrival is a new user),
     /// keeping the pooled connection and buffers.
     pub fn reset(&mut self, id: u64) {
-        self.id = id;
-        self.iteration = 0;
-        self.vars.clear();
+        self.script.reset(id);
         self.jar = None;
-        self.feeder_cursors.iter_mut().for_each(|c| *c = 0);
-    }
-
-    /// Takes the next row of feeder `index` into the variables.
-    fn feed(&mut self, shared: &Shared, index: usize) -> Control {
-        let feeder = &shared.plan.feeders[index];
-        let mut rng = shared.rng.borrow_mut();
-        match feeder.next_row(&mut self.feeder_cursors[index], &mut rng) {
-            Ok(row) => {
-                for (column, value) in feeder.columns.iter().zip(row) {
-                    match self.vars.get_mut(column) {
-                        Some(v) => v.clone_from(value),
-                        None => {
-                            self.vars.insert(column.clone(), value.clone());
-                        }
-                    }
-                }
-                Control::Continue
-            }
-            Err(dry) => {
-                shared.stop.stop_because(format!(
-                    "feeder `{}` ({:?}) ran out of rows after {} rows",
-                    feeder.name, feeder.order, dry.rows
-                ));
-                Control::Stop
-            }
-        }
-    }
-
-    /// An iteration's start: a row from each feeder (not those a session
-    /// feeds from in its own steps). `intended` is the open-model arrival
-    /// time of its first request.
-    fn begin_iteration(
-        &mut self,
-        shared: &Shared,
-        intended: Option<Instant>,
-        pick: usize,
-    ) -> Control {
-        self.intended = intended;
-        for i in 0..shared.plan.feeders.len() {
-            // A feeder the session feeds from itself gives rows only there
-            // (a row taken here too would be skipped, and burn a unique one).
-            let fed_by_steps = match &shared.plan.flow {
-                Flow::Sessions(sessions) => sessions[pick].feeds(i),
-                Flow::Mix => false,
-            };
-            if !fed_by_steps && self.feed(shared, i) == Control::Stop {
-                return Control::Stop;
-            }
-        }
-        Control::Continue
     }
 
     /// One iteration of the mix: its feeder rows, then request `pick`.
@@ -223,120 +163,57 @@ impl User {
         intended: Option<Instant>,
         pick: usize,
     ) -> Control {
-        if self.begin_iteration(shared, intended, pick) == Control::Stop {
+        self.intended = intended;
+        if !self.script.begin_iteration(shared, pick, Instant::now()) {
             return Control::Stop;
         }
         let control = self.request(shared, pick).await;
-        self.iteration += 1;
+        self.script.end_iteration();
         control
     }
 
-    /// One iteration of session `pick`: its feeder rows, then its steps
-    /// (which box what they await, so a waiting user holds little).
+    /// One iteration of session `pick`: its feeder rows, then its steps as
+    /// the script gives them (a request's state boxed, so a waiting user
+    /// holds little).
     pub async fn session_iteration(
         &mut self,
         shared: &Shared,
         intended: Option<Instant>,
         pick: usize,
     ) -> Control {
-        if self.begin_iteration(shared, intended, pick) == Control::Stop {
+        self.intended = intended;
+        if !self.script.begin_iteration(shared, pick, Instant::now()) {
             return Control::Stop;
         }
-        let Flow::Sessions(sessions) = &shared.plan.flow else {
-            unreachable!("a session iteration runs a plan of sessions");
+        let control = loop {
+            let control = match self.script.next(shared, Instant::now()) {
+                Action::Done => break Control::Continue,
+                Action::Stop => break Control::Stop,
+                // Boxed: a request's state (~3.6 KB) would otherwise be
+                // held by every user through its think times and socket
+                // holds, not only while it is in flight.
+                Action::Request(i) => Box::pin(self.request(shared, i)).await,
+                // Receiving while pausing when a socket is open: pings
+                // answered, pushed messages counted.
+                Action::Pause(pause) if self.socket.is_some() => {
+                    self.hold(shared, pause, None).await
+                }
+                Action::Pause(pause) => self.think(shared, pause).await,
+                Action::Socket(step) => Box::pin(self.socket_step(shared, step)).await,
+            };
+            if control != Control::Continue {
+                break control;
+            }
         };
-        let control = self.steps(shared, &sessions[pick].steps).await;
         // A socket the session left open closes with it.
         if control != Control::Stop {
             self.close_socket(shared, 1000).await;
         }
-        self.iteration += 1;
+        self.script.end_iteration();
         match control {
             Control::EndIteration => Control::Continue,
             other => other,
         }
-    }
-
-    fn steps<'a>(
-        &'a mut self,
-        shared: &'a Shared,
-        steps: &'a [Step],
-    ) -> Pin<Box<dyn Future<Output = Control> + 'a>> {
-        Box::pin(async move {
-            for step in steps {
-                let control = match step {
-                    // Boxed: a request's state (~3.6 KB) would otherwise
-                    // be held by every user through its think times and
-                    // socket holds, not only while it is in flight.
-                    Step::Request(i) => Box::pin(self.request(shared, *i)).await,
-                    Step::Think { min, max } => {
-                        let pause = if min == max {
-                            *min
-                        } else {
-                            let span = (*max - *min).as_nanos() as u64;
-                            *min + Duration::from_nanos(shared.rng.borrow_mut().u64(0..=span))
-                        };
-                        if self.socket.is_some() {
-                            // Receiving while thinking: pings answered,
-                            // pushed messages counted.
-                            self.hold(shared, pause, None).await
-                        } else {
-                            self.think(shared, pause).await
-                        }
-                    }
-                    Step::Repeat {
-                        times,
-                        steps,
-                        every,
-                    } => {
-                        let mut c = Control::Continue;
-                        let start = Instant::now();
-                        for round in 0..*times {
-                            if let Some(every) = every {
-                                // Rounds start on a fixed beat (a message
-                                // rate), not one after the other.
-                                let at = start + *every * round;
-                                let pause = at.saturating_duration_since(Instant::now());
-                                if !pause.is_zero() {
-                                    c = if self.socket.is_some() {
-                                        self.hold(shared, pause, None).await
-                                    } else {
-                                        self.think(shared, pause).await
-                                    };
-                                    if c != Control::Continue {
-                                        break;
-                                    }
-                                }
-                            }
-                            c = self.steps(shared, steps).await;
-                            if c != Control::Continue {
-                                break;
-                            }
-                        }
-                        c
-                    }
-                    Step::Choice(branches) => {
-                        let total: u64 = branches.iter().map(|(w, _)| *w as u64).sum();
-                        let mut x = shared.rng.borrow_mut().u64(0..total.max(1));
-                        let branch = branches
-                            .iter()
-                            .find(|(w, _)| {
-                                let hit = x < *w as u64;
-                                x = x.saturating_sub(*w as u64);
-                                hit
-                            })
-                            .map_or(&branches[0].1, |(_, s)| s);
-                        self.steps(shared, branch).await
-                    }
-                    Step::Feed(i) => self.feed(shared, *i),
-                    Step::Socket(step) => self.socket_step(shared, step).await,
-                };
-                if control != Control::Continue {
-                    return control;
-                }
-            }
-            Control::Continue
-        })
     }
 
     /// Pauses (a think time) until `pause` passed or the user's deadline.
@@ -385,12 +262,36 @@ impl User {
                 None => return Control::Stop,
             },
         };
-        let mut in_flight = InFlight::begin(shared, index, intended);
-        let rendered = {
-            let mut rng = shared.rng.borrow_mut();
-            spec.render_target(&mut self.scope(&mut rng))
-        };
-        let (origin, target) = match self.origin(shared, spec, rendered.as_deref()).await {
+        let in_flight = InFlight::begin(shared, index, intended);
+        // The rendered target's buffer, taken while the user is borrowed
+        // for the exchange, given back after.
+        let mut buffer = std::mem::take(&mut self.target);
+        let control = self
+            .admitted(
+                shared,
+                (spec, index),
+                (intended, scheduled),
+                &mut buffer,
+                in_flight,
+            )
+            .await;
+        self.target = buffer;
+        control
+    }
+
+    /// [`User::request`] once admitted: its target (rendered into
+    /// `buffer`), origin and bytes, the exchange, and the verdict.
+    async fn admitted(
+        &mut self,
+        shared: &Shared,
+        (spec, index): (&RequestSpec, usize),
+        (intended, scheduled): (Instant, bool),
+        buffer: &mut String,
+        mut in_flight: InFlight<'_>,
+    ) -> Control {
+        let rendered = self.script.target(shared, spec, buffer);
+        let rendered = spec.template.is_some().then_some(rendered);
+        let (origin, target) = match self.origin(shared, spec, rendered).await {
             Ok(found) => found,
             Err(Unreachable(class)) => {
                 let outcome = Outcome {
@@ -402,12 +303,12 @@ impl User {
             }
         };
         let cookie = cookies::header(self.jar.as_deref(), &origin, spec, target);
-        let wire = self.write_request(
+        let wire = self.script.write_request(
             shared,
             spec,
             (target, &origin.host_header),
-            shared.plan.keep_alive,
-            cookie.as_deref(),
+            (shared.plan.keep_alive, cookie.as_deref()),
+            &mut self.wire,
         );
         let wire = match wire {
             Ok(wire) => wire,
@@ -433,8 +334,9 @@ impl User {
             .await;
         let done = Instant::now();
         if let Some(status) = outcome.status {
-            self.judge(
+            self.script.judge(
                 shared,
+                &mut self.jar,
                 (spec, index, &origin, target),
                 status,
                 (intended, done),
@@ -462,36 +364,6 @@ impl User {
             Control::Continue
         } else {
             Control::Stop
-        }
-    }
-
-    /// Request `spec` for this send, to `target` on `host`, with this
-    /// user's variables (see [`RequestSpec::render`]).
-    fn write_request(
-        &mut self,
-        shared: &Shared,
-        spec: &RequestSpec,
-        (target, host): (&str, &str),
-        keep_alive: bool,
-        cookie: Option<&str>,
-    ) -> Result<Wire, ErrorClass> {
-        let mut rng = shared.rng.borrow_mut();
-        let mut scope = Scope {
-            vars: &self.vars,
-            user_id: self.id,
-            iteration: self.iteration,
-            rng: &mut rng,
-        };
-        spec.render(&mut scope, target, host, keep_alive, cookie, &mut self.wire)
-    }
-
-    /// The template scope of this user now.
-    fn scope<'a>(&'a self, rng: &'a mut fastrand::Rng) -> Scope<'a> {
-        Scope {
-            vars: &self.vars,
-            user_id: self.id,
-            iteration: self.iteration,
-            rng,
         }
     }
 
@@ -612,7 +484,7 @@ impl User {
                     spec.wire(wire, &self.wire),
                     spec.is_head(),
                     want,
-                    &mut self.captured,
+                    &mut self.script.captured,
                     attempts
                 ));
                 timed(&mut self.request_timer, due, exchange).await
@@ -710,10 +582,12 @@ impl User {
             };
             let due = Instant::now() + plan.timeout_of(spec);
             let finished = {
-                let exchange =
-                    std::pin::pin!(conn
-                        .http
-                        .exchange(request, want, &mut self.captured, attempts));
+                let exchange = std::pin::pin!(conn.http.exchange(
+                    request,
+                    want,
+                    &mut self.script.captured,
+                    attempts
+                ));
                 timed(&mut self.request_timer, due, exchange).await
             };
             drop(stream);
@@ -794,58 +668,5 @@ impl User {
             Err(_) => self.backoff_pending = true,
         }
         result
-    }
-
-    /// Status expectation, checks, extractions and cookies for a response.
-    fn judge(
-        &mut self,
-        shared: &Shared,
-        (spec, index, origin, target): (&RequestSpec, usize, &Origin, &str),
-        status: u16,
-        (intended, done): (Instant, Instant),
-        outcome: &mut Outcome,
-    ) {
-        if shared.plan.cookies && !self.captured.set_cookies.is_empty() {
-            cookies::keep(
-                shared,
-                origin,
-                index,
-                target,
-                &self.captured.set_cookies,
-                &mut self.jar,
-            );
-        }
-        if spec.capture.body && self.captured.body_at_limit() {
-            shared
-                .recorder
-                .borrow_mut()
-                .limit_reached(index, LimitReached::BodyCapture, 1);
-        }
-        outcome.error = spec.expect.check(status);
-        if spec.checks.is_empty() && spec.extracts.is_empty() {
-            return;
-        }
-        let latency = done.saturating_duration_since(intended);
-        let view = ResponseView::new(status, &self.captured, latency);
-        if outcome.error.is_none() {
-            let mut rng = shared.rng.borrow_mut();
-            let mut scope = self.scope(&mut rng);
-            if let Some(failed) = spec.checks.iter().find(|c| !c.passes(&view, &mut scope)) {
-                outcome.error = Some(ErrorClass::CheckFailed);
-                outcome.failed_check = Some(failed.id);
-            }
-        }
-        for x in &spec.extracts {
-            match x.apply(&view) {
-                Some(value) => {
-                    self.vars.insert(x.var.clone(), value);
-                }
-                None if outcome.error.is_none() => {
-                    outcome.error = Some(ErrorClass::CheckFailed);
-                    outcome.failed_check = Some(x.id);
-                }
-                None => {}
-            }
-        }
     }
 }

@@ -501,3 +501,125 @@ steps = [ {{ request = "json" }}, {{ request = "file" }} ]
     assert!(heads[0].contains("Content-Length: 18\r\n"), "{}", heads[0]);
     assert!(heads[1].contains("Content-Length: 13\r\n"), "{}", heads[1]);
 }
+
+/// A session with every kind of step and check runs on the event loop by
+/// default and on tasks when asked, and both count it alike: the same
+/// requests, the same checks failed, the server's count the same, the
+/// token extracted from JSON accepted by the server every time.
+#[test]
+fn a_session_runs_alike_on_both_engines() {
+    let target = Target::start(2, 8);
+    let dir = scenario_dir(&[("users.csv", "user\nann\nbob\ncat\n")]);
+    let file = write_scenario(
+        &dir,
+        &format!(
+            r#"
+base_url = "{}"
+[load]
+vus = 4
+iterations = 25
+[http]
+cookies = true
+[[feeder]]
+name = "users"
+file = "users.csv"
+order = "circular"
+[[request]]
+name = "login"
+method = "POST"
+path = "/login?user={{{{user}}}}"
+check = [
+  {{ body_contains = "tok-{{{{user}}}}" }},
+  {{ json_path = "$.user", equals = "{{{{user}}}}" }},
+  {{ header = "Content-Type", equals = "application/json" }},
+]
+extract = [
+  {{ name = "token", json_path = "$.token" }},
+  {{ name = "sid", cookie = "session" }},
+]
+[[request]]
+name = "private"
+path = "/private?sid={{{{sid}}}}"
+headers = {{ Authorization = "Bearer {{{{token}}}}" }}
+check = [{{ json_path = "$.user", equals = "{{{{user}}}}" }}]
+[[request]]
+name = "missing"
+path = "/status?code=404"
+expect = {{ status = 404 }}
+check = [{{ status = 404 }}]
+[[request]]
+name = "big"
+path = "/bytes?n=200000"
+check = [{{ body_regex = "^x{{200000}}$" }}]
+[[request]]
+name = "wrong"
+path = "/hello"
+check = [{{ body_contains = "nope" }}]
+[[session]]
+name = "flow"
+steps = [
+  {{ request = "login" }},
+  {{ repeat = 2, steps = [
+    {{ choice = [
+      {{ weight = 1, steps = [{{ request = "private" }}] }},
+      {{ weight = 1, steps = [{{ request = "missing" }}, {{ think = "1ms" }}] }},
+    ] }},
+  ] }},
+  {{ request = "big" }},
+  {{ request = "wrong" }},
+]
+"#,
+            target.base
+        ),
+    );
+    for engine in ["auto", "tasks"] {
+        let before = target.requests();
+        let r = run(&[&file, "--engine", engine]);
+        assert!(r.code == 0, "{engine}: {}", r.stderr);
+        let res = r.results();
+        let expected = if engine == "auto" {
+            "event_loop"
+        } else {
+            "tasks"
+        };
+        assert_eq!(res["meta"]["generator_engine"], expected);
+        assert_eq!(r.total(), 500, "{engine}: 4 users × 25 iterations × 5");
+        assert_eq!(
+            target.requests() - before,
+            500,
+            "{engine}: the server's count"
+        );
+        let per = &res["per_request"];
+        let count = |name: &str, what: &str| per[name]["requests"][what].as_u64().unwrap_or(0);
+        assert_eq!(count("login", "ok"), 100, "{engine}: {}", res["errors"]);
+        assert_eq!(count("big", "ok"), 100, "{engine}: {}", res["errors"]);
+        assert_eq!(count("wrong", "failed"), 100, "{engine}");
+        assert_eq!(
+            count("private", "ok"),
+            count("private", "total"),
+            "{engine}: {}",
+            res["errors"]
+        );
+        assert_eq!(
+            count("missing", "ok"),
+            count("missing", "total"),
+            "{engine}: {}",
+            res["errors"]
+        );
+        assert_eq!(count("private", "total") + count("missing", "total"), 200);
+        assert!(count("private", "total") > 0 && count("missing", "total") > 0);
+        // Only the check meant to fail failed.
+        assert_eq!(
+            res["requests"]["failed"].as_u64(),
+            Some(100),
+            "{}",
+            res["errors"]
+        );
+        assert_eq!(
+            res["errors"]["check: wrong: body contains \"nope\""].as_u64(),
+            Some(100),
+            "{engine}: {}",
+            res["errors"]
+        );
+    }
+}

@@ -138,7 +138,7 @@ impl User {
         };
         let rendered = {
             let mut rng = shared.rng.borrow_mut();
-            spec.render_target(&mut self.scope(&mut rng))
+            spec.render_target(&mut self.script.scope(&mut rng))
         };
         let (origin, target) = match self.origin(shared, spec, rendered.as_deref()).await {
             Ok(found) => found,
@@ -146,12 +146,12 @@ impl User {
         };
         let cookie = crate::cookies::header(self.jar.as_deref(), &origin, spec, target);
         // Kept alive: the server's answer decides (a 101 keeps it).
-        let wire = self.write_request(
+        let wire = self.script.write_request(
             shared,
             spec,
             (target, &origin.host_header),
-            true,
-            cookie.as_deref(),
+            (true, cookie.as_deref()),
+            &mut self.wire,
         );
         let wire = match wire {
             Ok(wire) => spec.wire(wire, &self.wire).to_vec(),
@@ -185,7 +185,7 @@ impl User {
             let open = std::pin::pin!(conn.http.open_stream(
                 &request,
                 want,
-                &mut self.captured,
+                &mut self.script.captured,
                 &in_flight.attempts
             ));
             timed(&mut self.request_timer, due, open).await
@@ -201,16 +201,17 @@ impl User {
             bytes: head.len as u64,
             ..Default::default()
         };
-        self.judge(
+        self.script.judge(
             shared,
+            &mut self.jar,
             (spec, index, &origin, target),
             head.status,
             (now, done),
             &mut outcome,
         );
         let opened = match &key {
-            Some(key) => websocket::accepted(head.status, key, &self.captured),
-            None => sse::is_event_stream(head.status, self.captured.header("content-type")),
+            Some(key) => websocket::accepted(head.status, key, &self.script.captured),
+            None => sse::is_event_stream(head.status, self.script.captured.header("content-type")),
         };
         if !opened {
             outcome.error = Some(match kind {
@@ -259,7 +260,7 @@ impl User {
         let data = {
             let mut rng = shared.rng.borrow_mut();
             let mut out = Vec::new();
-            payload.render(&mut self.scope(&mut rng), &mut out);
+            payload.render(&mut self.script.scope(&mut rng), &mut out);
             out
         };
         let data = if binary {
@@ -367,16 +368,16 @@ impl User {
             match self.count(shared, received) {
                 Ok(Some((data, event))) => {
                     let done = Instant::now();
-                    self.captured.clear();
-                    self.captured.body = data;
+                    self.script.captured.clear();
+                    self.script.captured.body = data;
                     if let Some((name, id)) = event {
-                        self.captured.headers.push(("event".into(), name));
+                        self.script.captured.headers.push(("event".into(), name));
                         if let Some(id) = id {
-                            self.captured.headers.push(("id".into(), id));
+                            self.script.captured.headers.push(("id".into(), id));
                         }
                     }
                     if self.matches(shared, expect.entry, done.saturating_duration_since(since)) {
-                        outcome.bytes = self.captured.body.len() as u64;
+                        outcome.bytes = self.script.captured.body.len() as u64;
                         if let Some(failed) = self.extract(shared, expect.entry, since, done) {
                             outcome.error = Some(ErrorClass::CheckFailed);
                             outcome.failed_check = Some(failed);
@@ -411,9 +412,9 @@ impl User {
     /// Whether the message in `captured` passes every check of `entry`.
     fn matches(&mut self, shared: &Shared, entry: usize, waited: Duration) -> bool {
         let spec = &shared.plan.requests[entry];
-        let view = ResponseView::new(0, &self.captured, waited);
+        let view = ResponseView::new(0, &self.script.captured, waited);
         let mut rng = shared.rng.borrow_mut();
-        let mut scope = self.scope(&mut rng);
+        let mut scope = self.script.scope(&mut rng);
         spec.checks.iter().all(|c| c.passes(&view, &mut scope))
     }
 
@@ -427,12 +428,16 @@ impl User {
         done: Instant,
     ) -> Option<u32> {
         let spec = &shared.plan.requests[entry];
-        let view = ResponseView::new(0, &self.captured, done.saturating_duration_since(since));
+        let view = ResponseView::new(
+            0,
+            &self.script.captured,
+            done.saturating_duration_since(since),
+        );
         let mut failed = None;
         for x in &spec.extracts {
             match x.apply(&view) {
                 Some(value) => {
-                    self.vars.insert(x.var.clone(), value);
+                    self.script.vars.insert(x.var.clone(), value);
                 }
                 None => failed = failed.or(Some(x.id)),
             }

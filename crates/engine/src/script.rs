@@ -1,0 +1,423 @@
+//! A user's scenario apart from its connections: its variables, feeder
+//! positions, what the last response kept, and where it stands in its
+//! iteration (the mix's one request, or a session's steps). It does no
+//! I/O: it says what comes next ([`Action`]) and judges what came back.
+//!
+//! Both engines drive it — the task path (`tasks/user.rs`) awaiting each
+//! action, the event loop (`event_loop.rs`) one event at a time — so a
+//! session's steps, templates, feeders, checks and extractions follow one
+//! set of rules whichever path runs them.
+
+use crate::connections::Origin;
+use crate::cookies;
+use crate::metrics::{ErrorClass, LimitReached, Outcome};
+use crate::plan::check::ResponseView;
+use crate::plan::socket::SocketStep;
+use crate::plan::template::Scope;
+use crate::plan::{Flow, RequestSpec, Step, Wire};
+use crate::shared::Shared;
+use cookie_store::CookieStore;
+use headroom_http::Captured;
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+/// What the user does next in its iteration.
+#[derive(Debug)]
+pub(crate) enum Action<'p> {
+    /// Send request `plan.requests[i]`.
+    Request(usize),
+    /// Pause this long: a think time, or the wait for a repeat's beat.
+    Pause(Duration),
+    /// A step on the user's WebSocket or event stream.
+    Socket(&'p SocketStep),
+    /// The iteration's steps are done.
+    Done,
+    /// The user stops: a feeder ran dry (the run is stopping).
+    Stop,
+}
+
+/// Where an iteration stands.
+#[derive(Debug, Default)]
+enum Position {
+    /// Between iterations.
+    #[default]
+    Idle,
+    /// A mix iteration: its request, until it is taken.
+    Mix(Option<usize>),
+    /// Session `pick`, at the script's frames.
+    Session(usize),
+}
+
+/// A place in a list of steps.
+#[derive(Clone, Copy, Debug)]
+struct Frame {
+    /// The step at hand.
+    at: usize,
+    /// When the step at hand is a repeat: the round it runs, and when its
+    /// first round started (rounds with `every` keep that beat).
+    round: u32,
+    started: Instant,
+    /// When the step at hand is a choice: the branch drawn.
+    branch: usize,
+}
+
+impl Frame {
+    fn first(now: Instant) -> Frame {
+        Frame {
+            at: 0,
+            round: 0,
+            started: now,
+            branch: 0,
+        }
+    }
+}
+
+pub(crate) struct Script {
+    pub id: u64,
+    /// Iterations begun.
+    pub iteration: u64,
+    pub vars: HashMap<String, String>,
+    feeder_cursors: Vec<u64>,
+    /// What the response at hand kept for checks, extractions and cookies
+    /// (buffers reused from one request to the next).
+    pub captured: Captured,
+    at: Position,
+    /// In a session: a frame per level of nested steps (repeat, choice).
+    frames: Vec<Frame>,
+}
+
+impl Script {
+    pub fn new(shared: &Shared, id: u64) -> Script {
+        Script {
+            id,
+            iteration: 0,
+            vars: HashMap::new(),
+            feeder_cursors: vec![0; shared.plan.feeders.len()],
+            captured: Captured::default(),
+            at: Position::Idle,
+            frames: Vec::new(),
+        }
+    }
+
+    /// Starts over as a new user (an open-model arrival), keeping buffers.
+    pub fn reset(&mut self, id: u64) {
+        self.id = id;
+        self.iteration = 0;
+        self.vars.clear();
+        self.feeder_cursors.iter_mut().for_each(|c| *c = 0);
+        self.at = Position::Idle;
+    }
+
+    /// An iteration is under way (its steps are not all done).
+    pub fn in_iteration(&self) -> bool {
+        !matches!(self.at, Position::Idle)
+    }
+
+    /// Begins an iteration of request or session `pick`: a row from each
+    /// feeder first (not those the session feeds from in its own steps).
+    /// `false`: a feeder ran dry, the user stops.
+    pub fn begin_iteration(&mut self, shared: &Shared, pick: usize, now: Instant) -> bool {
+        let sessions = match &shared.plan.flow {
+            Flow::Sessions(sessions) => Some(sessions),
+            Flow::Mix => None,
+        };
+        for i in 0..shared.plan.feeders.len() {
+            // A feeder the session feeds from itself gives rows only there
+            // (a row taken here too would be skipped, and burn a unique one).
+            let fed_by_steps = sessions.is_some_and(|s| s[pick].feeds(i));
+            if !fed_by_steps && !feed(shared, i, &mut self.vars, &mut self.feeder_cursors) {
+                return false;
+            }
+        }
+        self.at = match sessions {
+            None => Position::Mix(Some(pick)),
+            Some(_) => {
+                self.frames.clear();
+                self.frames.push(Frame::first(now));
+                Position::Session(pick)
+            }
+        };
+        true
+    }
+
+    /// The iteration ends here, whatever steps it had left (its socket is
+    /// gone, and they need it), and is counted.
+    pub fn end_iteration(&mut self) {
+        if self.in_iteration() {
+            self.iteration += 1;
+            self.at = Position::Idle;
+            self.frames.clear();
+        }
+    }
+
+    /// What comes next in the iteration; [`Action::Done`] ends it (and
+    /// counts it). Feeds, choices and repeats are taken on the way. `now`
+    /// starts the beat of a repeat with `every`.
+    pub fn next<'p>(&mut self, shared: &'p Shared, now: Instant) -> Action<'p> {
+        let Script {
+            vars,
+            feeder_cursors,
+            at,
+            frames,
+            ..
+        } = self;
+        let action = match at {
+            Position::Idle => Action::Done,
+            Position::Mix(pending) => pending.take().map_or(Action::Done, Action::Request),
+            Position::Session(pick) => {
+                let Flow::Sessions(sessions) = &shared.plan.flow else {
+                    unreachable!("a session iteration runs a plan of sessions");
+                };
+                let root = &sessions[*pick].steps;
+                next_step(shared, root, frames, now, |i| {
+                    feed(shared, i, vars, feeder_cursors)
+                })
+            }
+        };
+        if matches!(action, Action::Done) {
+            self.end_iteration();
+        }
+        action
+    }
+
+    /// The template scope of this user now.
+    pub fn scope<'a>(&'a self, rng: &'a mut fastrand::Rng) -> Scope<'a> {
+        Scope {
+            vars: &self.vars,
+            user_id: self.id,
+            iteration: self.iteration,
+            rng,
+        }
+    }
+
+    /// The target of request `spec` for this send: as written, or its
+    /// template rendered into `out` (a buffer the caller reuses).
+    pub fn target<'a>(
+        &self,
+        shared: &Shared,
+        spec: &'a RequestSpec,
+        out: &'a mut String,
+    ) -> &'a str {
+        let Some(t) = &spec.template else {
+            return &spec.target;
+        };
+        let mut bytes = std::mem::take(out).into_bytes();
+        bytes.clear();
+        t.target
+            .render_target(&mut self.scope(&mut shared.rng.borrow_mut()), &mut bytes);
+        *out = String::from_utf8(bytes)
+            .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
+        out
+    }
+
+    /// Request `spec` for this send, to `target` on `host`, with this
+    /// user's variables (see [`RequestSpec::render`]), into `out`.
+    pub fn write_request(
+        &self,
+        shared: &Shared,
+        spec: &RequestSpec,
+        (target, host): (&str, &str),
+        (keep_alive, cookie): (bool, Option<&str>),
+        out: &mut Vec<u8>,
+    ) -> Result<Wire, ErrorClass> {
+        let mut rng = shared.rng.borrow_mut();
+        spec.render(
+            &mut self.scope(&mut rng),
+            target,
+            host,
+            keep_alive,
+            cookie,
+            out,
+        )
+    }
+
+    /// Status expectation, checks, extractions and cookies for the
+    /// response to request `index` (what it kept is in `captured`).
+    pub fn judge(
+        &mut self,
+        shared: &Shared,
+        jar: &mut Option<Box<CookieStore>>,
+        (spec, index, origin, target): (&RequestSpec, usize, &Origin, &str),
+        status: u16,
+        (intended, done): (Instant, Instant),
+        outcome: &mut Outcome,
+    ) {
+        if shared.plan.cookies && !self.captured.set_cookies.is_empty() {
+            let set = &self.captured.set_cookies;
+            cookies::keep(shared, origin, index, target, set, jar);
+        }
+        if spec.capture.body && self.captured.body_at_limit() {
+            shared
+                .recorder
+                .borrow_mut()
+                .limit_reached(index, LimitReached::BodyCapture, 1);
+        }
+        outcome.error = spec.expect.check(status);
+        if spec.checks.is_empty() && spec.extracts.is_empty() {
+            return;
+        }
+        let latency = done.saturating_duration_since(intended);
+        let view = ResponseView::new(status, &self.captured, latency);
+        if outcome.error.is_none() {
+            let mut rng = shared.rng.borrow_mut();
+            let mut scope = Scope {
+                vars: &self.vars,
+                user_id: self.id,
+                iteration: self.iteration,
+                rng: &mut rng,
+            };
+            if let Some(failed) = spec.checks.iter().find(|c| !c.passes(&view, &mut scope)) {
+                outcome.error = Some(ErrorClass::CheckFailed);
+                outcome.failed_check = Some(failed.id);
+            }
+        }
+        for x in &spec.extracts {
+            match x.apply(&view) {
+                Some(value) => match self.vars.get_mut(&x.var) {
+                    Some(v) => *v = value,
+                    None => {
+                        self.vars.insert(x.var.clone(), value);
+                    }
+                },
+                None if outcome.error.is_none() => {
+                    outcome.error = Some(ErrorClass::CheckFailed);
+                    outcome.failed_check = Some(x.id);
+                }
+                None => {}
+            }
+        }
+    }
+}
+
+/// The next action of a session whose place is `frames` in `root`.
+fn next_step<'p>(
+    shared: &Shared,
+    root: &'p [Step],
+    frames: &mut Vec<Frame>,
+    now: Instant,
+    mut feed: impl FnMut(usize) -> bool,
+) -> Action<'p> {
+    loop {
+        let Some(depth) = frames.len().checked_sub(1) else {
+            return Action::Done;
+        };
+        let list = steps_at(root, &frames[..depth]);
+        let Some(step) = list.get(frames[depth].at) else {
+            // This list is done: the step holding it goes on.
+            frames.pop();
+            let Some(parent) = frames.len().checked_sub(1) else {
+                return Action::Done;
+            };
+            let holder = &steps_at(root, &frames[..parent])[frames[parent].at];
+            let frame = &mut frames[parent];
+            if let Step::Repeat { times, every, .. } = holder {
+                frame.round += 1;
+                if frame.round < *times {
+                    let started = frame.started;
+                    let round = frame.round;
+                    frames.push(Frame::first(now));
+                    // Rounds start on a fixed beat (a message rate), not
+                    // one after the other.
+                    if let Some(every) = every {
+                        let pause = (started + *every * round).saturating_duration_since(now);
+                        if !pause.is_zero() {
+                            return Action::Pause(pause);
+                        }
+                    }
+                    continue;
+                }
+            }
+            frame.at += 1;
+            continue;
+        };
+        let frame = &mut frames[depth];
+        match step {
+            Step::Request(i) => {
+                frame.at += 1;
+                return Action::Request(*i);
+            }
+            Step::Think { min, max } => {
+                frame.at += 1;
+                let pause = if min == max {
+                    *min
+                } else {
+                    let span = (*max - *min).as_nanos() as u64;
+                    *min + Duration::from_nanos(shared.rng.borrow_mut().u64(0..=span))
+                };
+                return Action::Pause(pause);
+            }
+            Step::Repeat { times: 0, .. } => frame.at += 1,
+            Step::Repeat { .. } => {
+                frame.round = 0;
+                frame.started = now;
+                frames.push(Frame::first(now));
+            }
+            Step::Choice(branches) => {
+                let total: u64 = branches.iter().map(|(w, _)| *w as u64).sum();
+                let mut x = shared.rng.borrow_mut().u64(0..total.max(1));
+                frame.branch = branches
+                    .iter()
+                    .position(|(w, _)| {
+                        let hit = x < *w as u64;
+                        x = x.saturating_sub(*w as u64);
+                        hit
+                    })
+                    .unwrap_or(0);
+                frames.push(Frame::first(now));
+            }
+            Step::Feed(i) => {
+                frame.at += 1;
+                if !feed(*i) {
+                    return Action::Stop;
+                }
+            }
+            Step::Socket(step) => {
+                frame.at += 1;
+                return Action::Socket(step);
+            }
+        }
+    }
+}
+
+/// The list of steps the innermost of `outer` frames leads into.
+fn steps_at<'p>(root: &'p [Step], outer: &[Frame]) -> &'p [Step] {
+    outer
+        .iter()
+        .fold(root, |list, frame| match &list[frame.at] {
+            Step::Repeat { steps, .. } => steps,
+            Step::Choice(branches) => &branches[frame.branch].1,
+            other => unreachable!("a frame leads into a repeat or a choice, not {other:?}"),
+        })
+}
+
+/// Takes the next row of feeder `index` into `vars`; `false` when it ran
+/// dry (the run then stops, saying why).
+fn feed(
+    shared: &Shared,
+    index: usize,
+    vars: &mut HashMap<String, String>,
+    cursors: &mut [u64],
+) -> bool {
+    let feeder = &shared.plan.feeders[index];
+    let mut rng = shared.rng.borrow_mut();
+    match feeder.next_row(&mut cursors[index], &mut rng) {
+        Ok(row) => {
+            for (column, value) in feeder.columns.iter().zip(row) {
+                match vars.get_mut(column) {
+                    Some(v) => v.clone_from(value),
+                    None => {
+                        vars.insert(column.clone(), value.clone());
+                    }
+                }
+            }
+            true
+        }
+        Err(dry) => {
+            shared.stop.stop_because(format!(
+                "feeder `{}` ({:?}) ran out of rows after {} rows",
+                feeder.name, feeder.order, dry.rows
+            ));
+            false
+        }
+    }
+}
