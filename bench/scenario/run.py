@@ -2,6 +2,10 @@
 """A realistic scripted session, headroom vs k6 vs Locust: requests per
 generator CPU-second.
 
+Two sessions (`--session`): `shop` (below) and `api` (headroom-api.toml,
+locustfile-api.py: log in, then three rounds of an item and the account,
+7 requests per iteration, a JSON-path check on every response).
+
 The session (headroom.toml, k6.js, locustfile.py, jmeter.jmx — one each,
 the same requests): log in with a form post, extract the token from the JSON answer,
 three GETs of items from a CSV feeder with the token in a header, a body
@@ -17,7 +21,7 @@ included); requests are what each tool counted, checked against nginx's
 access log (k6 and Locust stop with requests in flight, so theirs may
 differ by a few).
 
-Usage: bench/scenario/run.py [--rounds 3] [--duration 10] [--users 20]
+Usage: bench/scenario/run.py [--session shop|api] [--rounds 3] [--duration 10] [--users 20]
          [--headroom target/release/headroom] [--k6 k6] [--locust locust]
          [--jmeter ApacheJMeter.jar] [--tools headroom,headroom-bare,k6,locust,jmeter] [--out DIR]
 Peers: `go install go.k6.io/k6@latest`, `pip install locust`, `.ci/jmeter.sh`
@@ -50,10 +54,28 @@ http {{
       if ($http_authorization !~ "^Bearer tok-") {{ return 401 '{{"ok":false}}\\n'; }}
       return 200 '{{"item":"$uri","ok":true}}\\n';
     }}
+    location = /account {{
+      default_type application/json;
+      if ($http_authorization !~ "^Bearer tok-") {{ return 401 '{{"ok":false}}\\n'; }}
+      return 200 '{{"user":"$arg_user","ok":true,"plan":"pro","limits":{{"requests":1000,"storage_gb":50}},"tags":["a","b","c"]}}\\n';
+    }}
     location / {{ return 200 "hello from nginx\\n"; }}
   }}
 }}
 """
+
+
+# Each session's script for each tool (data.csv is made by the run).
+SESSIONS = {
+    "shop": {"headroom": "headroom.toml", "k6": "k6.js", "locust": "locustfile.py",
+             "jmeter": "jmeter.jmx"},
+    "api": {"headroom": "headroom-api.toml", "locust": "locustfile-api.py"},
+}
+DESCRIBED = {
+    "shop": "login form post, JSON token, 3 feeder GETs with the token, body checks, cookies",
+    "api": "login form post, JSON token, 3 rounds of item + account with the token, "
+           "a JSON-path check on every response, 7 requests, cookies",
+}
 
 
 def free_port():
@@ -100,6 +122,7 @@ def children_cpu():
 
 def main():
     ap = argparse.ArgumentParser()
+    ap.add_argument("--session", choices=sorted(SESSIONS), default="shop")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--duration", type=int, default=10)
     ap.add_argument("--users", type=int, default=20)
@@ -114,10 +137,14 @@ def main():
     a = ap.parse_args()
     headroom = os.path.abspath(a.headroom)
     tools = a.tools.split(",")
+    files = SESSIONS[a.session]
+    missing = [t for t in tools if t in ("k6", "locust", "jmeter") and t not in files]
+    if missing:
+        sys.exit(f"session {a.session} has no script for {', '.join(missing)}")
     d = tempfile.mkdtemp(prefix="headroom-scenario-")
     work = os.path.join(d, "work")
     os.makedirs(work)
-    for f in ("headroom.toml", "k6.js", "locustfile.py", "jmeter.jmx"):
+    for f in files.values():
         shutil.copy(os.path.join(HERE, f), work)
     rnd = random.Random(7)
     with open(os.path.join(work, "data.csv"), "w") as f:
@@ -136,7 +163,7 @@ def main():
                 before_log, before_cpu = log_lines(d), children_cpu()
                 if tool == "headroom":
                     res = os.path.join(d, "r.json")
-                    measured([headroom, "run", "headroom.toml", "--threads", "1", "--quiet",
+                    measured([headroom, "run", files["headroom"], "--threads", "1", "--quiet",
                               "--out", res], env, work)
                     got = json.load(open(res))
                     reqs, failed = got["requests"]["total"], got["requests"]["failed"]
@@ -148,7 +175,7 @@ def main():
                     reqs, failed = got["requests"]["total"], got["requests"]["failed"]
                 elif tool == "k6":
                     res = os.path.join(d, "k6.json")
-                    measured([a.k6, "run", "--quiet", "--no-color", "--summary-export", res, "k6.js"],
+                    measured([a.k6, "run", "--quiet", "--no-color", "--summary-export", res, files["k6"]],
                              env, work)
                     m = json.load(open(res))["metrics"]
                     reqs = int(m["http_reqs"]["count"])
@@ -156,7 +183,7 @@ def main():
                     checks = m["checks"]
                     failed += int(checks.get("fails", 0))
                 elif tool == "locust":
-                    out, _ = measured([a.locust, "-f", "locustfile.py", "--headless", "-u", str(a.users),
+                    out, _ = measured([a.locust, "-f", files["locust"], "--headless", "-u", str(a.users),
                                        "-r", str(a.users), "-t", f"{a.duration}s", "--host", base,
                                        "--json", "--skip-log", "--stop-timeout", "5"], env, work)
                     stats = json.loads(out)
@@ -168,7 +195,7 @@ def main():
                         os.remove(jtl)
                     # One JVM on one core; its start-up (~2 s of CPU) is in
                     # the figure, as it is in every run of JMeter.
-                    measured(["java", "-XX:ActiveProcessorCount=1", "-jar", a.jmeter, "-n", "-t", "jmeter.jmx",
+                    measured(["java", "-XX:ActiveProcessorCount=1", "-jar", a.jmeter, "-n", "-t", files["jmeter"],
                               f"-Jhost=127.0.0.1", f"-Jport={port}", f"-Jusers={a.users}",
                               f"-Jseconds={a.duration}", "-Jjmeterengine.nongui.port=0",
                               "-l", jtl, "-j", os.path.join(d, "jmeter.log")], env, work)
@@ -189,8 +216,8 @@ def main():
     finally:
         nginx.terminate(); nginx.wait()
     med = {t: statistics.median(x["per_cpu_s"] for x in rows if x["tool"] == t) for t in tools}
-    lines = [f"scripted session (login form post, JSON token, 3 feeder GETs with the token, body checks, "
-             f"cookies); {a.users} users, {a.duration} s x {a.rounds} rounds; nginx on CPU 0, generator on CPU 1",
+    lines = [f"scripted session {a.session} ({DESCRIBED[a.session]}); "
+             f"{a.users} users, {a.duration} s x {a.rounds} rounds; nginx on CPU 0, generator on CPU 1",
              "requests per generator CPU-second (median): " +
              ", ".join(f"{t} {med[t]:.0f}" for t in tools)]
     if "headroom" in med:

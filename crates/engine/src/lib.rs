@@ -50,6 +50,7 @@ mod connections;
 mod cookies;
 mod event_loop;
 mod negotiate;
+mod pacing;
 mod script;
 mod shared;
 pub mod stop;

@@ -10,13 +10,13 @@
 
 use crate::connections::Origin;
 use crate::cookies;
+use crate::cookies::Jar;
 use crate::metrics::{ErrorClass, LimitReached, Outcome};
 use crate::plan::check::ResponseView;
 use crate::plan::socket::SocketStep;
 use crate::plan::template::Scope;
 use crate::plan::{Flow, RequestSpec, Step, Wire};
 use crate::shared::Shared;
-use cookie_store::CookieStore;
 use headroom_http::Captured;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -236,7 +236,7 @@ impl Script {
     pub fn judge(
         &mut self,
         shared: &Shared,
-        jar: &mut Option<Box<CookieStore>>,
+        jar: &mut Option<Box<Jar>>,
         (spec, index, origin, target): (&RequestSpec, usize, &Origin, &str),
         status: u16,
         (intended, done): (Instant, Instant),

@@ -88,7 +88,7 @@ impl Drop for Claim {
 }
 
 impl Origin {
-    fn new(id: u32, host_header: String, https: bool, addr: SocketAddr) -> Origin {
+    pub(crate) fn new(id: u32, host_header: String, https: bool, addr: SocketAddr) -> Origin {
         let scheme = if https { "https" } else { "http" };
         let root = url::Url::parse(&format!("{scheme}://{host_header}/")).ok();
         Origin {

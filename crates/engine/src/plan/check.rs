@@ -2,10 +2,11 @@
 //! A failed check (or an extraction that finds nothing) fails the request;
 //! the check's name says which in the results' error classes.
 
+use super::json_query::JsonQuery;
 use super::template::{Scope, Template};
 use headroom_http::{Capture, Captured};
 use regex::Regex;
-use serde_json_path::JsonPath;
+use std::borrow::Cow;
 use std::cell::OnceCell;
 use std::time::Duration;
 
@@ -84,7 +85,7 @@ pub enum CheckKind {
     BodyContains(Template),
     BodyRegex(Regex),
     Json {
-        path: JsonPath,
+        path: JsonQuery,
         expect: JsonExpect,
     },
     Header {
@@ -103,7 +104,7 @@ pub struct Check {
 
 #[derive(Clone, Debug)]
 pub enum ExtractFrom {
-    Json(JsonPath),
+    Json(JsonQuery),
     /// Capture group `1` by default (or the whole match if there is none).
     Regex(Regex, usize),
     Header(String),
@@ -118,8 +119,9 @@ pub struct Extract {
     pub from: ExtractFrom,
 }
 
-/// A response as checks see it: the body is decoded as text or JSON at
-/// most once, and only if a check asks.
+/// A response as checks see it: the body is decoded as text or parsed as
+/// JSON at most once, and only if a check asks (a plain JSON path scans
+/// the body instead: see `json_query`).
 pub struct ResponseView<'a> {
     pub status: u16,
     pub captured: &'a Captured,
@@ -151,26 +153,39 @@ impl<'a> ResponseView<'a> {
             .as_ref()
     }
 
-    fn json_first(&self, path: &JsonPath) -> Option<&serde_json::Value> {
-        self.json().and_then(|v| path.query(v).first())
+    fn json_first(&self, query: &JsonQuery) -> Option<Cow<'_, serde_json::Value>> {
+        if query.scans() {
+            return query.scan(&self.captured.body).map(Cow::Owned);
+        }
+        self.json().and_then(|v| query.first(v)).map(Cow::Borrowed)
+    }
+
+    /// The body holds `text` (its bytes, searched where they lie).
+    fn body_contains(&self, text: &str) -> bool {
+        let body = &self.captured.body;
+        match std::str::from_utf8(body) {
+            Ok(_) => memchr::memmem::find(body, text.as_bytes()).is_some(),
+            // Not UTF-8: searched as the text checks read (lossily).
+            Err(_) => self.text().contains(text),
+        }
     }
 }
 
 impl Check {
     /// Whether the response passes, with expected values rendered in
     /// `scope` (the user's variables).
-    pub fn passes(&self, r: &ResponseView, scope: &mut Scope) -> bool {
+    pub fn passes<'t>(&'t self, r: &ResponseView, scope: &mut Scope<'t>) -> bool {
         match &self.kind {
             CheckKind::Status(set) => set.contains(r.status),
-            CheckKind::BodyContains(t) => r.text().contains(t.text(scope).as_ref()),
+            CheckKind::BodyContains(t) => r.body_contains(t.text(scope).as_ref()),
             CheckKind::BodyRegex(re) => re.is_match(r.text()),
             CheckKind::Json { path, expect } => {
                 let found = r.json_first(path);
                 match expect {
                     JsonExpect::Exists(want) => found.is_some() == *want,
-                    JsonExpect::Equals(want) => found == Some(want),
+                    JsonExpect::Equals(want) => found.as_deref() == Some(want),
                     JsonExpect::EqualsText(t) => {
-                        found.and_then(|v| v.as_str()) == Some(t.text(scope).as_ref())
+                        found.as_deref().and_then(|v| v.as_str()) == Some(t.text(scope).as_ref())
                     }
                 }
             }
@@ -206,8 +221,8 @@ impl Extract {
     /// The extracted value, or `None` when nothing matched.
     pub fn apply(&self, r: &ResponseView) -> Option<String> {
         match &self.from {
-            ExtractFrom::Json(path) => r.json_first(path).map(|v| match v {
-                serde_json::Value::String(s) => s.clone(),
+            ExtractFrom::Json(path) => r.json_first(path).map(|v| match v.into_owned() {
+                serde_json::Value::String(s) => s,
                 other => other.to_string(),
             }),
             ExtractFrom::Regex(re, group) => re.captures(r.text()).and_then(|c| {
@@ -274,26 +289,29 @@ mod tests {
         let r = ResponseView::new(200, &c, Duration::from_millis(5));
         let vars = [("want".to_string(), "t-1".to_string())].into();
         let mut rng = fastrand::Rng::new();
-        let mut scope = Scope {
-            vars: &vars,
-            user_id: 1,
-            iteration: 0,
-            rng: &mut rng,
+        let mut check = |kind| {
+            let check = Check { id: 0, kind };
+            let mut scope = Scope {
+                vars: &vars,
+                user_id: 1,
+                iteration: 0,
+                rng: &mut rng,
+            };
+            check.passes(&r, &mut scope)
         };
-        let mut check = |kind| Check { id: 0, kind }.passes(&r, &mut scope);
         let t = |s: &str| Template::parse(s).unwrap();
         assert!(check(CheckKind::BodyContains(t("t-1"))));
         assert!(!check(CheckKind::BodyContains(t("nope"))));
         // Expected values are rendered for the user.
         assert!(check(CheckKind::BodyContains(t("{{want}}"))));
         assert!(check(CheckKind::Json {
-            path: JsonPath::parse("$.token").unwrap(),
+            path: JsonQuery::parse("$.token").unwrap(),
             expect: JsonExpect::EqualsText(t("{{want}}"))
         }));
         assert!(check(CheckKind::BodyRegex(
             Regex::new(r#""n":\d"#).unwrap()
         )));
-        let path = |p| JsonPath::parse(p).unwrap();
+        let path = |p| JsonQuery::parse(p).unwrap();
         assert!(check(CheckKind::Json {
             path: path("$.n"),
             expect: JsonExpect::Equals(3.into())

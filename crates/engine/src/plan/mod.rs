@@ -14,6 +14,7 @@
 pub mod check;
 pub mod events;
 pub mod feeder;
+pub mod json_query;
 pub mod limits;
 pub mod schedule;
 pub mod shard;

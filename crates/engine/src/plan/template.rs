@@ -228,12 +228,15 @@ impl Template {
         }
     }
 
-    /// The rendered text, borrowed when the template is one literal (a
-    /// check's expected value, compared on every response).
-    pub fn text<'t>(&'t self, scope: &mut Scope) -> std::borrow::Cow<'t, str> {
+    /// The rendered text, borrowed when the template is one literal or
+    /// one variable (a check's expected value, compared on every response).
+    pub fn text<'t>(&'t self, scope: &mut Scope<'t>) -> std::borrow::Cow<'t, str> {
         match &self.parts[..] {
             [] => std::borrow::Cow::Borrowed(""),
             [Part::Literal(l)] => std::borrow::Cow::Borrowed(l),
+            [Part::Var(v) | Part::RawVar(v)] => {
+                std::borrow::Cow::Borrowed(scope.vars.get(v).map_or("", String::as_str))
+            }
             _ => std::borrow::Cow::Owned(self.render_string(scope)),
         }
     }

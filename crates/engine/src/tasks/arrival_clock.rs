@@ -26,28 +26,9 @@
 //! until the arrival is within the timer's margin: as exact, at the price of
 //! spinning up to 2 ms per arrival.
 
+use crate::pacing::{batch_window, WAKE_EARLY};
 use crate::shared::Shared;
 use std::time::{Duration, Instant};
-
-/// How long before an arrival the timer is set.
-const WAKE_EARLY: Duration = Duration::from_micros(50);
-
-/// Above 5,000 arrivals a second: how far ahead the scheduler lets
-/// arrivals out once awake.
-const BATCH_WINDOW: Duration = Duration::from_micros(500);
-
-/// Arrivals closer together than this share wake-ups (5,000 a second).
-const FAST_GAP: Duration = Duration::from_micros(200);
-
-/// How far ahead arrivals go out together when they are `gap` apart (to
-/// this worker): each on its own wake-up up to 5,000 a second.
-fn batch_window(gap: Duration) -> Duration {
-    if gap < FAST_GAP {
-        BATCH_WINDOW
-    } else {
-        Duration::ZERO
-    }
-}
 
 /// How early tokio's millisecond timer is set when there is no `timerfd`
 /// (a deadline rounded up twice, as above).
@@ -156,7 +137,8 @@ mod linux {
 
 #[cfg(test)]
 mod tests {
-    use super::{batch_window, ArrivalClock, BATCH_WINDOW, WAKE_EARLY};
+    use super::ArrivalClock;
+    use crate::pacing::WAKE_EARLY;
     use crate::plan::Plan;
     use crate::shared::Shared;
     use crate::stop::StopSignal;
@@ -192,16 +174,6 @@ mod tests {
                 "woke more than {WAKE_EARLY:?} before an arrival {micros} us away"
             );
         }
-    }
-
-    /// Up to 5,000 arrivals a second each has its own wake-up; above, those
-    /// due within the window go out together.
-    #[test]
-    fn arrivals_share_wake_ups_above_5000_a_second() {
-        assert_eq!(batch_window(Duration::from_millis(5)), Duration::ZERO);
-        assert_eq!(batch_window(Duration::from_micros(200)), Duration::ZERO);
-        assert_eq!(batch_window(Duration::from_micros(199)), BATCH_WINDOW);
-        assert_eq!(batch_window(Duration::ZERO), BATCH_WINDOW);
     }
 
     /// A stop cuts a long wait short.

@@ -6,11 +6,11 @@ use super::timeout::{timed, RequestTimer};
 use crate::backoff::ConnectBackoff;
 use crate::connections::{Conn, Origin, Unreachable};
 use crate::cookies;
+use crate::cookies::Jar;
 use crate::metrics::{ConnectionEvent, ErrorClass, Outcome};
 use crate::plan::{HttpVersion, Load, RequestSpec, Wire};
 use crate::script::{Action, Script};
 use crate::shared::{InFlight, Shared};
-use cookie_store::CookieStore;
 use headroom_http::h2::H2Request;
 use headroom_http::{routes, Capture, Failure, Idle};
 use smallvec::SmallVec;
@@ -91,7 +91,7 @@ pub(crate) struct User {
     /// cookie comes: until then a request does not look into it, nor is
     /// it in the user's memory (112 bytes, a cache line per request at
     /// 1,000 connections, for the many tests whose server sets none).
-    jar: Option<Box<CookieStore>>,
+    jar: Option<Box<Jar>>,
     /// The request as written on the wire, reused.
     wire: Vec<u8>,
     /// The target rendered for the request at hand, reused.

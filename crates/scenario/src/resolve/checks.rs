@@ -148,8 +148,8 @@ impl Builder<'_> {
         a: Option<&str>,
         p: &str,
         request: &str,
-    ) -> Option<serde_json_path::JsonPath> {
-        match serde_json_path::JsonPath::parse(p) {
+    ) -> Option<headroom_engine::plan::json_query::JsonQuery> {
+        match headroom_engine::plan::json_query::JsonQuery::parse(p) {
             Ok(path) => Some(path),
             Err(e) => {
                 self.problem(

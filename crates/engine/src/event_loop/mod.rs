@@ -1,8 +1,11 @@
-//! The closed model's fast path: plain requests and whole scenarios —
+//! The fast path: plain requests and whole scenarios —
 //! sessions (steps, repeat, choice, think, feed), templates, checks,
 //! extraction, feeders and cookies — over plain HTTP/1.1 to the plan's
 //! endpoint, from one event loop per worker (mio, epoll), each user a
-//! small slot in one vector. A scenario's user carries its [`Script`] (the
+//! small slot in one vector — in the closed model a slot per user, in the
+//! open model a slot per connection, taken by each arrival in turn (the
+//! schedule, its timer and the arrivals waiting for a connection:
+//! `arrivals.rs`). A scenario's user carries its [`Script`] (the
 //! same the task path drives), so both paths run a session by one set of
 //! rules; user stages, TLS, pooled or other origins, WebSockets and event
 //! streams, HTTP/2 and HTTP/3 take the task path.
@@ -29,12 +32,13 @@
 use crate::backoff::ConnectBackoff;
 use crate::connections::Origin;
 use crate::cookies;
+use crate::cookies::Jar;
 use crate::metrics::{ConnectionEvent, ErrorClass, Outcome};
 use crate::plan::{ClosedLoad, Engine, Flow, HttpVersion, Load, Plan, Step as PlanStep, Wire};
 use crate::script::{Action, Script};
 use crate::shared::Shared;
 use crate::stop::Phase;
-use cookie_store::CookieStore;
+use arrivals::{Arrival, Arrivals};
 use headroom_http::reader::{Fed, ResponseReader};
 use headroom_http::response::HeadCache;
 use headroom_http::{connect_error_class, exchange_error_class, Capture, Captured, Failure};
@@ -46,6 +50,11 @@ use std::io::{self, Read, Write};
 use std::net::{IpAddr, SocketAddr};
 use std::rc::Rc;
 use std::time::{Duration, Instant};
+
+mod arrivals;
+
+/// The poll token of the arrivals' timer (slots are numbered from 0).
+const ARRIVAL_TIMER: Token = Token(usize::MAX);
 
 /// How often requests and connects are checked against their timeouts.
 pub(crate) const TIMEOUT_SWEEP: Duration = Duration::from_millis(10);
@@ -61,11 +70,8 @@ const COOKIES: Capture = Capture {
 /// most responses, so one read takes a whole answer.
 const READ_BUFFER: usize = 64 * 1024;
 
-/// The plan's closed load, when the fast path can run the plan.
-pub(crate) fn load_of(plan: &Plan) -> Option<&ClosedLoad> {
-    let Load::Closed(load) = &plan.load else {
-        return None;
-    };
+/// The plan's load, when the fast path can run the plan.
+pub(crate) fn load_of(plan: &Plan) -> Option<&Load> {
     // One origin: a target that could render to a full URL, or one
     // written on another origin, needs the task path's origins.
     let one_origin = plan
@@ -76,15 +82,19 @@ pub(crate) fn load_of(plan: &Plan) -> Option<&ClosedLoad> {
         Flow::Mix => true,
         Flow::Sessions(sessions) => sessions.iter().all(|s| !any_socket(&s.steps)),
     };
+    let no_stages = match &plan.load {
+        Load::Closed(load) => load.stages.is_empty(),
+        Load::Open(_) => true,
+    };
     let fits = plan.engine == Engine::Auto
-        && load.stages.is_empty()
+        && no_stages
         && one_origin
         && no_sockets
         && plan.tls.is_none()
         && !plan.endpoint.https
         && plan.max_connections_per_host.is_none()
         && plan.http_version == HttpVersion::Http1;
-    fits.then_some(load)
+    fits.then_some(&plan.load)
 }
 
 /// A step of `steps`, at any depth, is on a WebSocket or event stream.
@@ -137,8 +147,16 @@ struct Slot {
     step: Step,
     /// The request in flight (its index in the plan).
     request: usize,
-    /// When it was sent: its latency counts from here (closed model).
+    /// When it was sent.
     sent: Instant,
+    /// Its latency counts from here: when it was sent, or an open-model
+    /// arrival's place in the schedule.
+    intended: Instant,
+    /// Open model: the arrival under way's due time, until its first
+    /// request takes it.
+    arrival: Option<Instant>,
+    /// Open model: an arrival is under way on this slot.
+    busy: bool,
     reader: ResponseReader,
     /// Bytes read for this request.
     received: u64,
@@ -163,7 +181,7 @@ struct Slot {
     backoff: ConnectBackoff,
     /// The user's cookies (when the plan keeps them), made when the first
     /// comes: most servers under test set none.
-    jar: Option<Box<CookieStore>>,
+    jar: Option<Box<Jar>>,
     /// The request with its `Cookie` header, or rendered from its
     /// template; empty: the plan's bytes as they are.
     wire: Vec<u8>,
@@ -178,6 +196,9 @@ impl Slot {
             step: Step::Waiting,
             request: 0,
             sent: now,
+            intended: now,
+            arrival: None,
+            busy: false,
             reader: ResponseReader::default(),
             received: 0,
             kept: Vec::new(),
@@ -206,8 +227,12 @@ impl Slot {
 /// Runs this worker's users of `load` to the end; `tick(upto)` every
 /// second, on the second, hands the seconds before `upto` on (as the task
 /// path's ticker does).
-pub(crate) fn run(shared: &Shared, load: &ClosedLoad, tick: impl FnMut(u32)) {
-    let mut event_loop = match EventLoop::new(shared, load) {
+pub(crate) fn run(shared: &Shared, load: &Load, tick: impl FnMut(u32)) {
+    let model = match load {
+        Load::Closed(load) => Model::Closed(load),
+        Load::Open(load) => Model::Open(Arrivals::new(shared, load)),
+    };
+    let mut event_loop = match EventLoop::new(shared, model) {
         Ok(l) => l,
         Err(e) => {
             shared
@@ -219,9 +244,15 @@ pub(crate) fn run(shared: &Shared, load: &ClosedLoad, tick: impl FnMut(u32)) {
     event_loop.run(tick);
 }
 
+/// What the slots are: users (closed), or connections arrivals take.
+enum Model<'a> {
+    Closed(&'a ClosedLoad),
+    Open(Arrivals<'a>),
+}
+
 struct EventLoop<'a> {
     shared: &'a Shared,
-    load: &'a ClosedLoad,
+    model: Model<'a>,
     poll: Poll,
     slots: Vec<Slot>,
     /// Each slot's timeout (connect or request), apart from the slots so a
@@ -237,16 +268,38 @@ struct EventLoop<'a> {
     captured: Captured,
     /// No request starts after this (the load's duration).
     until: Option<Instant>,
-    /// Users not finished.
+    /// Closed model: users not finished.
     live: usize,
+    /// The graceful stop began.
+    stopping: bool,
 }
 
 impl<'a> EventLoop<'a> {
-    fn new(shared: &'a Shared, load: &'a ClosedLoad) -> io::Result<EventLoop<'a>> {
+    fn new(shared: &'a Shared, mut model: Model<'a>) -> io::Result<EventLoop<'a>> {
         let mut timers = BinaryHeap::new();
         let mut slots = Vec::new();
         let scripted = scripted(&shared.plan);
-        for user in shared.users_of(load) {
+        let poll = Poll::new()?;
+        if let Model::Open(arrivals) = &mut model {
+            if let Some(timer) = arrivals.timer() {
+                let fd = timer.raw_fd();
+                poll.registry().register(
+                    &mut mio::unix::SourceFd(&fd),
+                    ARRIVAL_TIMER,
+                    Interest::READABLE,
+                )?;
+            }
+        }
+        // The closed model's users, each from its place in the ramp-up (the
+        // open model's slots are made as arrivals need connections).
+        let users = match &model {
+            Model::Closed(load) => Some(*load),
+            Model::Open(_) => None,
+        };
+        let users = users
+            .into_iter()
+            .flat_map(|load| shared.users_of(load).map(move |u| (load, u)));
+        for (load, user) in users {
             timers.push(Reverse((
                 shared.start + load.ramp_offset(user),
                 slots.len(),
@@ -259,10 +312,14 @@ impl<'a> EventLoop<'a> {
             });
             slots.push(Slot::new(shared.start, script));
         }
+        let until = match &model {
+            Model::Closed(load) => load.duration.map(|d| shared.start + d),
+            Model::Open(_) => None,
+        };
         Ok(EventLoop {
             shared,
-            load,
-            poll: Poll::new()?,
+            model,
+            poll,
             deadlines: vec![None; slots.len()],
             live: slots.len(),
             slots,
@@ -271,7 +328,8 @@ impl<'a> EventLoop<'a> {
             heads: HeadCache::default(),
             origin: shared.origins.default_origin(),
             captured: Captured::default(),
-            until: load.duration.map(|d| shared.start + d),
+            until,
+            stopping: false,
         })
     }
 
@@ -281,15 +339,14 @@ impl<'a> EventLoop<'a> {
         let mut upto = 1u32;
         let mut next_tick = shared.start + Duration::from_secs(1);
         let mut next_sweep = Instant::now() + TIMEOUT_SWEEP;
-        let mut stopping = false;
         loop {
             if shared.stop.is_stopping() {
                 if shared.stop.phase() == Phase::Abort {
                     self.abort();
                     return;
                 }
-                if !stopping {
-                    stopping = true;
+                if !self.stopping {
+                    self.stopping = true;
                     self.finish_waiting();
                 }
             }
@@ -310,12 +367,18 @@ impl<'a> EventLoop<'a> {
                 self.timers.pop();
                 self.wake(i, now);
             }
-            if self.live == 0 {
+            if !self.stopping {
+                self.dispatch(now);
+            }
+            if self.all_done() {
                 return;
             }
             let mut wake = next_tick.min(next_sweep);
             if let Some(Reverse((at, _))) = self.timers.peek() {
                 wake = wake.min(*at);
+            }
+            if let Some(at) = self.arrival_wake(Instant::now()) {
+                wake = wake.min(at);
             }
             let wait = wake.saturating_duration_since(Instant::now());
             if let Err(e) = self.poll.poll(&mut events, Some(wait)) {
@@ -327,6 +390,12 @@ impl<'a> EventLoop<'a> {
                 return;
             }
             for event in events.iter() {
+                if event.token() == ARRIVAL_TIMER {
+                    if let Model::Open(arrivals) = &mut self.model {
+                        arrivals.timer().map(|t| t.fired());
+                    }
+                    continue;
+                }
                 let i = event.token().0;
                 match self.slots[i].step {
                     Step::Connecting => self.connected(i),
@@ -339,6 +408,144 @@ impl<'a> EventLoop<'a> {
                 }
             }
         }
+    }
+
+    /// Everyone is done: the closed model's users, or the open model's
+    /// arrivals (all out, or the stop began) with none under way.
+    fn all_done(&self) -> bool {
+        match &self.model {
+            Model::Closed(_) => self.live == 0,
+            Model::Open(arrivals) => arrivals.busy == 0 && (self.stopping || arrivals.all_out()),
+        }
+    }
+
+    /// Open model: arrivals that waited for a connection take those freed,
+    /// then the arrivals due now take a free connection, a new one under
+    /// the cap, or wait (counted).
+    fn dispatch(&mut self, now: Instant) {
+        while let Some((i, arrival)) = self.take_arrival(now) {
+            self.start_arrival(i, arrival, now);
+        }
+    }
+
+    /// The next arrival that may start now, and the slot it takes.
+    fn take_arrival(&mut self, now: Instant) -> Option<(usize, Arrival)> {
+        let shared = self.shared;
+        let Model::Open(arrivals) = &mut self.model else {
+            return None;
+        };
+        let waited = !arrivals.waiting.is_empty();
+        let arrival = match arrivals.waiting.pop_front() {
+            Some(arrival) => arrival,
+            None => arrivals.next_due(shared, now)?,
+        };
+        let i = match arrivals.idle.pop() {
+            Some(i) => i,
+            None if self.slots.len() < arrivals.cap => {
+                let script = scripted(&shared.plan).then(|| {
+                    Box::new(Scripted {
+                        script: Script::new(shared, arrival.n),
+                        target: String::new(),
+                    })
+                });
+                self.slots.push(Slot::new(now, script));
+                self.deadlines.push(None);
+                self.slots.len() - 1
+            }
+            None => {
+                if !waited {
+                    shared.recorder.borrow_mut().arrival_waited_for_connection();
+                }
+                arrivals.waiting.push_front(arrival);
+                return None;
+            }
+        };
+        arrivals.busy += 1;
+        Some((i, arrival))
+    }
+
+    /// Open model: when the loop must be awake for the next arrival —
+    /// `None` when the arrivals' timer will wake it (set here), or there
+    /// is none.
+    fn arrival_wake(&mut self, now: Instant) -> Option<Instant> {
+        let shared = self.shared;
+        let Model::Open(arrivals) = &mut self.model else {
+            return None;
+        };
+        if self.stopping {
+            return None;
+        }
+        let at = arrivals.wake_at(shared)?;
+        if at <= now {
+            return Some(now);
+        }
+        if let Some(timer) = arrivals.timer() {
+            if timer.set(at, now).is_ok() {
+                return None;
+            }
+        }
+        // No timer: the poll's millisecond timeout, and a spin for the
+        // last millisecond.
+        Some(
+            at.checked_sub(Duration::from_millis(1))
+                .unwrap_or(now)
+                .max(now),
+        )
+    }
+
+    /// Open model: slot `i` takes `arrival` — a request from the mix, or a
+    /// new user's session (its connection kept from the arrival before,
+    /// unless arrivals are users, who bring their own).
+    fn start_arrival(&mut self, i: usize, arrival: Arrival, now: Instant) {
+        let shared = self.shared;
+        let users = matches!(&self.model, Model::Open(a) if a.load.users);
+        let slot = &mut self.slots[i];
+        slot.busy = true;
+        slot.arrival = Some(arrival.intended);
+        slot.jar = None;
+        if users {
+            slot.active = true;
+            shared.recorder.borrow_mut().user_started();
+        }
+        match slot.scripted.as_deref_mut() {
+            None => self.send(i, arrival.pick, now),
+            Some(Scripted { script, .. }) => {
+                script.reset(arrival.n);
+                if script.begin_iteration(shared, arrival.pick, now) {
+                    self.advance(i, now);
+                } else {
+                    self.arrival_over(i);
+                }
+            }
+        }
+    }
+
+    /// Open model: slot `i`'s arrival is over; the slot is free for the
+    /// next (a user's connection closes with it).
+    fn arrival_over(&mut self, i: usize) {
+        let Model::Open(arrivals) = &mut self.model else {
+            return;
+        };
+        let slot = &mut self.slots[i];
+        if !std::mem::take(&mut slot.busy) {
+            return;
+        }
+        arrivals.busy -= 1;
+        if std::mem::take(&mut slot.active) {
+            self.shared.recorder.borrow_mut().user_finished();
+        }
+        if arrivals.load.users || self.stopping {
+            slot.stream = None;
+        }
+        if let Some(s) = slot.scripted.as_deref_mut() {
+            s.script.end_iteration();
+        }
+        // A slot whose arrival was due but never sent: counted by the
+        // caller. Idle, its kept connection is watched (`idle_event`).
+        slot.arrival = None;
+        slot.step = Step::Paused;
+        self.deadlines[i] = None;
+        arrivals.idle.push(i);
     }
 
     /// A slot's timer: its ramp-up start or the end of its pause.
@@ -361,8 +568,11 @@ impl<'a> EventLoop<'a> {
         if self.slots[i].scripted.is_some() {
             return self.advance(i, now);
         }
+        let Some(load) = self.closed() else {
+            return self.arrival_over(i);
+        };
         let slot = &mut self.slots[i];
-        if self.load.iterations.is_some_and(|n| slot.iterations >= n) {
+        if load.iterations.is_some_and(|n| slot.iterations >= n) {
             return self.finish(i);
         }
         slot.iterations += 1;
@@ -375,11 +585,16 @@ impl<'a> EventLoop<'a> {
     /// next iteration (the rules of the task path's `closed.rs`).
     fn advance(&mut self, i: usize, now: Instant) {
         let shared = self.shared;
+        let closed = self.closed();
         loop {
             let slot = &mut self.slots[i];
             let script = &mut slot.scripted.as_mut().expect("a scenario's user").script;
             if !script.in_iteration() {
-                let may_begin = self.load.iterations.is_none_or(|n| slot.iterations < n)
+                // Open model: an arrival is one iteration.
+                let Some(load) = closed else {
+                    return self.arrival_over(i);
+                };
+                let may_begin = load.iterations.is_none_or(|n| slot.iterations < n)
                     && !shared.stop.is_stopping()
                     && self.until.is_none_or(|u| now < u);
                 if !may_begin || !script.begin_iteration(shared, shared.pick(), now) {
@@ -390,10 +605,13 @@ impl<'a> EventLoop<'a> {
             match script.next(shared, now) {
                 Action::Request(request) => return self.send(i, request, now),
                 Action::Pause(pause) => return self.pause(i, now + pause),
-                Action::Done if !self.load.think_time.is_zero() => {
-                    return self.pause(i, now + self.load.think_time)
-                }
-                Action::Done => {}
+                Action::Done => match closed {
+                    None => return self.arrival_over(i),
+                    Some(load) if !load.think_time.is_zero() => {
+                        return self.pause(i, now + load.think_time)
+                    }
+                    Some(_) => {}
+                },
                 Action::Stop => return self.finish(i),
                 Action::Socket(_) => unreachable!("a plan with sockets takes the task path"),
             }
@@ -405,15 +623,33 @@ impl<'a> EventLoop<'a> {
     /// the user is done.
     fn send(&mut self, i: usize, request: usize, now: Instant) {
         let shared = self.shared;
-        let may_send = !shared.stop.is_stopping()
-            && self.until.is_none_or(|u| now < u)
-            && shared.take_budget();
-        if !may_send {
-            return self.finish(i);
-        }
+        // An open-model arrival is admitted by the schedule (and timed from
+        // its place in it, or from when it went out if that was earlier);
+        // later requests and closed-model users ask the gate.
+        let intended = match self.slots[i].arrival.take() {
+            Some(at) if !shared.stop.is_stopping() => at.min(now),
+            Some(at) => {
+                // Due, but the run stopped before it went out: counted.
+                shared
+                    .recorder
+                    .borrow_mut()
+                    .record_not_sent(request, at, now);
+                return self.finish(i);
+            }
+            None => {
+                let may_send = !shared.stop.is_stopping()
+                    && self.until.is_none_or(|u| now < u)
+                    && shared.take_budget();
+                if !may_send {
+                    return self.finish(i);
+                }
+                now
+            }
+        };
         let slot = &mut self.slots[i];
         slot.request = request;
         slot.sent = now;
+        slot.intended = intended;
         slot.reader = ResponseReader::default();
         slot.received = 0;
         slot.kept.clear();
@@ -540,9 +776,12 @@ impl<'a> EventLoop<'a> {
     fn connect_failed(&mut self, i: usize, failure: Failure) {
         let now = Instant::now();
         self.record(i, now, None, Some(failure.into()));
-        let slot = &mut self.slots[i];
-        slot.stream = None;
-        let pause = slot.backoff.next_pause();
+        self.slots[i].stream = None;
+        if self.closed().is_none() {
+            // An arrival's pace is the schedule's: no pause.
+            return self.next(i, now);
+        }
+        let pause = self.slots[i].backoff.next_pause();
         self.pause(i, now + pause);
     }
 
@@ -750,7 +989,7 @@ impl<'a> EventLoop<'a> {
                     &mut slot.jar,
                     (spec, slot.request, &self.origin, target),
                     status,
-                    (slot.sent, now),
+                    (slot.intended, now),
                     &mut outcome,
                 );
             }
@@ -777,11 +1016,13 @@ impl<'a> EventLoop<'a> {
         if self.slots[i].scripted.is_some() {
             return self.advance(i, now);
         }
-        let think = self.load.think_time;
-        if think.is_zero() {
+        let Some(load) = self.closed() else {
+            return self.arrival_over(i);
+        };
+        if load.think_time.is_zero() {
             return self.begin(i, now);
         }
-        self.pause(i, now + think);
+        self.pause(i, now + load.think_time);
     }
 
     /// The socket of a pausing user's kept-alive connection stirred: the
@@ -856,7 +1097,7 @@ impl<'a> EventLoop<'a> {
         self.shared
             .recorder
             .borrow_mut()
-            .record(slot.request, slot.sent, sent, done, &outcome);
+            .record(slot.request, slot.intended, sent, done, &outcome);
     }
 
     /// Requests and connects past their timeout fail.
@@ -877,8 +1118,20 @@ impl<'a> EventLoop<'a> {
         }
     }
 
-    /// The user leaves: its connection closes.
+    /// The closed model's load (`None`: the open model).
+    fn closed(&self) -> Option<&'a ClosedLoad> {
+        match &self.model {
+            Model::Closed(load) => Some(load),
+            Model::Open(_) => None,
+        }
+    }
+
+    /// The user leaves: its connection closes (open model: its arrival is
+    /// over).
     fn finish(&mut self, i: usize) {
+        if self.closed().is_none() {
+            return self.arrival_over(i);
+        }
         let slot = &mut self.slots[i];
         if slot.step == Step::Finished {
             return;
@@ -898,6 +1151,21 @@ impl<'a> EventLoop<'a> {
         for Reverse((_, i)) in std::mem::take(&mut self.timers) {
             self.finish(i);
         }
+        self.drop_waiting_arrivals();
+    }
+
+    /// Open model: arrivals that were due but waited for a connection
+    /// never went out: counted `not_sent`.
+    fn drop_waiting_arrivals(&mut self) {
+        let Model::Open(arrivals) = &mut self.model else {
+            return;
+        };
+        let now = Instant::now();
+        let mut recorder = self.shared.recorder.borrow_mut();
+        for arrival in arrivals.waiting.drain(..) {
+            let request = self.shared.plan.first_request(arrival.pick);
+            recorder.record_not_sent(request, arrival.intended, now);
+        }
     }
 
     /// The hard stop: what is in flight is cut off, counted `aborted`.
@@ -914,6 +1182,7 @@ impl<'a> EventLoop<'a> {
             }
             self.finish(i);
         }
+        self.drop_waiting_arrivals();
     }
 }
 
@@ -987,6 +1256,14 @@ mod tests {
             }),
             ("HTTP/2", |p| p.http_version = HttpVersion::Http2),
         ];
+        let mut open = templated.clone();
+        open.load = Load::Open(crate::plan::OpenLoad {
+            schedule: crate::plan::schedule::Schedule::constant(100.0, Duration::from_secs(1))
+                .unwrap(),
+            max_connections: 10,
+            users: false,
+        });
+        assert!(load_of(&open).is_some(), "the open model");
         for (what, change) in not_fitting {
             let mut p = templated.clone();
             change(&mut p);
