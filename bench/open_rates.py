@@ -9,8 +9,11 @@ CPU 1 with one thread, so the generator's limit shows as CPU near 100 %
 and lag growing, the server's as achieved < offered with the generator's
 CPU to spare. Each rate runs --rounds times; the median round is printed.
 
+Each rate runs on each of `--engines` (auto: the event loop; tasks: a
+tokio task per connection), so the two paths are compared in one run.
+
 Usage: bench/open_rates.py [--rates 20000,50000,100000] [--duration 10]
-         [--rounds 3] [--headroom target/release/headroom] [--out DIR]
+         [--rounds 3] [--engines auto,tasks] [--headroom target/release/headroom] [--out DIR]
 """
 import argparse, json, os, resource, shutil, socket, statistics, subprocess, sys, tempfile, time
 
@@ -42,6 +45,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--nginx-workers", type=int, default=1)
     ap.add_argument("--headroom", default="target/release/headroom")
+    ap.add_argument("--engines", default="auto,tasks")
     ap.add_argument("--out", default=None)
     a = ap.parse_args()
     d = tempfile.mkdtemp(prefix="headroom-open-")
@@ -58,13 +62,15 @@ def main():
             time.sleep(0.05)
     rows = []
     try:
-        for rate in [int(r) for r in a.rates.split(",")]:
+        runs = [(int(r), e) for r in a.rates.split(",") for e in a.engines.split(",")]
+        for rate, engine in runs:
             for rnd in range(1, a.rounds + 1):
                 res = os.path.join(d, "r.json")
                 before = resource.getrusage(resource.RUSAGE_CHILDREN)
                 p = subprocess.run(["taskset", "-c", "1", a.headroom, "run", f"http://127.0.0.1:{port}/",
                                     "--rate", str(rate), "-d", f"{a.duration}s", "--threads", "1",
-                                    "--quiet", "--out", res], capture_output=True, text=True)
+                                    "--engine", engine, "--quiet", "--out", res],
+                                   capture_output=True, text=True)
                 after = resource.getrusage(resource.RUSAGE_CHILDREN)
                 if p.returncode not in (0, 1):
                     sys.exit(f"headroom failed: {p.stderr}")
@@ -73,14 +79,15 @@ def main():
                 planned = rate * a.duration
                 sent = r["requests"]["total"]
                 lag = r.get("send_lag_ms") or {}
-                row = dict(rate=rate, round=rnd, planned=planned, requests=sent,
+                row = dict(rate=rate, engine=r["meta"].get("generator_engine", engine), round=rnd,
+                           planned=planned, requests=sent,
                            failed=r["requests"]["failed"], achieved_rps=r["throughput_rps"],
                            off_pct=(sent - planned) / planned * 100.0,
                            achieved_pct=(r["throughput_rps"] - rate) / rate * 100.0,
                            lag_p50_ms=lag.get("p50"), lag_p99_ms=lag.get("p99"), lag_max_ms=lag.get("max"),
                            cpu_pct=cpu / r["duration_s"] * 100.0, p99_ms=r["latency_ms"]["p99"])
                 rows.append(row)
-                print(f"{rate:>7} req/s round {rnd}: {sent:>8} of {planned} ({row['off_pct']:+.2f} %), "
+                print(f"{rate:>7} req/s {row['engine']:<10} round {rnd}: {sent:>8} of {planned} ({row['off_pct']:+.2f} %), "
                       f"{row['failed']} failed, send lag p50 {lag.get('p50', 0):.3f} p99 {lag.get('p99', 0):.3f} ms, "
                       f"generator CPU {row['cpu_pct']:.0f} % of a core, latency p99 {row['p99_ms']:.2f} ms",
                       flush=True)
@@ -89,11 +96,12 @@ def main():
         shutil.rmtree(d, ignore_errors=True)
     print(f"\nmedian of {a.rounds} rounds, {a.duration} s each; nginx ({a.nginx_workers} worker) on CPU 0, "
           "headroom (1 thread) on CPU 1")
-    print(f"{'target':>8} {'achieved vs target':>19} {'sent vs planned':>16} {'lag p99 ms':>11} {'gen CPU %':>10}")
-    for rate in sorted({x["rate"] for x in rows}):
-        xs = [x for x in rows if x["rate"] == rate]
+    print(f"{'target':>8} {'engine':>10} {'achieved vs target':>19} {'sent vs planned':>16} "
+          f"{'lag p99 ms':>11} {'gen CPU %':>10}")
+    for rate, engine in sorted({(x["rate"], x["engine"]) for x in rows}):
+        xs = [x for x in rows if x["rate"] == rate and x["engine"] == engine]
         med = lambda k: statistics.median(x[k] for x in xs if x[k] is not None)
-        print(f"{rate:>8} {med('achieved_pct'):>+18.2f}% {med('off_pct'):>+15.2f}% "
+        print(f"{rate:>8} {engine:>10} {med('achieved_pct'):>+18.2f}% {med('off_pct'):>+15.2f}% "
               f"{med('lag_p99_ms'):>11.3f} {med('cpu_pct'):>10.0f}")
     if a.out:
         os.makedirs(a.out, exist_ok=True)

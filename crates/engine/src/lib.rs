@@ -156,8 +156,8 @@ impl Start {
     }
 }
 
-/// Whether the plan's users run on the closed model's fast path (one event
-/// loop per worker; `event_loop.rs`) rather than as a task each.
+/// Whether the plan runs on the fast path (one event loop per worker;
+/// `event_loop/`) rather than as a task per user or arrival.
 pub fn runs_on_event_loop(plan: &Plan) -> bool {
     event_loop::load_of(plan).is_some()
 }

@@ -4,7 +4,7 @@
 //! I/O: it says what comes next ([`Action`]) and judges what came back.
 //!
 //! Both engines drive it — the task path (`tasks/user.rs`) awaiting each
-//! action, the event loop (`event_loop.rs`) one event at a time — so a
+//! action, the event loop (`event_loop/`) one event at a time — so a
 //! session's steps, templates, feeders, checks and extractions follow one
 //! set of rules whichever path runs them.
 

@@ -197,3 +197,69 @@ fn bytes_sent_while_a_user_thinks_replace_its_connection_on_both_paths() {
         assert_eq!(t.connection_count(Opened), 3, "{engine:?}");
     }
 }
+
+/// The open model: every scheduled arrival is sent once and counted, on
+/// both paths, whether arrivals share kept-alive connections or each is a
+/// user that brings its own; with too few connections, arrivals wait
+/// (counted) and their latency carries the wait.
+#[test]
+fn both_engines_send_every_open_arrival_once() {
+    use headroom_engine::plan::schedule::Schedule;
+    use headroom_engine::plan::OpenLoad;
+    let base = common::sample_server(8);
+    for users in [false, true] {
+        for engine in [Engine::Auto, Engine::Tasks] {
+            let mut plan = Plan::get(&format!("{base}/hello")).unwrap();
+            plan.requests.push(get(&plan, "/status?code=503"));
+            plan.load = Load::Open(OpenLoad {
+                users,
+                schedule: Schedule::constant(1_000.0, Duration::from_millis(1_500)).unwrap(),
+                max_connections: 50,
+            });
+            plan.threads = 2;
+            plan.engine = engine;
+            assert_eq!(runs_on_event_loop(&plan), engine == Engine::Auto);
+            let outcome = run(&plan, &StopSignal::new(), |_| {});
+            let what = format!("{engine:?}, users {users}");
+            let t = &outcome.total;
+            assert_eq!(t.requests, 1_500, "{what}");
+            let [hello, status] = &outcome.per_request[..] else {
+                panic!("two requests");
+            };
+            assert_eq!(hello.ok, hello.requests, "{what}");
+            assert_eq!(status.status[503], status.requests, "{what}");
+            assert_eq!(t.errors.iter().sum::<u64>(), status.requests, "{what}");
+            let opened = t.connection_count(Opened);
+            if users {
+                // Each arriving user opens its connection and closes it.
+                assert_eq!(opened, 1_500, "{what}");
+            } else {
+                assert!(opened <= 50, "{what}: {opened} connections");
+            }
+        }
+    }
+    // One connection, each answer 20 ms: 50 arrivals a second go out, the
+    // rest wait their turn — and are timed from when they were due.
+    for engine in [Engine::Auto, Engine::Tasks] {
+        let mut plan = Plan::get(&format!("{base}/sleep?ms=20")).unwrap();
+        plan.load = Load::Open(OpenLoad {
+            users: false,
+            schedule: Schedule::constant(100.0, Duration::from_millis(500)).unwrap(),
+            max_connections: 1,
+        });
+        plan.threads = 1;
+        plan.engine = engine;
+        let outcome = run(&plan, &StopSignal::new(), |_| {});
+        let t = &outcome.total;
+        assert_eq!(t.requests, 50, "{engine:?}");
+        assert_eq!(t.ok, 50, "{engine:?}");
+        assert!(outcome.waited_for_connection > 0, "{engine:?}");
+        // The last of 50 arrivals 10 ms apart, served 20 ms each one after
+        // the other, went out ~0.5 s after it was due.
+        assert!(
+            t.latency.max() >= 400_000,
+            "{engine:?}: max latency {} us",
+            t.latency.max()
+        );
+    }
+}

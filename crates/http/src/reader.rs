@@ -1,6 +1,6 @@
 //! One response read from bytes as they arrive, without I/O: for an event
 //! loop that owns its sockets and reads for many connections into one
-//! buffer (the engine's fast path, `engine/src/event_loop.rs`). It keeps no
+//! buffer (the engine's fast path, `engine/src/event_loop/`). It keeps no
 //! bytes: it says how many of those it was given it used, and the caller
 //! keeps the rest (a head split over two reads) for the next call.
 //!

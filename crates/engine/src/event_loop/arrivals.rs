@@ -160,9 +160,14 @@ pub(super) mod timer {
             self.fd.as_raw_fd()
         }
 
-        /// Sets it to go off at `at` (soon, when that has passed).
+        /// Sets it to go off at `at` (soon, when that has passed) — unless
+        /// it is set to go off before that and has not yet: then it wakes
+        /// the loop a little early, once. Setting it costs a syscall that
+        /// reprograms the CPU's timer (a VM exit in a virtual machine), and
+        /// the loop, woken by its sockets, would otherwise set it again at
+        /// every turn.
         pub fn set(&mut self, at: Instant, now: Instant) -> io::Result<()> {
-            if self.set_for == Some(at) {
+            if self.set_for.is_some_and(|set| set > now && set <= at) {
                 return Ok(());
             }
             let zero = Timespec {

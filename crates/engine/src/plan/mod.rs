@@ -113,12 +113,12 @@ pub struct Plan {
 /// keep in flight on a busy connection).
 pub const DEFAULT_MAX_STREAMS: u32 = 10;
 
-/// How a worker runs a closed model's users.
+/// How a worker runs its load.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Engine {
-    /// Plain requests (no templates, checks, extraction, feeders, user
-    /// stages or TLS) from one event loop per worker, the rest as tasks:
-    /// the fast path where it applies (`engine/src/event_loop.rs`).
+    /// HTTP/1.1 without TLS to the plan's endpoint (plain requests or
+    /// sessions, closed or open) from one event loop per worker, the rest
+    /// as tasks: the fast path where it applies (`engine/src/event_loop/`).
     #[default]
     Auto,
     /// A tokio task per user, always (to compare the two, or to rule the

@@ -184,11 +184,14 @@ pub struct RunArgs {
     #[arg(long, value_name = "N")]
     pub threads: Option<usize>,
 
-    /// How a closed load's users run: `auto` — plain requests (no
-    /// templates, checks, extraction, feeders, stages or TLS) from one
-    /// event loop per thread, the fast path, anything else a task per user
-    /// — or `tasks`, a task per user always [default: auto]. results.json
-    /// says which ran (`meta.generator_engine`).
+    /// How the load runs: `auto` — HTTP/1.1 without TLS to the plan's
+    /// endpoint, closed or open, plain requests or whole sessions
+    /// (templates, checks, extraction, feeders, cookies), from one event
+    /// loop per thread, the fast path; user stages, TLS, other origins,
+    /// per-host pools, WebSockets, event streams, HTTP/2 and HTTP/3 a task
+    /// per user or arrival — or `tasks`, a task per user or arrival always
+    /// [default: auto]. results.json says which ran
+    /// (`meta.generator_engine`).
     #[arg(long, value_name = "ENGINE", value_parser = ["auto", "tasks"])]
     pub engine: Option<String>,
 
