@@ -132,7 +132,8 @@ def main():
     ap.add_argument("--jmeter", default=os.path.join(
         os.environ.get("HEADROOM_JMETER_HOME") or os.path.expanduser("~/.cache/headroom/jmeter-5.6.3"),
         "bin", "ApacheJMeter.jar"), help="JMeter 5's ApacheJMeter.jar (.ci/jmeter.sh puts one there)")
-    ap.add_argument("--tools", default="headroom,headroom-bare,k6,locust,jmeter")
+    ap.add_argument("--tools", default="headroom,headroom-bare,headroom-tasks,locust,jmeter",
+                    help="k6 too, where it may be installed (go install go.k6.io/k6@latest)")
     ap.add_argument("--out", default=None)
     a = ap.parse_args()
     headroom = os.path.abspath(a.headroom)
@@ -161,10 +162,13 @@ def main():
         for r in range(1, a.rounds + 1):
             for tool in tools:
                 before_log, before_cpu = log_lines(d), children_cpu()
-                if tool == "headroom":
+                if tool in ("headroom", "headroom-tasks"):
+                    # headroom-tasks: the same session on a tokio task per
+                    # user (--engine tasks), against the event loop.
                     res = os.path.join(d, "r.json")
+                    engine = "tasks" if tool == "headroom-tasks" else "auto"
                     measured([headroom, "run", files["headroom"], "--threads", "1", "--quiet",
-                              "--out", res], env, work)
+                              "--engine", engine, "--out", res], env, work)
                     got = json.load(open(res))
                     reqs, failed = got["requests"]["total"], got["requests"]["failed"]
                 elif tool == "headroom-bare":
@@ -226,6 +230,8 @@ def main():
                 lines.append(f"headroom / {peer}: {med['headroom'] / med[peer]:.1f}x")
         if "headroom-bare" in med:
             lines.append(f"headroom scripted / its bare GET: {med['headroom'] / med['headroom-bare']:.2f}")
+        if "headroom-tasks" in med and med["headroom-tasks"]:
+            lines.append(f"headroom event loop / tasks: {med['headroom'] / med['headroom-tasks']:.2f}")
     print("\n".join(lines))
     if a.out:
         os.makedirs(a.out, exist_ok=True)
