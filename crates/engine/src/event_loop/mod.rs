@@ -509,9 +509,15 @@ impl<'a> EventLoop<'a> {
         if self.stopping {
             return None;
         }
-        // Arrivals deferred from the last turn start at once, if they can.
+        // Every connection busy and the cap reached: arrivals wait for a
+        // response to free one, and the sockets wake the loop for it (a
+        // turn for the due arrivals would find none, at every turn: a spin).
         let can_start = !arrivals.idle.is_empty() || self.slots.len() < arrivals.cap;
-        if !arrivals.waiting.is_empty() && can_start {
+        if !can_start {
+            return None;
+        }
+        // Arrivals deferred from the last turn start at once.
+        if !arrivals.waiting.is_empty() {
             return Some(now);
         }
         let at = arrivals.wake_at(shared)?;
