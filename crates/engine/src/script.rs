@@ -260,12 +260,7 @@ impl Script {
         let view = ResponseView::new(status, &self.captured, latency);
         if outcome.error.is_none() {
             let mut rng = shared.rng.borrow_mut();
-            let mut scope = Scope {
-                vars: &self.vars,
-                user_id: self.id,
-                iteration: self.iteration,
-                rng: &mut rng,
-            };
+            let mut scope = self.scope(&mut rng);
             if let Some(failed) = spec.checks.iter().find(|c| !c.passes(&view, &mut scope)) {
                 outcome.error = Some(ErrorClass::CheckFailed);
                 outcome.failed_check = Some(failed.id);
