@@ -82,10 +82,12 @@ impl Report {
     /// its run ended before reporting), from its timeline and per-second
     /// histograms: counts, bytes, error classes and latencies (statuses
     /// and checks per second are not in a timeline; the results have
-    /// them exactly).
-    pub fn tail_seconds(results: &Results, after: u32) -> Vec<Report> {
+    /// them exactly). A timeline has no attempts: the results' attempts
+    /// less the `attempts_reported` in earlier seconds go on the last one,
+    /// so that a shard's seconds add up to its results.
+    pub fn tail_seconds(results: &Results, after: u32, attempts_reported: u64) -> Vec<Report> {
         let per_second = &results.histograms.per_second;
-        results
+        let mut tail: Vec<Report> = results
             .timeline
             .iter()
             .enumerate()
@@ -127,7 +129,15 @@ impl Report {
                         .collect(),
                 }))
             })
-            .collect()
+            .collect();
+        if let Some(Report::Second(last)) = tail.last_mut() {
+            last.stats.attempts = results
+                .summary
+                .requests
+                .attempts
+                .saturating_sub(attempts_reported);
+        }
+        tail
     }
 
     /// One line of NDJSON.

@@ -318,6 +318,33 @@ fn k8s_run_follows_the_fleet_merges_and_judges_the_thresholds_on_the_merge() {
     for i in 0..3 {
         let exit = std::fs::read_to_string(cluster.dir.path().join(format!("pod-{i}.exit")));
         assert_eq!(exit.unwrap().trim(), "0", "pod {i}");
+        // A pod's reported seconds add up to its results, the seconds
+        // sent after its run ended too (their attempts on the last one).
+        let log = std::fs::read_to_string(cluster.dir.path().join(format!("pod-{i}.log")));
+        let log = log.unwrap();
+        let seconds: Vec<serde_json::Value> = log
+            .lines()
+            .filter(|l| l.starts_with(r#"{"headroom_fleet":"second""#))
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        let sum = |field: &str| -> u64 {
+            seconds
+                .iter()
+                .map(|s| s["stats"][field].as_u64().unwrap())
+                .sum()
+        };
+        let results: serde_json::Value =
+            serde_json::from_str(&headroom_k8s::results_in_log(&log).unwrap()).unwrap();
+        assert_eq!(
+            sum("attempts"),
+            results["requests"]["attempts"].as_u64().unwrap(),
+            "pod {i}"
+        );
+        assert_eq!(
+            sum("requests"),
+            results["requests"]["total"].as_u64().unwrap(),
+            "pod {i}"
+        );
     }
     assert!(stderr.contains("pods 3/3 scheduled"), "{stderr}");
     let m = results_of(&out);
@@ -372,13 +399,13 @@ fn k8s_run_leaves_out_a_pod_that_never_starts_and_names_a_late_one() {
                 // Past the late pod's start (4 s after the apply, a
                 // loaded CI machine's seconds later), before the run's end.
                 "--start-timeout",
-                "6s",
+                "7s",
                 "--out",
                 out.to_str().unwrap(),
                 "--keep",
             ],
             &[("FAKE_NEVER_START", "2"), ("FAKE_LATE", "1:4")],
-            &["--rate", "60", "-d", "5s"],
+            &["--rate", "60", "-d", "8s"],
         )
         .output()
         .unwrap();
@@ -391,7 +418,12 @@ fn k8s_run_leaves_out_a_pod_that_never_starts_and_names_a_late_one() {
     assert!(stderr.contains("late: headroom-hello-1-fake"), "{stderr}");
     assert!(stderr.contains("kept job/headroom-hello"), "{stderr}");
     let m = results_of(&out);
-    assert_eq!(m["meta"]["shards"].as_array().unwrap().len(), 2);
+    assert_eq!(
+        m["meta"]["shards"].as_array().unwrap().len(),
+        2,
+        "{stderr}\n{}",
+        m["meta"]
+    );
     let not_sent = m["errors"]["not_sent"].as_u64().unwrap_or(0);
     assert!(not_sent > 0, "the late shard missed arrivals: {m}");
     assert_eq!(

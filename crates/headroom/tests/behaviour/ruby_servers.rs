@@ -356,25 +356,36 @@ fn passenger_under_12_users(queue: u32) -> crate::common::Run {
 /// the process is not serving, and the worker pool is named.
 #[test]
 fn passenger_request_queue_is_probed() {
-    let r = passenger_under_12_users(100);
-    assert_eq!(r.code, 0, "{}", r.stderr);
-    let server = &r.results()["server"];
-    let queue_peak = server["samples"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|s| s["probes"]["passenger"]["request_queue"].as_f64())
-        .fold(0.0, f64::max);
-    // 12 users, 1 served at a time: about 11 wait in Passenger's queue.
-    assert!((6.0..=12.0).contains(&queue_peak), "{queue_peak}: {server}");
-    assert!(server["errors"].is_null(), "{}", server["errors"]);
-    let kinds: Vec<&str> = server["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| f["kind"].as_str().unwrap())
-        .collect();
-    assert!(kinds.contains(&"worker_pool"), "{kinds:?}");
+    // A saturated machine can starve `passenger-status` (a Ruby program)
+    // past its timeout or the generator between samples: three tries.
+    crate::common::in_three_tries("Passenger's queue probed", || {
+        let r = passenger_under_12_users(100);
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        let server = &r.results()["server"];
+        let queue: Vec<f64> = server["samples"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|s| s["probes"]["passenger"]["request_queue"].as_f64())
+            .collect();
+        if !server["errors"].is_null() {
+            return Err(format!("probe errors: {}", server["errors"]));
+        }
+        // 12 users, 1 served at a time: about 11 wait in Passenger's queue.
+        let peak = queue.iter().copied().fold(0.0, f64::max);
+        assert!(peak <= 12.0, "more waiting than users: {queue:?}");
+        if peak < 6.0 {
+            return Err(format!("queue samples {queue:?}: {server}"));
+        }
+        let kinds: Vec<&str> = server["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f["kind"].as_str().unwrap())
+            .collect();
+        assert!(kinds.contains(&"worker_pool"), "{kinds:?}");
+        Ok(())
+    });
 }
 
 /// The same with a request queue of 4: Passenger answers 503 "Request

@@ -41,6 +41,8 @@ pub struct Reporter {
     thread: Mutex<Option<JoinHandle<()>>>,
     /// The newest second reported.
     reported: std::sync::atomic::AtomicU32,
+    /// The attempts in the seconds reported.
+    attempts_reported: std::sync::atomic::AtomicU64,
 }
 
 impl Reporter {
@@ -83,6 +85,7 @@ impl Reporter {
             lines: Mutex::new(Some(lines)),
             thread: Mutex::new(Some(thread)),
             reported: std::sync::atomic::AtomicU32::new(0),
+            attempts_reported: std::sync::atomic::AtomicU64::new(0),
         };
         reporter.send(&Report::Hello {
             shard: shard.index + 1,
@@ -100,16 +103,24 @@ impl Reporter {
 
     /// A second has finished.
     pub fn second(&self, p: &Progress) {
+        let report = Report::second(p);
+        if let Report::Second(second) = &report {
+            self.attempts_reported
+                .fetch_add(second.stats.attempts, std::sync::atomic::Ordering::Relaxed);
+        }
         self.reported
             .store(p.second.t_s, std::sync::atomic::Ordering::Relaxed);
-        self.send(&Report::second(p));
+        self.send(&report);
     }
 
     /// The run ended with `results`: the seconds it ended before
     /// reporting, then the last line — every line out before this returns.
     pub fn end(&self, results: &headroom_records::Results) {
         let after = self.reported.load(std::sync::atomic::Ordering::Relaxed);
-        for tail in Report::tail_seconds(results, after) {
+        let attempts = self
+            .attempts_reported
+            .load(std::sync::atomic::Ordering::Relaxed);
+        for tail in Report::tail_seconds(results, after, attempts) {
             self.send(&tail);
         }
         let t = &results.summary.requests;
