@@ -13,7 +13,13 @@ one more often, with a wakeup per few responses).
 
 Usage: bench/vs_wrk.py [--rounds 5] [--duration 10] [--connections 50]
                        [--headroom target/release/headroom] [--out DIR]
-                       [--access-log] [--baseline PATH]
+                       [--access-log] [--baseline PATH] [--tls] [--no-keepalive]
+  --tls            HTTPS: nginx with a self-signed certificate (made here
+                   by openssl), neither generator verifying it (wrk never
+                   does; headroom with --insecure); TLS 1.3 both
+  --no-keepalive   a new connection per request (headroom --no-keepalive,
+                   wrk with a `Connection: close` header: it reconnects when
+                   nginx closes); with --tls, a handshake per request
   --baseline PATH  an earlier headroom build, run in the same rounds: a
                    change measured against the build before it, both
                    against wrk, on the same host minutes apart (the host's
@@ -25,7 +31,13 @@ import argparse, json, os, re, shutil, signal, socket, statistics, subprocess, s
 def free_port():
     s = socket.socket(); s.bind(("127.0.0.1", 0)); p = s.getsockname()[1]; s.close(); return p
 
-def start_nginx(d, port, access_log):
+def start_nginx(d, port, access_log, tls):
+    ssl = ""
+    if tls:
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256",
+                        "-nodes", "-days", "2", "-subj", "/CN=localhost", "-keyout", f"{d}/key.pem",
+                        "-out", f"{d}/cert.pem"], check=True, capture_output=True)
+        ssl = f"; ssl_certificate {d}/cert.pem; ssl_certificate_key {d}/key.pem; ssl_protocols TLSv1.3"
     conf = f"""{'user root;' if os.geteuid() == 0 else ''}
 worker_processes 1;
 worker_rlimit_nofile 30000;
@@ -38,7 +50,8 @@ http {{
   client_body_temp_path {d}/body; proxy_temp_path {d}/proxy; fastcgi_temp_path {d}/fcgi;
   uwsgi_temp_path {d}/uwsgi; scgi_temp_path {d}/scgi;
   keepalive_requests 1000000;
-  server {{ listen 127.0.0.1:{port} backlog=4096; location / {{ return 200 "hello from nginx\\n"; }}
+  server {{ listen 127.0.0.1:{port}{" ssl" if tls else ""} backlog=4096{ssl};
+             location / {{ return 200 "hello from nginx\\n"; }}
              location = /nginx-status {{ stub_status; }} }}
 }}
 """
@@ -52,12 +65,17 @@ http {{
             time.sleep(0.05)
     p.kill(); sys.exit("nginx did not start")
 
+tls_on = False
+
 def served_so_far(d, port, access_log):
     """Requests nginx has served: its access log's lines, or its request
     counter (which counts each status request, this one included)."""
     if access_log:
         return log_lines(d)
-    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/nginx-status", timeout=5).read().decode()
+    import ssl
+    scheme = "https" if tls_on else "http"
+    text = urllib.request.urlopen(f"{scheme}://127.0.0.1:{port}/nginx-status", timeout=5,
+                                  context=ssl._create_unverified_context()).read().decode()
     return int(re.search(r"\n\s*\d+\s+\d+\s+(\d+)", text).group(1))
 
 def log_lines(d):
@@ -96,12 +114,16 @@ def main():
     ap.add_argument("--baseline", default=None, help="an earlier headroom build to run in the same rounds")
     ap.add_argument("--access-log", action="store_true",
                     help="count served requests from nginx's access log (slows nginx)")
+    ap.add_argument("--tls", action="store_true", help="HTTPS (a self-signed certificate, not verified)")
+    ap.add_argument("--no-keepalive", action="store_true", help="a new connection per request")
     a = ap.parse_args()
+    global tls_on
+    tls_on = a.tls
     for tool in ("nginx", "wrk", "taskset"):
         if not shutil.which(tool): sys.exit(f"{tool} not found: apt-get install -y nginx-light wrk util-linux")
     d = tempfile.mkdtemp(prefix="headroom-bench-")
-    port = free_port(); url = f"http://127.0.0.1:{port}/"
-    nginx = start_nginx(d, port, a.access_log)
+    port = free_port(); url = f"{'https' if a.tls else 'http'}://127.0.0.1:{port}/"
+    nginx = start_nginx(d, port, a.access_log, a.tls)
     import resource; ru = resource.getrusage(resource.RUSAGE_CHILDREN)
     _last_rusage["v"] = (ru.ru_utime, ru.ru_stime)
     tools = ("wrk", "headroom") + (("baseline",) if a.baseline else ())
@@ -112,6 +134,8 @@ def main():
                 before = served_so_far(d, port, a.access_log)
                 if tool == "wrk":
                     cmd = ["taskset", "-c", "1", "wrk", "-t1", f"-c{a.connections}", f"-d{a.duration}s", url]
+                    if a.no_keepalive:
+                        cmd[4:4] = ["-H", "Connection: close"]
                     out, cpu, wall = measured(cmd)
                     m = re.search(r"(\d+) requests in", out)
                     reqs = int(m.group(1))
@@ -120,6 +144,8 @@ def main():
                     binary = a.headroom if tool == "headroom" else a.baseline
                     cmd = ["taskset", "-c", "1", binary, "run", "--url", url, "-c", str(a.connections),
                            "-d", f"{a.duration}s", "--threads", "1", "--quiet", "--out", res]
+                    cmd += ["--insecure"] if a.tls else []
+                    cmd += ["--no-keepalive"] if a.no_keepalive else []
                     out, cpu, wall = measured(cmd)
                     reqs = json.load(open(res))["requests"]["total"]
                 time.sleep(0.3)
@@ -138,7 +164,8 @@ def main():
     wrk_v = subprocess.run(["wrk", "-v"], capture_output=True, text=True).stdout.split("\n")[0]
     hr_v = subprocess.run([a.headroom, "--version"], capture_output=True, text=True).stdout.strip()
     counted = "nginx's access log" if a.access_log else "nginx's request counter"
-    summary = (f"{hr_v} vs {wrk_v}; {a.connections} connections, {a.duration} s x {a.rounds} rounds; nginx on CPU 0, generator on CPU 1; counts from {counted}\n"
+    how = ("HTTPS (TLS 1.3)" if a.tls else "HTTP") + (", a new connection per request" if a.no_keepalive else ", keep-alive")
+    summary = (f"{hr_v} vs {wrk_v}; {how}; {a.connections} connections, {a.duration} s x {a.rounds} rounds; nginx on CPU 0, generator on CPU 1; counts from {counted}\n"
                f"requests per generator CPU-second (median): headroom {med['headroom']:.0f}, wrk {med['wrk']:.0f}\n"
                f"ratio headroom/wrk: median {statistics.median(ratios):.3f} (rounds: {', '.join(f'{x:.3f}' for x in ratios)})\n"
                f"counts: headroom totals equal {counted} in {sum(r['requests']==r['served'] for r in rows if r['tool']=='headroom')}/{a.rounds} rounds")

@@ -245,11 +245,20 @@ pub(crate) async fn open_stream(
 /// `no_application_protocol` alert (it speaks none of the protocols
 /// offered: `h2` to an HTTP/1.1-only server) is `h2_not_negotiated`.
 fn tls_error_class(e: &io::Error) -> Failure {
-    let alert = e
+    match e
         .get_ref()
-        .and_then(|inner| inner.downcast_ref::<rustls::Error>());
-    match alert {
-        Some(rustls::Error::AlertReceived(rustls::AlertDescription::NoApplicationProtocol)) => {
+        .and_then(|inner| inner.downcast_ref::<rustls::Error>())
+    {
+        Some(e) => tls_failure(e),
+        None => Failure::TlsHandshake,
+    }
+}
+
+/// The failure a TLS session's error counts as (the task path's
+/// handshakes and the event loop's sessions alike).
+pub fn tls_failure(e: &rustls::Error) -> Failure {
+    match e {
+        rustls::Error::AlertReceived(rustls::AlertDescription::NoApplicationProtocol) => {
             Failure::H2NotNegotiated
         }
         _ => Failure::TlsHandshake,

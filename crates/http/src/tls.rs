@@ -102,6 +102,12 @@ impl TlsClient {
 }
 
 impl TlsClient {
+    /// A session for a socket driven by hand (the event loop's): the same
+    /// configuration, its session cache shared with every connection.
+    pub fn session(&self) -> Result<rustls::ClientConnection, rustls::Error> {
+        rustls::ClientConnection::new(self.connector.config().clone(), self.server_name.clone())
+    }
+
     /// The same trust, offering `version`'s protocols in ALPN.
     pub fn with_version(&self, version: crate::HttpVersion) -> TlsClient {
         let mut config = ClientConfig::clone(self.connector.config());

@@ -1,13 +1,14 @@
 //! The fast path: plain requests and whole scenarios —
 //! sessions (steps, repeat, choice, think, feed), templates, checks,
-//! extraction, feeders and cookies — over plain HTTP/1.1 to the plan's
-//! endpoint, from one event loop per worker (mio, epoll), each user a
-//! small slot in one vector — in the closed model a slot per user, in the
+//! extraction, feeders and cookies — over HTTP/1.1 to the plan's
+//! endpoint, plain or TLS (`socket.rs`: rustls driven by readiness),
+//! from one event loop per worker (mio, epoll), each user a small slot in
+//! one vector — in the closed model a slot per user, in the
 //! open model a slot per connection, taken by each arrival in turn (the
 //! schedule, its timer and the arrivals waiting for a connection:
 //! `arrivals.rs`). A scenario's user carries its [`Script`] (the
 //! same the task path drives), so both paths run a session by one set of
-//! rules; user stages, TLS, pooled or other origins, WebSockets and event
+//! rules; user stages, pooled or other origins, WebSockets and event
 //! streams, HTTP/2 and HTTP/3 take the task path.
 //!
 //! Why it exists: the general path (`closed.rs`, a tokio task per user)
@@ -44,14 +45,16 @@ use headroom_http::response::HeadCache;
 use headroom_http::{connect_error_class, exchange_error_class, Capture, Captured, Failure};
 use mio::net::TcpStream;
 use mio::{Events, Interest, Poll, Token};
+use socket::Socket;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
-use std::io::{self, Read, Write};
+use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 mod arrivals;
+mod socket;
 
 /// Most arrivals started per turn of the loop, and most connections
 /// opened for them (see [`EventLoop::dispatch`]).
@@ -95,8 +98,6 @@ pub(crate) fn load_of(plan: &Plan) -> Option<&Load> {
         && no_stages
         && one_origin
         && no_sockets
-        && plan.tls.is_none()
-        && !plan.endpoint.https
         && plan.max_connections_per_host.is_none()
         && plan.http_version == HttpVersion::Http1;
     fits.then_some(&plan.load)
@@ -138,6 +139,8 @@ enum Step {
     /// Before its ramp-up offset.
     Waiting,
     Connecting,
+    /// Connected; the TLS handshake under way.
+    Handshaking,
     /// Bytes of the request written so far (the socket's buffer was full).
     Writing(usize),
     Reading,
@@ -148,7 +151,7 @@ enum Step {
 
 /// One user: its connection and the request in flight.
 struct Slot {
-    stream: Option<TcpStream>,
+    stream: Option<Socket>,
     step: Step,
     /// The request in flight (its index in the plan).
     request: usize,
@@ -224,7 +227,7 @@ impl Slot {
     fn in_flight(&self) -> bool {
         matches!(
             self.step,
-            Step::Connecting | Step::Writing(_) | Step::Reading
+            Step::Connecting | Step::Handshaking | Step::Writing(_) | Step::Reading
         )
     }
 }
@@ -403,10 +406,14 @@ impl<'a> EventLoop<'a> {
                 let i = event.token().0;
                 match self.slots[i].step {
                     Step::Connecting => self.connected(i),
+                    Step::Handshaking => self.handshake(i),
                     Step::Writing(_) if event.is_writable() || event.is_error() => self.write(i),
                     Step::Reading if event.is_readable() || event.is_error() => {
                         self.read(i, event.is_read_closed() || event.is_error())
                     }
+                    // TLS records of the request the socket could not
+                    // take at once.
+                    Step::Reading if event.is_writable() => self.flush(i),
                     Step::Paused if event.is_readable() || event.is_error() => self.idle_event(i),
                     _ => {}
                 }
@@ -777,7 +784,7 @@ impl<'a> EventLoop<'a> {
         slot.reused = false;
         match opened {
             Ok(stream) => {
-                slot.stream = Some(stream);
+                slot.stream = Some(Socket::plain(stream));
                 slot.step = Step::Connecting;
                 self.deadlines[i] = Some(now + self.shared.plan.connect_timeout);
             }
@@ -788,7 +795,7 @@ impl<'a> EventLoop<'a> {
     /// A connecting socket became writable (or failed).
     fn connected(&mut self, i: usize) {
         let slot = &mut self.slots[i];
-        let Some(stream) = &slot.stream else {
+        let Some(Socket { tcp: stream, .. }) = &slot.stream else {
             return;
         };
         let failed = match stream.take_error() {
@@ -806,6 +813,35 @@ impl<'a> EventLoop<'a> {
         }
         // Requests are written whole; Nagle would only add delay.
         let _ = stream.set_nodelay(true);
+        if let Some(tls) = &self.origin.tls {
+            if let Some(socket) = &mut slot.stream {
+                if let Err(failure) = socket.start_tls(tls) {
+                    return self.connect_failed(i, failure);
+                }
+            }
+            slot.step = Step::Handshaking;
+            return self.handshake(i);
+        }
+        self.opened(i);
+    }
+
+    /// The TLS handshake's socket stirred: on with it; the request goes
+    /// once it is done. Its failures are the connect's (within the
+    /// connect timeout), as on the task path.
+    fn handshake(&mut self, i: usize) {
+        let Some(socket) = &mut self.slots[i].stream else {
+            return;
+        };
+        match socket.handshake() {
+            Ok(true) => self.opened(i),
+            Ok(false) => {}
+            Err(failure) => self.connect_failed(i, failure),
+        }
+    }
+
+    /// The connection is open (TLS too): counted, and the request goes.
+    fn opened(&mut self, i: usize) {
+        let slot = &mut self.slots[i];
         slot.backoff.reset();
         self.shared
             .recorder
@@ -862,6 +898,20 @@ impl<'a> EventLoop<'a> {
         // out (an early error); that edge came while writing.
         if resumed {
             self.read(i, false);
+        }
+    }
+
+    /// A writable edge while reading: the request's TLS records still
+    /// queued go out.
+    fn flush(&mut self, i: usize) {
+        let Some(socket) = &mut self.slots[i].stream else {
+            return;
+        };
+        match socket.flush() {
+            Err(e) if e.kind() != io::ErrorKind::WouldBlock => {
+                self.failed(i, exchange_error_class(&e))
+            }
+            _ => {}
         }
     }
 
@@ -978,8 +1028,10 @@ impl<'a> EventLoop<'a> {
                 Ok(fed) if fed.done => return self.completed(i, closed),
                 Ok(_) => {}
             }
-            // A short read emptied the socket; the next bytes bring an event.
-            if n < self.buf.len() && !closed {
+            // A short read emptied a plain socket; the next bytes bring an
+            // event. (A TLS session's short read of plaintext says nothing
+            // of the socket: it reads on to `WouldBlock`.)
+            if n < self.buf.len() && !closed && !slot.stream.as_ref().is_some_and(Socket::is_tls) {
                 return;
             }
         }
@@ -1152,7 +1204,9 @@ impl<'a> EventLoop<'a> {
                 continue;
             }
             match self.slots[i].step {
-                Step::Connecting => self.connect_failed(i, Failure::ConnectTimeout),
+                Step::Connecting | Step::Handshaking => {
+                    self.connect_failed(i, Failure::ConnectTimeout)
+                }
                 Step::Writing(_) | Step::Reading => {
                     self.slots[i].stream = None;
                     self.record(i, now, None, Some(ErrorClass::RequestTimeout));
@@ -1258,7 +1312,7 @@ mod tests {
     use crate::plan::ClosedLoad;
 
     #[test]
-    fn closed_loads_to_one_plain_origin_take_the_fast_path() {
+    fn http1_loads_to_the_plans_endpoint_take_the_fast_path() {
         let mut plan = Plan::get("http://127.0.0.1:1/").unwrap();
         plan.cookies = true;
         assert!(load_of(&plan).is_some(), "a plain GET, cookies kept");
@@ -1309,6 +1363,14 @@ mod tests {
             users: false,
         });
         assert!(load_of(&open).is_some(), "the open model");
+        let mut https = templated.clone();
+        https.endpoint.https = true;
+        let insecure = headroom_http::tls::TlsOptions {
+            insecure: true,
+            ..Default::default()
+        };
+        https.tls = Some(headroom_http::tls::TlsClient::new("127.0.0.1", &insecure).unwrap());
+        assert!(load_of(&https).is_some(), "HTTPS");
         for (what, change) in not_fitting {
             let mut p = templated.clone();
             change(&mut p);

@@ -184,10 +184,10 @@ pub struct RunArgs {
     #[arg(long, value_name = "N")]
     pub threads: Option<usize>,
 
-    /// How the load runs: `auto` — HTTP/1.1 without TLS to the plan's
+    /// How the load runs: `auto` — HTTP/1.1 (over TLS too) to the plan's
     /// endpoint, closed or open, plain requests or whole sessions
     /// (templates, checks, extraction, feeders, cookies), from one event
-    /// loop per thread, the fast path; user stages, TLS, other origins,
+    /// loop per thread, the fast path; user stages, other origins,
     /// per-host pools, WebSockets, event streams, HTTP/2 and HTTP/3 a task
     /// per user or arrival — or `tasks`, a task per user or arrival always
     /// [default: auto]. results.json says which ran

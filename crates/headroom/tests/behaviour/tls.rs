@@ -1,6 +1,7 @@
 //! HTTPS against Debian's nginx with a self-signed certificate made in the
 //! test: verified by default (and refused without the CA), accepted with
-//! `ca_file`, an SNI override, or an explicit `insecure = true`.
+//! `ca_file`, an SNI override, or an explicit `insecure = true`. HTTPS
+//! runs on the event loop by default and on tasks when asked, alike.
 
 use crate::common::{run, scenario_dir, self_signed, Nginx, Pki};
 
@@ -192,5 +193,166 @@ fn insecure_flag_skips_verification_and_says_so() {
         assert!(r.results()["warnings"]
             .to_string()
             .contains("TLS certificate verification is off"));
+    }
+}
+
+/// nginx over TLS answering a login (a JSON token and a session cookie),
+/// a private page that wants both back and matching, and a 200,000-byte
+/// file (many TLS records).
+fn nginx_with_a_session(pki: &Pki) -> Nginx {
+    Nginx::start_tls_with(&pki.cert_pem, &pki.key_pem, |dir| {
+        std::fs::write(dir.join("big.txt"), "x".repeat(200_000)).unwrap();
+        format!(
+            r#"location = /login {{
+      default_type application/json;
+      add_header Set-Cookie "session=s-$arg_user; Path=/";
+      return 200 '{{"user":"$arg_user","token":"tok-$arg_user"}}';
+    }}
+    location = /private {{
+      default_type application/json;
+      set $pair "$cookie_session/$http_authorization";
+      if ($pair !~ "^s-([a-z]+)/Bearer tok-\1$") {{ return 403 "mismatch: $pair\n"; }}
+      return 200 '{{"user":"$arg_user"}}';
+    }}
+    location = /big.txt {{ root {}; }}"#,
+            dir.display()
+        )
+    })
+}
+
+/// A session over HTTPS (feeder, JSON check and extraction, a cookie, a
+/// header, a body in many records), a new connection per request, and
+/// open-model arrivals: the event loop (by default) and tasks count them
+/// alike, and as nginx does.
+#[test]
+fn https_runs_alike_on_both_engines() {
+    let pki = self_signed();
+    let nginx = nginx_with_a_session(&pki);
+    let base = format!("https://127.0.0.1:{}", nginx.port);
+    let dir = scenario_dir(&[
+        ("ca.pem", &pki.cert_pem),
+        ("users.csv", "user\nann\nbob\ncat\n"),
+    ]);
+    let session = format!(
+        r#"
+base_url = "{base}"
+[tls]
+ca_file = "ca.pem"
+[load]
+vus = 4
+iterations = 25
+[http]
+cookies = true
+[[feeder]]
+name = "users"
+file = "users.csv"
+order = "circular"
+[[request]]
+name = "login"
+method = "POST"
+path = "/login?user={{{{user}}}}"
+check = [
+  {{ body_contains = "tok-{{{{user}}}}" }},
+  {{ json_path = "$.user", equals = "{{{{user}}}}" }},
+]
+extract = [{{ name = "token", json_path = "$.token" }}]
+[[request]]
+name = "private"
+path = "/private?user={{{{user}}}}"
+headers = {{ Authorization = "Bearer {{{{token}}}}" }}
+check = [{{ json_path = "$.user", equals = "{{{{user}}}}" }}]
+[[request]]
+name = "big"
+path = "/big.txt"
+check = [{{ body_regex = "^x{{200000}}$" }}]
+[[session]]
+name = "flow"
+steps = [
+  {{ request = "login" }},
+  {{ repeat = 3, steps = [{{ request = "private" }}] }},
+  {{ request = "big" }},
+]
+"#
+    );
+    std::fs::write(dir.path().join("session.toml"), session).unwrap();
+    let file = dir.path().join("session.toml");
+    let ca = dir.path().join("ca.pem");
+    let url = format!("{base}/");
+    for engine in ["auto", "tasks"] {
+        let expected = if engine == "auto" {
+            "event_loop"
+        } else {
+            "tasks"
+        };
+        // The session: 4 users × 25 iterations × 5 requests, every one OK,
+        // on one kept-alive connection per user.
+        let before = nginx.requests();
+        let r = run(&[file.to_str().unwrap(), "--engine", engine]);
+        assert_eq!(r.code, 0, "{engine}: {}", r.stderr);
+        let res = r.results();
+        assert_eq!(res["meta"]["generator_engine"], expected);
+        assert_eq!(r.total(), 500, "{engine}: {}", res["errors"]);
+        assert_eq!(
+            res["requests"]["ok"].as_u64(),
+            Some(500),
+            "{engine}: {}",
+            res["errors"]
+        );
+        assert_eq!(nginx.requests() - before, 500, "{engine}");
+        assert_eq!(res["requests"]["attempts"].as_u64(), Some(500), "{engine}");
+        assert_eq!(res["connections_opened"].as_u64(), Some(4), "{engine}");
+
+        // A new connection (and handshake) per request.
+        let before = nginx.requests();
+        let r = run(&[
+            "--url",
+            &url,
+            "--ca-file",
+            ca.to_str().unwrap(),
+            "--vus",
+            "4",
+            "--requests",
+            "200",
+            "--no-keepalive",
+            "--engine",
+            engine,
+        ]);
+        assert_eq!(r.code, 0, "{engine}: {}", r.stderr);
+        assert_eq!(r.results()["meta"]["generator_engine"], expected);
+        assert_eq!(
+            r.results()["requests"]["ok"].as_u64(),
+            Some(200),
+            "{engine}"
+        );
+        assert_eq!(
+            r.results()["connections_opened"].as_u64(),
+            Some(200),
+            "{engine}"
+        );
+        assert_eq!(nginx.requests() - before, 200, "{engine}");
+
+        // Open-model arrivals, each sent once.
+        let before = nginx.requests();
+        let r = run(&[
+            "--url",
+            &url,
+            "--ca-file",
+            ca.to_str().unwrap(),
+            "--rate",
+            "300",
+            "--duration",
+            "1s",
+            "--engine",
+            engine,
+        ]);
+        assert_eq!(r.code, 0, "{engine}: {}", r.stderr);
+        assert_eq!(r.results()["meta"]["generator_engine"], expected);
+        assert_eq!(r.total(), 300, "{engine}: {}", r.results()["errors"]);
+        assert_eq!(
+            r.results()["requests"]["ok"].as_u64(),
+            Some(300),
+            "{engine}"
+        );
+        assert_eq!(nginx.requests() - before, 300, "{engine}");
     }
 }

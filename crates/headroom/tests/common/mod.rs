@@ -179,15 +179,25 @@ impl Nginx {
 
     /// nginx serving TLS on its port with this certificate and key (PEM).
     pub fn start_tls(cert_pem: &str, key_pem: &str) -> Nginx {
+        Self::start_tls_with(cert_pem, key_pem, |_| String::new())
+    }
+
+    /// The same, with `server_extra(folder)` inside its `server {}`.
+    pub fn start_tls_with(
+        cert_pem: &str,
+        key_pem: &str,
+        server_extra: impl FnOnce(&Path) -> String,
+    ) -> Nginx {
         Self::start_in(tempfile::tempdir().unwrap(), " ssl", |dir| {
             let cert = dir.join("cert.pem");
             let key = dir.join("key.pem");
             std::fs::write(&cert, cert_pem).unwrap();
             std::fs::write(&key, key_pem).unwrap();
             format!(
-                "ssl_certificate {}; ssl_certificate_key {};",
+                "ssl_certificate {}; ssl_certificate_key {};\n    {}",
                 cert.display(),
-                key.display()
+                key.display(),
+                server_extra(dir)
             )
         })
     }
