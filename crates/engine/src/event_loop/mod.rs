@@ -408,12 +408,18 @@ impl<'a> EventLoop<'a> {
                     Step::Connecting => self.connected(i),
                     Step::Handshaking => self.handshake(i),
                     Step::Writing(_) if event.is_writable() || event.is_error() => self.write(i),
-                    Step::Reading if event.is_readable() || event.is_error() => {
-                        self.read(i, event.is_read_closed() || event.is_error())
+                    Step::Reading => {
+                        // TLS records of the request the socket could not
+                        // take at once go first: an edge that is both
+                        // readable and writable comes once.
+                        if event.is_writable() {
+                            self.flush(i);
+                        }
+                        let stirred = event.is_readable() || event.is_error();
+                        if stirred && self.slots[i].step == Step::Reading {
+                            self.read(i, event.is_read_closed() || event.is_error())
+                        }
                     }
-                    // TLS records of the request the socket could not
-                    // take at once.
-                    Step::Reading if event.is_writable() => self.flush(i),
                     Step::Paused if event.is_readable() || event.is_error() => self.idle_event(i),
                     _ => {}
                 }

@@ -356,3 +356,77 @@ steps = [
         assert_eq!(nginx.requests() - before, 300, "{engine}");
     }
 }
+
+/// nginx closing TLS connections — idle past its keep-alive timeout
+/// (close_notify, then FIN, while the user thinks), and after 50 requests
+/// (`Connection: close`) — is followed alike on both engines: the next
+/// request opens another, counted, and nothing fails.
+#[test]
+fn tls_connections_the_server_closes_are_replaced_alike_on_both_engines() {
+    let pki = self_signed();
+    let nginx = Nginx::start_tls_with(&pki.cert_pem, &pki.key_pem, |_| {
+        "keepalive_timeout 200ms; keepalive_requests 50;".to_string()
+    });
+    let dir = scenario_dir(&[("ca.pem", &pki.cert_pem)]);
+    let thinking = format!(
+        "base_url = \"https://127.0.0.1:{}\"\n[tls]\nca_file = \"ca.pem\"\n[load]\nvus = 2\niterations = 4\nthink_time = \"600ms\"\n[[request]]\nname = \"home\"\npath = \"/\"\n",
+        nginx.port
+    );
+    std::fs::write(dir.path().join("thinking.toml"), thinking).unwrap();
+    let ca = dir.path().join("ca.pem");
+    for engine in ["auto", "tasks"] {
+        let before = nginx.requests();
+        let r = run(&[
+            dir.path().join("thinking.toml").to_str().unwrap(),
+            "--engine",
+            engine,
+        ]);
+        assert_eq!(r.code, 0, "{engine}: {}", r.stderr);
+        let res = r.results();
+        assert_eq!(
+            res["requests"]["ok"].as_u64(),
+            Some(8),
+            "{engine}: {}",
+            res["errors"]
+        );
+        assert_eq!(nginx.requests() - before, 8, "{engine}");
+        let connections = &res["connections"];
+        assert_eq!(
+            connections["opened"].as_u64(),
+            Some(8),
+            "{engine}: {connections}"
+        );
+        assert_eq!(
+            connections["reconnects_idle_closed"].as_u64(),
+            Some(6),
+            "{engine}: {connections}"
+        );
+        assert_eq!(connections["closed_unrequested_bytes"].as_u64(), Some(0));
+
+        let before = nginx.requests();
+        let r = run(&[
+            "--url",
+            &format!("https://127.0.0.1:{}/", nginx.port),
+            "--ca-file",
+            ca.to_str().unwrap(),
+            // One user: its 300 requests on 6 connections of 50.
+            "--vus",
+            "1",
+            "--requests",
+            "300",
+            "--engine",
+            engine,
+        ]);
+        assert_eq!(r.code, 0, "{engine}: {}", r.stderr);
+        let res = r.results();
+        assert_eq!(
+            res["requests"]["ok"].as_u64(),
+            Some(300),
+            "{engine}: {}",
+            res["errors"]
+        );
+        assert_eq!(res["requests"]["attempts"].as_u64(), Some(300), "{engine}");
+        assert_eq!(nginx.requests() - before, 300, "{engine}");
+        assert_eq!(res["connections_opened"].as_u64(), Some(6), "{engine}");
+    }
+}
