@@ -1034,10 +1034,12 @@ impl<'a> EventLoop<'a> {
                 Ok(fed) if fed.done => return self.completed(i, closed),
                 Ok(_) => {}
             }
-            // A short read emptied a plain socket; the next bytes bring an
-            // event. (A TLS session's short read of plaintext says nothing
-            // of the socket: it reads on to `WouldBlock`.)
-            if n < self.buf.len() && !closed && !slot.stream.as_ref().is_some_and(Socket::is_tls) {
+            // A short read emptied the socket; the next bytes bring an event.
+            let emptied = slot
+                .stream
+                .as_ref()
+                .is_some_and(|s| s.emptied(n < self.buf.len()));
+            if emptied && !closed {
                 return;
             }
         }

@@ -6,9 +6,10 @@
 //! Plain sockets pass reads and writes straight through; a TLS session
 //! turns the request into records (queued in the session when the socket
 //! is full, sent on its next writable edge) and the records read into the
-//! response's bytes. The sockets are edge-triggered: a TLS read goes on to
-//! `WouldBlock` (a short read of plaintext does not mean the socket is
-//! empty), and the handshake runs until it must wait for the socket.
+//! response's bytes. The sockets are edge-triggered: a read goes on until
+//! the socket is empty — a short read of it says so ([`Socket::emptied`];
+//! over TLS, the socket's read, not the plaintext's, which one record may
+//! cut short) — and the handshake runs until it must wait for the socket.
 
 use headroom_http::tls::TlsClient;
 use headroom_http::{tls_failure, Failure};
@@ -20,15 +21,17 @@ pub(super) struct Socket {
     pub tcp: TcpStream,
     /// The TLS session, boxed: a plain connection's slot stays small.
     tls: Option<Box<ClientConnection>>,
+    /// The last read of the socket under the TLS session came back short.
+    socket_emptied: bool,
 }
 
 impl Socket {
     pub fn plain(tcp: TcpStream) -> Socket {
-        Socket { tcp, tls: None }
-    }
-
-    pub fn is_tls(&self) -> bool {
-        self.tls.is_some()
+        Socket {
+            tcp,
+            tls: None,
+            socket_emptied: false,
+        }
     }
 
     /// Starts TLS on the connected socket (the handshake is driven by
@@ -55,7 +58,7 @@ impl Socket {
             if !tls.is_handshaking() {
                 return Ok(true);
             }
-            match tls.read_tls(&mut self.tcp) {
+            match tls.read_tls(&mut Noting::new(&mut self.tcp, &mut self.socket_emptied)) {
                 // Closed during the handshake.
                 Ok(0) => return Err(Failure::TlsHandshake),
                 Ok(_) => {
@@ -113,7 +116,7 @@ impl Socket {
             }
             // No plaintext: more records from the socket (WouldBlock when
             // it has none; at its end, the reader says so next turn).
-            tls.read_tls(&mut self.tcp)?;
+            tls.read_tls(&mut Noting::new(&mut self.tcp, &mut self.socket_emptied))?;
             if let Err(e) = tls.process_new_packets() {
                 let _ = flush(tls, &mut self.tcp);
                 return Err(io::Error::new(io::ErrorKind::InvalidData, e));
@@ -121,6 +124,38 @@ impl Socket {
             // A reply the session owes (a key update): best effort.
             let _ = flush(tls, &mut self.tcp);
         }
+    }
+}
+
+impl Socket {
+    /// Whether a read that gave `short` (fewer bytes than asked for) left
+    /// the socket empty, so that the next bytes bring an event: a plain
+    /// socket's short read does; over TLS, only with the socket's own last
+    /// read short too (a record may end a read of plaintext early while
+    /// more wait in the socket).
+    pub fn emptied(&self, short: bool) -> bool {
+        short && (self.tls.is_none() || self.socket_emptied)
+    }
+}
+
+/// The socket under a TLS session, noting whether its reads come back
+/// short.
+struct Noting<'a> {
+    tcp: &'a mut TcpStream,
+    short: &'a mut bool,
+}
+
+impl<'a> Noting<'a> {
+    fn new(tcp: &'a mut TcpStream, short: &'a mut bool) -> Noting<'a> {
+        Noting { tcp, short }
+    }
+}
+
+impl Read for Noting<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.tcp.read(buf)?;
+        *self.short = n < buf.len();
+        Ok(n)
     }
 }
 
