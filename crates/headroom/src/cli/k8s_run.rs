@@ -18,7 +18,7 @@ use super::args::K8sRunArgs;
 use super::exit::install_interrupt;
 use super::fleet::view::FleetView;
 use super::fleet::{self, finish_fleet, fleet_scenario, Coordinator, FleetEnd};
-use super::k8s::{job_plan, kubectl};
+use super::k8s_job::{job_plan, kubectl};
 use anyhow::{bail, Context};
 use headroom_engine::StopSignal;
 use headroom_k8s::{manifests, pod_security, results_in_log, room};

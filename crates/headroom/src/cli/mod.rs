@@ -14,6 +14,7 @@ mod exit;
 mod fleet;
 mod import;
 mod k8s;
+mod k8s_job;
 mod k8s_run;
 mod live;
 mod merge;
