@@ -197,13 +197,15 @@ fn insecure_flag_skips_verification_and_says_so() {
 }
 
 /// nginx over TLS answering a login (a JSON token and a session cookie),
-/// a private page that wants both back and matching, and a 200,000-byte
-/// file (many TLS records).
+/// a private page that wants both back and matching, a 200,000-byte file
+/// (many TLS records), and uploads of up to 10 MB.
 fn nginx_with_a_session(pki: &Pki) -> Nginx {
     Nginx::start_tls_with(&pki.cert_pem, &pki.key_pem, |dir| {
         std::fs::write(dir.join("big.txt"), "x".repeat(200_000)).unwrap();
         format!(
-            r#"location = /login {{
+            r#"client_max_body_size 10m;
+    location = /upload {{ return 200 "taken\n"; }}
+    location = /login {{
       default_type application/json;
       add_header Set-Cookie "session=s-$arg_user; Path=/";
       return 200 '{{"user":"$arg_user","token":"tok-$arg_user"}}';
@@ -277,6 +279,11 @@ steps = [
     std::fs::write(dir.path().join("session.toml"), session).unwrap();
     let file = dir.path().join("session.toml");
     let ca = dir.path().join("ca.pem");
+    std::fs::write(dir.path().join("big.bin"), vec![b'x'; 3 << 20]).unwrap();
+    let upload = format!(
+        "base_url = \"{base}\"\n[tls]\nca_file = \"ca.pem\"\n[[request]]\nname = \"upload\"\nmethod = \"POST\"\npath = \"/upload\"\nbody_file = \"big.bin\"\ncheck = [{{ body_contains = \"taken\" }}]\n"
+    );
+    std::fs::write(dir.path().join("upload.toml"), upload).unwrap();
     let url = format!("{base}/");
     for engine in ["auto", "tasks"] {
         let expected = if engine == "auto" {
@@ -330,6 +337,28 @@ steps = [
             "{engine}"
         );
         assert_eq!(nginx.requests() - before, 200, "{engine}");
+
+        // Uploads of 3 MB: more records than the socket takes at once,
+        // queued in the TLS session and sent as it drains.
+        let before = nginx.requests();
+        let r = run(&[
+            dir.path().join("upload.toml").to_str().unwrap(),
+            "--vus",
+            "2",
+            "--requests",
+            "10",
+            "--engine",
+            engine,
+        ]);
+        assert_eq!(r.code, 0, "{engine}: {}", r.stderr);
+        assert_eq!(r.results()["meta"]["generator_engine"], expected);
+        assert_eq!(
+            r.results()["status_codes"]["200"].as_u64(),
+            Some(10),
+            "{engine}: {}",
+            r.results()["errors"]
+        );
+        assert_eq!(nginx.requests() - before, 10, "{engine}");
 
         // Open-model arrivals, each sent once.
         let before = nginx.requests();
