@@ -280,6 +280,8 @@ struct EventLoop<'a> {
     live: usize,
     /// The graceful stop began.
     stopping: bool,
+    /// Users carry a [`Script`] (see [`scripted`]), decided once.
+    scripted: bool,
 }
 
 impl<'a> EventLoop<'a> {
@@ -338,6 +340,7 @@ impl<'a> EventLoop<'a> {
             captured: Captured::default(),
             until,
             stopping: false,
+            scripted,
         })
     }
 
@@ -480,6 +483,7 @@ impl<'a> EventLoop<'a> {
             None => arrivals.next_due(shared, now)?,
         };
         let mut new = false;
+        let scripted = self.scripted;
         let i = match arrivals.idle.pop() {
             Some(i) => i,
             // Deferred to the next turn, not counted as waiting.
@@ -489,7 +493,7 @@ impl<'a> EventLoop<'a> {
             }
             None if self.slots.len() < arrivals.cap => {
                 new = true;
-                let script = scripted(&shared.plan).then(|| {
+                let script = scripted.then(|| {
                     Box::new(Scripted {
                         script: Script::new(shared, arrival.n),
                         target: String::new(),
