@@ -291,98 +291,59 @@ steps = [
         } else {
             "tasks"
         };
-        // The session: 4 users × 25 iterations × 5 requests, every one OK,
-        // on one kept-alive connection per user.
-        let before = nginx.requests();
-        let r = run(&[file.to_str().unwrap(), "--engine", engine]);
-        assert_eq!(r.code, 0, "{engine}: {}", r.stderr);
-        let res = r.results();
-        assert_eq!(res["meta"]["generator_engine"], expected);
-        assert_eq!(r.total(), 500, "{engine}: {}", res["errors"]);
-        assert_eq!(
-            res["requests"]["ok"].as_u64(),
-            Some(500),
-            "{engine}: {}",
-            res["errors"]
-        );
-        assert_eq!(nginx.requests() - before, 500, "{engine}");
+        // Each run: on the engine asked for, `n` requests OK, as many as
+        // nginx logged.
+        let counted = |args: &[&str], n: u64| -> serde_json::Value {
+            let before = nginx.requests();
+            let r = run(&[args, &["--engine", engine]].concat());
+            assert_eq!(r.code, 0, "{engine}: {}", r.stderr);
+            let res = r.results();
+            assert_eq!(res["meta"]["generator_engine"], expected);
+            assert_eq!(r.total(), n, "{engine}: {}", res["errors"]);
+            assert_eq!(
+                res["requests"]["ok"].as_u64(),
+                Some(n),
+                "{engine}: {}",
+                res["errors"]
+            );
+            assert_eq!(nginx.requests() - before, n, "{engine}");
+            res.clone()
+        };
+        // The session: 4 users × 25 iterations × 5 requests, on one
+        // kept-alive connection per user.
+        let res = counted(&[file.to_str().unwrap()], 500);
         assert_eq!(res["requests"]["attempts"].as_u64(), Some(500), "{engine}");
         assert_eq!(res["connections_opened"].as_u64(), Some(4), "{engine}");
 
         // A new connection (and handshake) per request.
-        let before = nginx.requests();
-        let r = run(&[
-            "--url",
-            &url,
-            "--ca-file",
-            ca.to_str().unwrap(),
-            "--vus",
-            "4",
-            "--requests",
-            "200",
-            "--no-keepalive",
-            "--engine",
-            engine,
-        ]);
-        assert_eq!(r.code, 0, "{engine}: {}", r.stderr);
-        assert_eq!(r.results()["meta"]["generator_engine"], expected);
-        assert_eq!(
-            r.results()["requests"]["ok"].as_u64(),
-            Some(200),
-            "{engine}"
+        let ca = ca.to_str().unwrap();
+        let args = ["--url", &url, "--ca-file", ca, "--vus", "4"];
+        let res = counted(
+            &[&args[..], &["--requests", "200", "--no-keepalive"]].concat(),
+            200,
         );
-        assert_eq!(
-            r.results()["connections_opened"].as_u64(),
-            Some(200),
-            "{engine}"
-        );
-        assert_eq!(nginx.requests() - before, 200, "{engine}");
+        assert_eq!(res["connections_opened"].as_u64(), Some(200), "{engine}");
 
-        // Uploads of 3 MB: more records than the socket takes at once,
-        // queued in the TLS session and sent as it drains.
-        let before = nginx.requests();
-        let r = run(&[
-            dir.path().join("upload.toml").to_str().unwrap(),
-            "--vus",
-            "2",
-            "--requests",
-            "10",
-            "--engine",
-            engine,
-        ]);
-        assert_eq!(r.code, 0, "{engine}: {}", r.stderr);
-        assert_eq!(r.results()["meta"]["generator_engine"], expected);
-        assert_eq!(
-            r.results()["status_codes"]["200"].as_u64(),
-            Some(10),
-            "{engine}: {}",
-            r.results()["errors"]
-        );
-        assert_eq!(nginx.requests() - before, 10, "{engine}");
+        // Uploads of 3 MB: more than the socket takes at once.
+        let upload = dir.path().join("upload.toml");
+        let upload = [upload.to_str().unwrap(), "--vus", "2", "--requests", "10"];
+        let res = counted(&upload, 10);
+        assert_eq!(res["status_codes"]["200"].as_u64(), Some(10), "{engine}");
 
         // Open-model arrivals, each sent once.
-        let before = nginx.requests();
-        let r = run(&[
-            "--url",
-            &url,
-            "--ca-file",
-            ca.to_str().unwrap(),
-            "--rate",
-            "300",
-            "--duration",
-            "1s",
-            "--engine",
-            engine,
-        ]);
-        assert_eq!(r.code, 0, "{engine}: {}", r.stderr);
-        assert_eq!(r.results()["meta"]["generator_engine"], expected);
-        assert_eq!(r.total(), 300, "{engine}: {}", r.results()["errors"]);
-        assert_eq!(
-            r.results()["requests"]["ok"].as_u64(),
-            Some(300),
-            "{engine}"
+        counted(
+            &[
+                "--url",
+                &url,
+                "--ca-file",
+                ca,
+                "--rate",
+                "300",
+                "--duration",
+                "1s",
+            ],
+            300,
         );
-        assert_eq!(nginx.requests() - before, 300, "{engine}");
     }
 }
 
