@@ -14,11 +14,10 @@ use crate::cookies::Jar;
 use crate::metrics::{ErrorClass, LimitReached, Outcome};
 use crate::plan::check::ResponseView;
 use crate::plan::socket::SocketStep;
-use crate::plan::template::Scope;
+use crate::plan::template::{Scope, Vars};
 use crate::plan::{Flow, RequestSpec, Step, Wire};
 use crate::shared::Shared;
 use headroom_http::Captured;
-use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 /// What the user does next in its iteration.
@@ -76,7 +75,7 @@ pub(crate) struct Script {
     pub id: u64,
     /// Iterations begun.
     pub iteration: u64,
-    pub vars: HashMap<String, String>,
+    pub vars: Vars,
     feeder_cursors: Vec<u64>,
     /// What the response at hand kept for checks, extractions and cookies
     /// (buffers reused from one request to the next).
@@ -91,7 +90,7 @@ impl Script {
         Script {
             id,
             iteration: 0,
-            vars: HashMap::new(),
+            vars: Vars::default(),
             feeder_cursors: vec![0; shared.plan.feeders.len()],
             captured: Captured::default(),
             at: Position::Idle,
@@ -387,12 +386,7 @@ fn steps_at<'p>(root: &'p [Step], outer: &[Frame]) -> &'p [Step] {
 
 /// Takes the next row of feeder `index` into `vars`; `false` when it ran
 /// dry (the run then stops, saying why).
-fn feed(
-    shared: &Shared,
-    index: usize,
-    vars: &mut HashMap<String, String>,
-    cursors: &mut [u64],
-) -> bool {
+fn feed(shared: &Shared, index: usize, vars: &mut Vars, cursors: &mut [u64]) -> bool {
     let feeder = &shared.plan.feeders[index];
     let mut rng = shared.rng.borrow_mut();
     match feeder.next_row(&mut cursors[index], &mut rng) {

@@ -111,6 +111,11 @@ impl Origin {
         self.freed.notify_one();
     }
 
+    /// `scheme://host:port/`, when the host header parses as one.
+    pub fn root(&self) -> Option<&url::Url> {
+        self.root.as_ref()
+    }
+
     /// `scheme://host:port/…` for cookie matching.
     pub fn url(&self, target: &str) -> Option<url::Url> {
         let mut url = self.root.clone()?;

@@ -287,7 +287,9 @@ mod tests {
     fn checks_and_extractions() {
         let c = captured(r#"{"token":"t-1","n":3}"#, &[("X-Id", "9")]);
         let r = ResponseView::new(200, &c, Duration::from_millis(5));
-        let vars = [("want".to_string(), "t-1".to_string())].into();
+        let vars = [("want".to_string(), "t-1".to_string())]
+            .into_iter()
+            .collect();
         let mut rng = fastrand::Rng::new();
         let mut check = |kind| {
             let check = Check { id: 0, kind };

@@ -46,7 +46,12 @@ impl JsonQuery {
     /// for a path that [`JsonQuery::scans`].
     pub fn scan(&self, body: &[u8]) -> Option<Value> {
         let steps = self.steps.as_deref()?;
-        let mut de = serde_json::Deserializer::from_slice(body);
+        // A full parse reads every string as UTF-8, and outside strings
+        // only ASCII is JSON: so the body must be UTF-8 as a whole, skipped
+        // strings too (`IgnoredAny` alone would pass them unchecked). Read
+        // as a `str`, the strings are not checked again one by one.
+        let text = std::str::from_utf8(body).ok()?;
+        let mut de = serde_json::Deserializer::from_str(text);
         let found = Find(steps).deserialize(&mut de).ok()?;
         de.end().ok()?;
         found
@@ -264,6 +269,110 @@ mod tests {
                 assert_eq!(q.scan(body.as_bytes()), full, "{text} in {body}");
             }
         }
+    }
+
+    /// Random documents, whole and broken (cut short, a byte changed, a
+    /// byte added): for every path, the scan finds what a full parse of
+    /// the document finds — nothing when it is not JSON.
+    #[test]
+    fn the_scan_agrees_with_the_full_parse_on_random_and_broken_documents() {
+        fn value(rng: &mut fastrand::Rng, depth: u32, out: &mut String) {
+            let pad = |rng: &mut fastrand::Rng, out: &mut String| {
+                for _ in 0..rng.usize(..2) {
+                    out.push([' ', '\n', '\t', '\r'][rng.usize(..4)]);
+                }
+            };
+            pad(rng, out);
+            match rng.usize(..if depth < 4 { 9 } else { 6 }) {
+                0 => out.push_str(["true", "false", "null"][rng.usize(..3)]),
+                1 => out.push_str(&rng.i32(-999..999).to_string()),
+                2 => out.push_str(["1.5", "-0.25e2", "0", "7E-1", "3e+2"][rng.usize(..5)]),
+                3..=5 => {
+                    let texts = [
+                        "a",
+                        "b",
+                        "c",
+                        "tok-1",
+                        "",
+                        "é",
+                        "\\\"q",
+                        "x\\u0041",
+                        "\\n",
+                        "a string longer than thirty-two bytes, é, and \\\" more",
+                    ];
+                    out.push('"');
+                    out.push_str(texts[rng.usize(..texts.len())]);
+                    out.push('"');
+                }
+                6 | 7 => {
+                    out.push('{');
+                    for i in 0..rng.usize(..4) {
+                        if i > 0 {
+                            out.push(',');
+                        }
+                        let names = ["a", "b", "c", "a\\u0062", "d e"];
+                        pad(rng, out);
+                        out.push_str(&format!("\"{}\"", names[rng.usize(..names.len())]));
+                        pad(rng, out);
+                        out.push(':');
+                        value(rng, depth + 1, out);
+                    }
+                    pad(rng, out);
+                    out.push('}');
+                }
+                _ => {
+                    out.push('[');
+                    for i in 0..rng.usize(..4) {
+                        if i > 0 {
+                            out.push(',');
+                        }
+                        value(rng, depth + 1, out);
+                    }
+                    out.push(']');
+                }
+            }
+            pad(rng, out);
+        }
+        let paths = [
+            "$", "$.a", "$.b", "$.ab", "$['d e']", "$[0]", "$[2]", "$.a.b", "$.a[1]", "$.b[0].c",
+            "$[1].a", "$.c.c.c",
+        ];
+        let queries: Vec<JsonQuery> = paths.iter().map(|p| JsonQuery::parse(p).unwrap()).collect();
+        let noise = b"{}[]\",:0123456789-+.eEtnu\\ a\n\t";
+        let mut rng = fastrand::Rng::with_seed(35);
+        let (mut found, mut broken) = (0, 0);
+        for _ in 0..20_000 {
+            let mut doc = String::new();
+            value(&mut rng, 0, &mut doc);
+            let mut doc = doc.into_bytes();
+            match rng.usize(..4) {
+                0 => {}
+                1 => doc.truncate(rng.usize(..=doc.len())),
+                2 => {
+                    let i = rng.usize(..doc.len());
+                    doc[i] = noise[rng.usize(..noise.len())];
+                }
+                _ => doc.insert(rng.usize(..=doc.len()), noise[rng.usize(..noise.len())]),
+            }
+            let parsed: Option<Value> = serde_json::from_slice(&doc).ok();
+            broken += parsed.is_none() as usize;
+            for q in &queries {
+                let full = parsed.as_ref().and_then(|v| q.first(v)).cloned();
+                found += full.is_some() as usize;
+                assert_eq!(
+                    q.scan(&doc),
+                    full,
+                    "{} in {:?}",
+                    q.path,
+                    String::from_utf8_lossy(&doc)
+                );
+            }
+        }
+        // The documents exercised both sides.
+        assert!(
+            found > 10_000 && broken > 5_000,
+            "found {found}, broken {broken}"
+        );
     }
 
     #[test]

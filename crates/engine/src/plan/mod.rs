@@ -747,7 +747,7 @@ impl Expect {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::collections::HashMap;
+    use crate::plan::template::Vars;
 
     /// A request without templates or cookies goes out as the plan
     /// encoded it, not copied; a cookie makes it rendered, the header
@@ -756,7 +756,7 @@ mod tests {
     fn a_static_request_is_sent_from_the_plan() {
         let plan = Plan::get("http://127.0.0.1:8080/a").unwrap();
         let spec = &plan.requests[0];
-        let vars = HashMap::new();
+        let vars = Vars::default();
         let mut rng = fastrand::Rng::with_seed(1);
         let mut scope = Scope {
             vars: &vars,
