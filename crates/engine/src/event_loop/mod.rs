@@ -363,30 +363,33 @@ impl<'a> EventLoop<'a> {
                 }
             }
             let now = Instant::now();
+            // Whether anything ran since `now` was read.
+            let mut ran = false;
             if now >= next_tick {
                 tick(upto);
                 upto += 1;
                 next_tick = shared.start + Duration::from_secs(upto as u64);
+                ran = true;
             }
             if now >= next_sweep {
                 self.sweep(now);
                 next_sweep = now + TIMEOUT_SWEEP;
+                ran = true;
             }
-            let mut woke = false;
             while let Some(&Reverse((at, i))) = self.timers.peek() {
                 if at > now {
                     break;
                 }
                 self.timers.pop();
                 self.wake(i, now);
-                woke = true;
+                ran = true;
             }
             if self.all_done() {
                 return;
             }
             // The clock is read again only when something ran since (a
             // read per turn is a few percent of a scripted request's CPU).
-            let mut now = if woke || open_model {
+            let mut now = if ran || open_model {
                 Instant::now()
             } else {
                 now

@@ -330,6 +330,21 @@ http {{
         let log = std::fs::read_to_string(self.dir.path().join("access.log")).unwrap_or_default();
         log.lines().count() as u64
     }
+
+    /// Requests nginx logged, once `want` are or 5 s have passed. nginx
+    /// logs a request when it ends: one it answered before reading its
+    /// whole body ends after the rest is read and dropped, when the client
+    /// may already have its answer.
+    pub fn requests_reaching(&self, want: u64) -> u64 {
+        let give_up = Instant::now() + Duration::from_secs(5);
+        loop {
+            let logged = self.requests();
+            if logged >= want || Instant::now() > give_up {
+                return logged;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
 }
 
 /// A hand-written server on a free port: `handle` gets each accepted
