@@ -5,10 +5,9 @@
 //! control character, nothing at all.
 #![no_main]
 
-use headroom_engine::plan::template::{Scope, Template};
+use headroom_engine::plan::template::{Scope, Template, Vars};
 use headroom_http::RequestWriter;
 use libfuzzer_sys::fuzz_target;
-use std::collections::HashMap;
 
 /// Bytes a request target may hold (RFC 3986's, `%` included).
 fn valid_in_target(b: u8) -> bool {
@@ -32,7 +31,7 @@ fuzz_target!(|data: &[u8]| {
     else {
         return;
     };
-    let vars = HashMap::from([("v".to_string(), value.to_string())]);
+    let vars = Vars::from_iter([("v".to_string(), value.to_string())]);
     let mut rng = fastrand::Rng::with_seed(1);
     let mut scope = Scope { vars: &vars, user_id: 1, iteration: 1, rng: &mut rng };
     let mut rendered = Vec::new();
