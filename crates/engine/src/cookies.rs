@@ -31,8 +31,8 @@ pub(crate) enum Jar {
 
 /// Host-only session cookies of path `/`, all set by one host.
 pub(crate) struct Simple {
-    /// The host that set them (as `url` canonicalizes it), and its root URL.
-    host: String,
+    /// The root URL of the host that set them (its host as `url`
+    /// canonicalizes it).
     root: url::Url,
     /// Name and value, in the order they were first set.
     cookies: Vec<(String, String)>,
@@ -56,7 +56,6 @@ impl Jar {
     fn first(origin: &Origin, target: &str, set_cookies: &[String]) -> (Jar, u64) {
         let mut jar = match origin.root() {
             Some(root) => Jar::Simple(Simple {
-                host: root.host_str().unwrap_or_default().to_string(),
                 root: root.clone(),
                 cookies: Vec::new(),
                 header: String::new(),
@@ -114,7 +113,7 @@ impl Simple {
             && cookie.secure() != Some(true)
             && !cookie.name().is_empty()
             && !prefixed
-            && origin.root().and_then(|r| r.host_str()) == Some(self.host.as_str())
+            && self.is_host_of(origin)
     }
 
     /// Keeps `cookies` (each one [`Simple::takes`]): a name it has is
@@ -159,8 +158,13 @@ impl Simple {
 
     /// The `Cookie` header for a request to `origin`.
     fn header(&self, origin: &Origin) -> Option<&str> {
-        let same_host = origin.root().and_then(|r| r.host_str()) == Some(self.host.as_str());
-        (same_host && !self.header.is_empty()).then_some(self.header.as_str())
+        (self.is_host_of(origin) && !self.header.is_empty()).then_some(self.header.as_str())
+    }
+
+    /// Whether `origin` is on the host that set these cookies (any port:
+    /// cookies are matched by host).
+    fn is_host_of(&self, origin: &Origin) -> bool {
+        origin.root().and_then(|r| r.host_str()) == self.root.host_str()
     }
 }
 
