@@ -8,6 +8,9 @@ nginx (worker_processes from --nginx-workers) runs on CPU 0, headroom on
 CPU 1 with one thread, so the generator's limit shows as CPU near 100 %
 and lag growing, the server's as achieved < offered with the generator's
 CPU to spare. Each rate runs --rounds times; the median round is printed.
+The two cores' busy time (from /proc/stat: user, system and the kernel's
+interrupt work — loopback TCP's softirq lands on the sending core, and the
+process's own CPU time leaves it out) shows when the machine itself is full.
 
 Each rate runs on each of `--engines` (auto: the event loop; tasks: a
 tokio task per connection), so the two paths are compared in one run.
@@ -32,6 +35,22 @@ http {{
   server {{ listen 127.0.0.1:{port} backlog=4096; location / {{ return 200 "hello from nginx\\n"; }} }}
 }}
 """
+
+
+def core_ticks():
+    """Busy and all ticks of CPU 0 and CPU 1, from /proc/stat."""
+    out = {}
+    for line in open("/proc/stat"):
+        f = line.split()
+        if f[0] in ("cpu0", "cpu1"):
+            t = [int(x) for x in f[1:9]]
+            out[f[0]] = (sum(t) - t[3] - t[4], sum(t))
+    return out
+
+
+def busy_pct(before, after, cpu):
+    (b0, t0), (b1, t1) = before[cpu], after[cpu]
+    return 100.0 * (b1 - b0) / max(1, t1 - t0)
 
 
 def free_port():
@@ -67,11 +86,13 @@ def main():
             for rnd in range(1, a.rounds + 1):
                 res = os.path.join(d, "r.json")
                 before = resource.getrusage(resource.RUSAGE_CHILDREN)
+                ticks = core_ticks()
                 p = subprocess.run(["taskset", "-c", "1", a.headroom, "run", f"http://127.0.0.1:{port}/",
                                     "--rate", str(rate), "-d", f"{a.duration}s", "--threads", "1",
                                     "--engine", engine, "--quiet", "--out", res],
                                    capture_output=True, text=True)
                 after = resource.getrusage(resource.RUSAGE_CHILDREN)
+                ticks_after = core_ticks()
                 if p.returncode not in (0, 1):
                     sys.exit(f"headroom failed: {p.stderr}")
                 r = json.load(open(res))
@@ -85,11 +106,16 @@ def main():
                            off_pct=(sent - planned) / planned * 100.0,
                            achieved_pct=(r["throughput_rps"] - rate) / rate * 100.0,
                            lag_p50_ms=lag.get("p50"), lag_p99_ms=lag.get("p99"), lag_max_ms=lag.get("max"),
-                           cpu_pct=cpu / r["duration_s"] * 100.0, p99_ms=r["latency_ms"]["p99"])
+                           cpu_pct=cpu / r["duration_s"] * 100.0, p99_ms=r["latency_ms"]["p99"],
+                           connections=r["connections"]["opened"],
+                           server_core_pct=busy_pct(ticks, ticks_after, "cpu0"),
+                           generator_core_pct=busy_pct(ticks, ticks_after, "cpu1"))
                 rows.append(row)
                 print(f"{rate:>7} req/s {row['engine']:<10} round {rnd}: {sent:>8} of {planned} ({row['off_pct']:+.2f} %), "
                       f"{row['failed']} failed, send lag p50 {lag.get('p50', 0):.3f} p99 {lag.get('p99', 0):.3f} ms, "
-                      f"generator CPU {row['cpu_pct']:.0f} % of a core, latency p99 {row['p99_ms']:.2f} ms",
+                      f"generator CPU {row['cpu_pct']:.0f} % of a core, latency p99 {row['p99_ms']:.2f} ms, "
+                      f"{row['connections']} connections; cores busy: server {row['server_core_pct']:.0f} %, "
+                      f"generator {row['generator_core_pct']:.0f} %",
                       flush=True)
     finally:
         nginx.terminate(); nginx.wait()
@@ -97,12 +123,13 @@ def main():
     print(f"\nmedian of {a.rounds} rounds, {a.duration} s each; nginx ({a.nginx_workers} worker) on CPU 0, "
           "headroom (1 thread) on CPU 1")
     print(f"{'target':>8} {'engine':>10} {'achieved vs target':>19} {'sent vs planned':>16} "
-          f"{'lag p99 ms':>11} {'gen CPU %':>10}")
+          f"{'lag p99 ms':>11} {'gen CPU %':>10} {'connections':>12} {'cores busy %':>13}")
     for rate, engine in sorted({(x["rate"], x["engine"]) for x in rows}):
         xs = [x for x in rows if x["rate"] == rate and x["engine"] == engine]
         med = lambda k: statistics.median(x[k] for x in xs if x[k] is not None)
         print(f"{rate:>8} {engine:>10} {med('achieved_pct'):>+18.2f}% {med('off_pct'):>+15.2f}% "
-              f"{med('lag_p99_ms'):>11.3f} {med('cpu_pct'):>10.0f}")
+              f"{med('lag_p99_ms'):>11.3f} {med('cpu_pct'):>10.0f} {med('connections'):>12.0f} "
+              f"{med('server_core_pct'):>6.0f} {med('generator_core_pct'):>6.0f}")
     if a.out:
         os.makedirs(a.out, exist_ok=True)
         json.dump(rows, open(os.path.join(a.out, "rounds.json"), "w"), indent=1)

@@ -5,7 +5,7 @@
 //! arrivals that found every connection busy and the cap reached, in the
 //! order they were due.
 
-use crate::pacing::{batch_window, WAKE_EARLY};
+use crate::pacing::{batch_window, PoolNeed, WAKE_EARLY};
 use crate::plan::OpenLoad;
 use crate::shared::Shared;
 use std::collections::VecDeque;
@@ -32,6 +32,11 @@ pub(super) struct Arrivals<'a> {
     pub busy: usize,
     /// Most connections this worker opens: its share of the plan's cap.
     pub cap: usize,
+    /// How many connections the arrivals need (below the cap).
+    pub need: PoolNeed,
+    /// Since when the first waiting arrival was held back by the need
+    /// (cleared when an arrival takes a connection).
+    pub held_back_since: Option<Instant>,
     /// The next arrival's number; the schedule ends before `limit`.
     n: u64,
     limit: u64,
@@ -53,6 +58,8 @@ impl<'a> Arrivals<'a> {
             idle: Vec::new(),
             busy: 0,
             cap: shard_cap.div_ceil(shared.workers).max(1),
+            need: PoolNeed::default(),
+            held_back_since: None,
             n: shared.next_arrival.get(),
             limit: shared.plan.max_requests.unwrap_or(u64::MAX),
             last: None,
@@ -108,6 +115,9 @@ impl<'a> Arrivals<'a> {
             let wake = intended.checked_sub(WAKE_EARLY).unwrap_or(intended);
             if intended > now + batch_window(gap) && wake > now {
                 return None;
+            }
+            if gap != Duration::MAX {
+                self.need.arrived(gap);
             }
             self.last = Some(intended);
             let arrival = Arrival {

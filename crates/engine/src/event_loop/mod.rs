@@ -165,6 +165,8 @@ struct Slot {
     arrival: Option<Instant>,
     /// Open model: an arrival is under way on this slot.
     busy: bool,
+    /// Open model: when the slot took its arrival.
+    took: Instant,
     reader: ResponseReader,
     /// Bytes read for this request.
     received: u64,
@@ -207,6 +209,7 @@ impl Slot {
             intended: now,
             arrival: None,
             busy: false,
+            took: now,
             reader: ResponseReader::default(),
             received: 0,
             kept: Vec::new(),
@@ -238,7 +241,7 @@ impl Slot {
 pub(crate) fn run(shared: &Shared, load: &Load, tick: impl FnMut(u32)) {
     let model = match load {
         Load::Closed(load) => Model::Closed(load),
-        Load::Open(load) => Model::Open(Arrivals::new(shared, load)),
+        Load::Open(load) => Model::Open(Box::new(Arrivals::new(shared, load))),
     };
     let mut event_loop = match EventLoop::new(shared, model) {
         Ok(l) => l,
@@ -255,7 +258,8 @@ pub(crate) fn run(shared: &Shared, load: &Load, tick: impl FnMut(u32)) {
 /// What the slots are: users (closed), or connections arrivals take.
 enum Model<'a> {
     Closed(&'a ClosedLoad),
-    Open(Arrivals<'a>),
+    // Boxed: the closed model's is a reference.
+    Open(Box<Arrivals<'a>>),
 }
 
 struct EventLoop<'a> {
@@ -464,7 +468,8 @@ impl<'a> EventLoop<'a> {
 
     /// Open model: arrivals that waited for a connection take those freed,
     /// then the arrivals due now take a free connection, a new one under
-    /// the cap, or wait (counted).
+    /// the cap and as far as they need (`PoolNeed`), or wait (counted at
+    /// the cap).
     ///
     /// At most [`ARRIVALS_PER_TURN`] arrivals start per turn of the loop,
     /// [`CONNECTS_PER_TURN`] of them on new connections; the rest start
@@ -500,14 +505,25 @@ impl<'a> EventLoop<'a> {
         };
         let mut new = false;
         let scripted = self.scripted;
+        let pool = self.slots.len();
+        let held_back = arrivals
+            .held_back_since
+            .map_or(Duration::ZERO, |since| now.saturating_duration_since(since));
         let i = match arrivals.idle.pop() {
             Some(i) => i,
             // Deferred to the next turn, not counted as waiting.
-            None if self.slots.len() < arrivals.cap && !may_open => {
+            None if pool < arrivals.cap && !may_open => {
                 arrivals.waiting.push_front(arrival);
                 return None;
             }
-            None if self.slots.len() < arrivals.cap => {
+            // Waits for a busy connection, which will soon be free (see
+            // `PoolNeed`); not counted as waiting at the cap.
+            None if pool < arrivals.cap && !arrivals.need.may_grow(pool, held_back) => {
+                arrivals.held_back_since.get_or_insert(now);
+                arrivals.waiting.push_front(arrival);
+                return None;
+            }
+            None if pool < arrivals.cap => {
                 new = true;
                 let script = scripted.then(|| {
                     Box::new(Scripted {
@@ -528,6 +544,7 @@ impl<'a> EventLoop<'a> {
             }
         };
         arrivals.busy += 1;
+        arrivals.held_back_since = None;
         Some((i, arrival, new))
     }
 
@@ -549,8 +566,13 @@ impl<'a> EventLoop<'a> {
         if !can_start {
             return None;
         }
-        // Arrivals deferred from the last turn start at once.
         if !arrivals.waiting.is_empty() {
+            // Held back for a busy connection: a response wakes the loop,
+            // or the wait outlasts the pool's turnover and one opens.
+            if let (true, Some(since)) = (arrivals.idle.is_empty(), arrivals.held_back_since) {
+                return Some((since + arrivals.need.held_back_limit()).max(now));
+            }
+            // Arrivals deferred from the last turn start at once.
             return Some(now);
         }
         let at = arrivals.wake_at(shared)?;
@@ -579,6 +601,7 @@ impl<'a> EventLoop<'a> {
         let users = matches!(&self.model, Model::Open(a) if a.load.users);
         let slot = &mut self.slots[i];
         slot.busy = true;
+        slot.took = now;
         slot.arrival = Some(arrival.intended);
         slot.jar = None;
         if users {
@@ -592,7 +615,7 @@ impl<'a> EventLoop<'a> {
                 if script.begin_iteration(shared, arrival.pick, now) {
                     self.advance(i, now);
                 } else {
-                    self.arrival_over(i);
+                    self.arrival_over(i, now);
                 }
             }
         }
@@ -600,7 +623,7 @@ impl<'a> EventLoop<'a> {
 
     /// Open model: slot `i`'s arrival is over; the slot is free for the
     /// next (a user's connection closes with it).
-    fn arrival_over(&mut self, i: usize) {
+    fn arrival_over(&mut self, i: usize, now: Instant) {
         let Model::Open(arrivals) = &mut self.model else {
             return;
         };
@@ -609,6 +632,7 @@ impl<'a> EventLoop<'a> {
             return;
         }
         arrivals.busy -= 1;
+        arrivals.need.released(slot.took, now);
         if std::mem::take(&mut slot.active) {
             self.shared.recorder.borrow_mut().user_finished();
         }
@@ -647,11 +671,11 @@ impl<'a> EventLoop<'a> {
             return self.advance(i, now);
         }
         let Some(load) = self.closed() else {
-            return self.arrival_over(i);
+            return self.arrival_over(i, now);
         };
         let slot = &mut self.slots[i];
         if load.iterations.is_some_and(|n| slot.iterations >= n) {
-            return self.finish(i);
+            return self.finish(i, now);
         }
         slot.iterations += 1;
         let request = self.shared.pick();
@@ -670,13 +694,13 @@ impl<'a> EventLoop<'a> {
             if !script.in_iteration() {
                 // Open model: an arrival is one iteration.
                 let Some(load) = closed else {
-                    return self.arrival_over(i);
+                    return self.arrival_over(i, now);
                 };
                 let may_begin = load.iterations.is_none_or(|n| slot.iterations < n)
                     && !shared.stop.is_stopping()
                     && self.until.is_none_or(|u| now < u);
                 if !may_begin || !script.begin_iteration(shared, shared.pick(), now) {
-                    return self.finish(i);
+                    return self.finish(i, now);
                 }
                 slot.iterations += 1;
             }
@@ -684,13 +708,13 @@ impl<'a> EventLoop<'a> {
                 Action::Request(request) => return self.send(i, request, now),
                 Action::Pause(pause) => return self.pause(i, now + pause),
                 Action::Done => match closed {
-                    None => return self.arrival_over(i),
+                    None => return self.arrival_over(i, now),
                     Some(load) if !load.think_time.is_zero() => {
                         return self.pause(i, now + load.think_time)
                     }
                     Some(_) => {}
                 },
-                Action::Stop => return self.finish(i),
+                Action::Stop => return self.finish(i, now),
                 Action::Socket(_) => unreachable!("a plan with sockets takes the task path"),
             }
         }
@@ -712,14 +736,14 @@ impl<'a> EventLoop<'a> {
                     .recorder
                     .borrow_mut()
                     .record_not_sent(request, at, now);
-                return self.finish(i);
+                return self.finish(i, now);
             }
             None => {
                 let may_send = !shared.stop.is_stopping()
                     && self.until.is_none_or(|u| now < u)
                     && shared.take_budget();
                 if !may_send {
-                    return self.finish(i);
+                    return self.finish(i, now);
                 }
                 now
             }
@@ -1142,7 +1166,7 @@ impl<'a> EventLoop<'a> {
             return self.advance(i, now);
         }
         let Some(load) = self.closed() else {
-            return self.arrival_over(i);
+            return self.arrival_over(i, now);
         };
         if load.think_time.is_zero() {
             return self.begin(i, now);
@@ -1255,9 +1279,9 @@ impl<'a> EventLoop<'a> {
 
     /// The user leaves: its connection closes (open model: its arrival is
     /// over).
-    fn finish(&mut self, i: usize) {
+    fn finish(&mut self, i: usize, now: Instant) {
         if self.closed().is_none() {
-            return self.arrival_over(i);
+            return self.arrival_over(i, now);
         }
         let slot = &mut self.slots[i];
         if slot.step == Step::Finished {
@@ -1275,8 +1299,9 @@ impl<'a> EventLoop<'a> {
     /// The graceful stop began: users not yet started or pausing leave now
     /// (those with a request in flight leave when it is done).
     fn finish_waiting(&mut self) {
+        let now = Instant::now();
         for Reverse((_, i)) in std::mem::take(&mut self.timers) {
-            self.finish(i);
+            self.finish(i, now);
         }
         self.drop_waiting_arrivals();
     }
@@ -1307,7 +1332,7 @@ impl<'a> EventLoop<'a> {
                 };
                 self.record(i, now, None, Some(class));
             }
-            self.finish(i);
+            self.finish(i, now);
         }
         self.drop_waiting_arrivals();
     }

@@ -1,7 +1,8 @@
 //! Open model: arrivals (requests, or users starting a session) are due at
 //! scheduled times whether or not earlier ones have returned. A scheduler
-//! puts each due arrival on a queue; a pool of tasks (grown on demand, up
-//! to the cap) takes them off. Latency counts from the *intended* time, so
+//! puts each due arrival on a queue; a pool of tasks (grown on demand, as
+//! far as the arrivals need — `pacing::PoolNeed` — and up to the cap)
+//! takes them off. Latency counts from the *intended* time, so
 //! an arrival that waited for a free task carries its wait (no coordinated
 //! omission). Each arrival is a new user. A request arrival goes out on the
 //! task's kept-alive connection; an arriving *user* (Gatling's open model)
@@ -10,9 +11,10 @@
 
 use super::arrival_clock::ArrivalClock;
 use super::user::{Flavor, Mix, Sessions, User};
+use crate::pacing::PoolNeed;
 use crate::plan::{Flow, OpenLoad};
 use crate::shared::{ActiveUser, Shared};
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
@@ -48,6 +50,10 @@ pub(crate) async fn run(shared: Rc<Shared>, load: &OpenLoad, queue: Queue) {
     let shard_cap = shared.plan.shard.share(in_flight) as usize;
     let cap = shard_cap.div_ceil(shared.workers).max(1);
     let idle = Rc::new(Cell::new(0usize));
+    let need = Rc::new(RefCell::new(PoolNeed::default()));
+    // Since when arrivals queued with every connection busy, held back by
+    // the need (see `PoolNeed`).
+    let mut held_back_since: Option<Instant> = None;
     let mut connections = Vec::new();
     let limit = shared.plan.max_requests.unwrap_or(u64::MAX);
     // Arrivals are numbered over the whole schedule and striped over
@@ -79,6 +85,9 @@ pub(crate) async fn run(shared: Rc<Shared>, load: &OpenLoad, queue: Queue) {
         let gap = last.map_or(Duration::MAX, |last| {
             intended.saturating_duration_since(last)
         });
+        if gap != Duration::MAX {
+            need.borrow_mut().arrived(gap);
+        }
         last = Some(intended);
         if intended > Instant::now() {
             if !clock.wait_for(&shared, intended, gap).await {
@@ -97,16 +106,26 @@ pub(crate) async fn run(shared: Rc<Shared>, load: &OpenLoad, queue: Queue) {
         if tx.try_send(Arrival { intended, n, pick }).is_err() {
             break;
         }
-        // Grow the pool only when every connection is busy.
-        if tx.len() > idle.get() {
-            if connections.len() < cap {
-                let (shared, rx, idle) = (shared.clone(), rx.clone(), idle.clone());
+        // Grow the pool only when every connection is busy, and as far as
+        // the arrivals need.
+        if tx.len() <= idle.get() {
+            held_back_since = None;
+        } else {
+            let now = Instant::now();
+            let held_back = held_back_since.map_or(Duration::ZERO, |s| now - s);
+            let pool = connections.len();
+            if pool < cap && !need.borrow().may_grow(pool, held_back) {
+                held_back_since.get_or_insert(now);
+            } else if pool < cap {
+                held_back_since = None;
+                let (shared, rx, idle, need) =
+                    (shared.clone(), rx.clone(), idle.clone(), need.clone());
                 connections.push(match shared.plan.flow {
-                    Flow::Mix => {
-                        tokio::task::spawn_local(connection::<Mix>(shared, rx, idle, load.users))
-                    }
+                    Flow::Mix => tokio::task::spawn_local(connection::<Mix>(
+                        shared, rx, idle, need, load.users,
+                    )),
                     Flow::Sessions(_) => tokio::task::spawn_local(connection::<Sessions>(
-                        shared, rx, idle, load.users,
+                        shared, rx, idle, need, load.users,
                     )),
                 });
             } else {
@@ -127,6 +146,7 @@ async fn connection<F: Flavor>(
     shared: Rc<Shared>,
     rx: async_channel::Receiver<Arrival>,
     idle: Rc<Cell<usize>>,
+    need: Rc<RefCell<PoolNeed>>,
     users: bool,
 ) {
     let mut user = User::new(&shared, 0, None);
@@ -150,6 +170,7 @@ async fn connection<F: Flavor>(
                 }
             }
         };
+        let took = Instant::now();
         user.reset(arrival.n);
         if users {
             let _active = ActiveUser::start(&shared);
@@ -158,5 +179,6 @@ async fn connection<F: Flavor>(
         } else {
             F::iteration(&mut user, &shared, Some(arrival.intended), arrival.pick).await;
         }
+        need.borrow_mut().released(took, Instant::now());
     }
 }

@@ -31,6 +31,10 @@ impl ProcessGuard {
 
 impl Drop for ProcessGuard {
     fn drop(&mut self) {
+        // Waited for already: its PID may be another process's by now.
+        if let Ok(Some(_)) = self.child.try_wait() {
+            return;
+        }
         unsafe { libc::kill(self.pid(), libc::SIGTERM) };
         let deadline = Instant::now() + Duration::from_secs(5);
         while Instant::now() < deadline {
