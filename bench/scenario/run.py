@@ -36,6 +36,7 @@ worker_processes 1;
 daemon off;
 pid {d}/nginx.pid;
 error_log {d}/error.log;
+worker_rlimit_nofile 8192;
 events {{ worker_connections 4096; }}
 http {{
   access_log {d}/access.log;

@@ -29,6 +29,9 @@ pub(crate) fn study(file: &str, env: &[(&str, &str)]) -> (String, serde_json::Va
         .join("../../examples/ruby")
         .join(file);
     let out = tempfile::tempdir().unwrap();
+    // The servers' own files (Passenger's pid and log) go here, removed
+    // with it.
+    let scratch = tempfile::tempdir().unwrap();
     let bin = Path::new(headroom_bin())
         .parent()
         .unwrap()
@@ -43,6 +46,7 @@ pub(crate) fn study(file: &str, env: &[(&str, &str)]) -> (String, serde_json::Va
             "PATH",
             format!("{bin}:{}", std::env::var("PATH").unwrap_or_default()),
         )
+        .env("TMPDIR", scratch.path())
         .envs(env.iter().copied())
         .output()
         .unwrap();
