@@ -25,9 +25,10 @@ pub(crate) fn batch_window(gap: Duration) -> Duration {
     }
 }
 
-/// Connections the pool may hold beyond what Little's law says it needs:
-/// room for a rate that rises, and (with four standard deviations of a
-/// Poisson count of arrivals in flight) for bursts of a random schedule.
+/// Connections the pool may hold beyond what Little's law says it needs
+/// and the bursts of a random schedule (four standard deviations of a
+/// Poisson count in flight): room for a rate that rises, and for a small
+/// pool's chance.
 const POOL_SLACK: f64 = 32.0;
 
 /// An arrival held back this long past its pool's usual turnover may open
@@ -49,21 +50,24 @@ const HELD_WINDOW: Duration = Duration::from_millis(100);
 /// how long each holds its connection. The pool grows freely up to that,
 /// 4 × its square root and [`POOL_SLACK`] more; past it, the arrival waits
 /// for one of the busy connections, which free within about one holding
-/// time. Why: a
-/// pause of the generator (a busy core, a paused virtual CPU) leaves many
-/// arrivals due at once with every connection busy for a moment. Opening a
-/// connection for each — a loopback connect costs more than a request —
-/// made the loop later, and put thousands of connections in flight on a
-/// server that serves few of them as fast: against one nginx worker
-/// (~129,000 GETs a second over 50 connections, ~80,000 over 10,000) a run
-/// asking 70,000 a second reached the 10,000 cap after one such pause and
-/// fell 26 % short for good (`bench/open_rates.py`). A server that slows
-/// down holds connections longer, which raises the need, so the pool still
-/// grows to meet a slow server. A server that serves X a second has the
-/// pool's L connections in flight for L / X each, so the need is L × rate /
-/// X: below X the pool settles (a few dozen connections), above it — the
-/// server cannot keep up — it grows without end (up to the cap) and fills
-/// the server's queues, as real clients do.
+/// time.
+///
+/// Why: a pause of the generator (a busy core, a paused virtual CPU)
+/// leaves many arrivals due at once with every connection busy for a
+/// moment. Opening a connection for each — a loopback connect costs more
+/// than a request — made the loop later, and put thousands of connections
+/// in flight on a server that serves many at once more slowly than a few:
+/// one nginx worker serves ~129,000 GETs a second over 50 connections,
+/// ~77,000 over 1,000. A run asking 70,000 a second reached the 10,000 cap
+/// after one such pause and fell 26 % short for good (`bench/open_rates.py`).
+///
+/// A server that slows down holds connections longer, which raises the
+/// need, so the pool still grows to meet a slow server. A server that
+/// serves X a second holds each of the pool's L connections L / X, so the
+/// need is L × rate / X: below X the pool settles (at about 32 / (1 − rate
+/// / X) and the bursts' room), above it — the server cannot keep up — it
+/// grows without end (up to the cap) and fills the server's queues, as
+/// real clients do.
 #[derive(Debug, Default)]
 pub(crate) struct PoolNeed {
     /// Seconds between this worker's arrivals, on average lately.
