@@ -2,8 +2,9 @@
 //! plan's schedule, this worker's stripe of it), a timer of nanosecond
 //! resolution to wake for the next (`timerfd` in the loop's epoll set, with
 //! the task path's margins: see `tasks/arrival_clock.rs`), and the
-//! arrivals that found every connection busy and the cap reached, in the
-//! order they were due.
+//! arrivals that found every connection busy and the pool as large as it
+//! may grow (the cap, or what the arrivals need), in the order they were
+//! due.
 
 use crate::pacing::{batch_window, PoolNeed, WAKE_EARLY};
 use crate::plan::OpenLoad;
@@ -24,7 +25,8 @@ pub(super) struct Arrival {
 
 pub(super) struct Arrivals<'a> {
     pub load: &'a OpenLoad,
-    /// Due with every connection busy and the cap reached.
+    /// Due with every connection busy and the pool at the cap or at what
+    /// the arrivals need.
     pub waiting: VecDeque<Arrival>,
     /// Slots (connections) free for the next arrival.
     pub idle: Vec<usize>,

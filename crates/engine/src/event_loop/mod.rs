@@ -258,7 +258,7 @@ pub(crate) fn run(shared: &Shared, load: &Load, tick: impl FnMut(u32)) {
 /// What the slots are: users (closed), or connections arrivals take.
 enum Model<'a> {
     Closed(&'a ClosedLoad),
-    // Boxed: the closed model's is a reference.
+    // Boxed: the arrivals are large, the closed model a reference.
     Open(Box<Arrivals<'a>>),
 }
 
