@@ -78,6 +78,9 @@ pub(crate) struct PoolNeed {
     /// The window under way: since when, its arrivals' seconds held, and
     /// how many.
     window: Option<(Instant, f64, u32)>,
+    /// Since when arrivals have waited, held back by the need, with no
+    /// connection coming free or opening meanwhile.
+    held_back_since: Option<Instant>,
 }
 
 impl PoolNeed {
@@ -86,8 +89,10 @@ impl PoolNeed {
         self.gap = Some(ewma(self.gap, gap.as_secs_f64(), 64.0));
     }
 
-    /// An arrival taken at `took` is over at `now`.
+    /// An arrival taken at `took` is over at `now`: its connection is
+    /// free for the next.
     pub fn released(&mut self, took: Instant, now: Instant) {
+        self.held_back_since = None;
         let held = now.saturating_duration_since(took).as_secs_f64();
         let (since, sum, count) = self.window.get_or_insert((now, 0.0, 0));
         *sum += held;
@@ -107,9 +112,19 @@ impl PoolNeed {
         })
     }
 
-    /// Whether a pool of `pool` busy connections may open another for an
-    /// arrival that has been held back `held_back` (zero: just now).
-    pub fn may_grow(&self, pool: usize, held_back: Duration) -> bool {
+    /// A connection opened: arrivals are no longer held back.
+    pub fn opened(&mut self) {
+        self.held_back_since = None;
+    }
+
+    /// An arrival found every connection busy and waits (`may_grow` said
+    /// no): the hold starts now, unless one is under way.
+    pub fn hold_back(&mut self, now: Instant) {
+        self.held_back_since.get_or_insert(now);
+    }
+
+    /// Whether a pool of `pool` busy connections may open another at `now`.
+    pub fn may_grow(&self, pool: usize, now: Instant) -> bool {
         let (Some(gap), Some(held)) = (self.gap, self.held()) else {
             // Nothing measured yet: the start of a run grows as it needs.
             return true;
@@ -118,14 +133,16 @@ impl PoolNeed {
         if (pool as f64) < need + 4.0 * need.sqrt() + POOL_SLACK {
             return true;
         }
-        held_back > self.held_back_limit()
+        self.give_up_at().is_some_and(|at| now >= at)
     }
 
-    /// How long an arrival may be held back before the pool grows anyway:
-    /// twice the usual holding time and [`HELD_BACK_MAX`].
-    pub fn held_back_limit(&self) -> Duration {
+    /// When arrivals held back stop waiting and a connection opens anyway
+    /// (none came free for twice the usual holding time and
+    /// [`HELD_BACK_MAX`]); `None` when none is held back.
+    pub fn give_up_at(&self) -> Option<Instant> {
         let held = self.held().unwrap_or(0.0);
-        HELD_BACK_MAX + Duration::from_secs_f64(2.0 * held)
+        let limit = HELD_BACK_MAX + Duration::from_secs_f64(2.0 * held);
+        Some(self.held_back_since? + limit)
     }
 }
 
@@ -163,19 +180,21 @@ mod tests {
     #[test]
     fn a_pool_grows_freely_until_an_arrival_is_over() {
         let mut need = PoolNeed::default();
-        assert!(need.may_grow(10_000, Duration::ZERO));
+        assert!(need.may_grow(10_000, Instant::now()));
         need.arrived(Duration::from_micros(10));
-        assert!(need.may_grow(10_000, Duration::ZERO));
+        assert!(need.may_grow(10_000, Instant::now()));
     }
 
     /// 100,000 a second held 50 µs each need 5 connections: the pool
     /// grows to 5 + 4 × √5 + 32 ≈ 46 and then waits for its own.
     #[test]
     fn a_fast_server_keeps_the_pool_small() {
-        let need = need(Duration::from_micros(10), Duration::from_micros(50));
-        assert!(need.may_grow(45, Duration::ZERO));
-        assert!(!need.may_grow(46, Duration::ZERO));
-        assert!(!need.may_grow(46, Duration::from_micros(900)));
+        let mut need = need(Duration::from_micros(10), Duration::from_micros(50));
+        assert!(need.may_grow(45, Instant::now()));
+        assert!(!need.may_grow(46, Instant::now()));
+        let t0 = Instant::now();
+        need.hold_back(t0);
+        assert!(!need.may_grow(46, t0 + Duration::from_micros(900)));
     }
 
     /// A slow server holds connections long: 1,000 a second held 2 s each
@@ -184,8 +203,8 @@ mod tests {
     #[test]
     fn a_slow_server_grows_the_pool_to_what_it_holds() {
         let need = need(Duration::from_millis(1), Duration::from_secs(2));
-        assert!(need.may_grow(2_210, Duration::ZERO));
-        assert!(!need.may_grow(2_211, Duration::ZERO));
+        assert!(need.may_grow(2_210, Instant::now()));
+        assert!(!need.may_grow(2_211, Instant::now()));
     }
 
     /// In flight at a server that serves X a second, L connections are held
@@ -199,7 +218,7 @@ mod tests {
                     Duration::from_secs_f64(1.0 / rate),
                     Duration::from_secs_f64(pool as f64 / served),
                 );
-                !need.may_grow(pool, Duration::ZERO)
+                !need.may_grow(pool, Instant::now())
             })
         };
         // 100,000 a second to a server of 129,000: about 490 connections.
@@ -209,26 +228,38 @@ mod tests {
     }
 
     /// Connections that do not come free within their usual turnover
-    /// (and a millisecond) are stuck: a new one may open.
+    /// (and a millisecond) are stuck: a new one may open. One that comes
+    /// free, or one opened, ends the hold.
     #[test]
     fn an_arrival_held_back_past_the_turnover_may_open_one() {
-        let need = need(Duration::from_micros(10), Duration::from_micros(50));
-        assert!(!need.may_grow(1_000, Duration::from_micros(1_099)));
-        assert!(need.may_grow(1_000, Duration::from_micros(1_101)));
+        let mut need = need(Duration::from_micros(10), Duration::from_micros(50));
+        let t0 = Instant::now();
+        assert_eq!(need.give_up_at(), None);
+        need.hold_back(t0);
+        // A later arrival held back does not restart the hold.
+        need.hold_back(t0 + Duration::from_micros(500));
+        assert!(!need.may_grow(1_000, t0 + Duration::from_micros(1_099)));
+        assert!(need.may_grow(1_000, t0 + Duration::from_micros(1_101)));
+        need.opened();
+        assert!(!need.may_grow(1_000, t0 + Duration::from_micros(1_101)));
+        need.hold_back(t0);
+        need.released(t0, t0 + Duration::from_micros(50));
+        assert_eq!(need.give_up_at(), None);
+        assert!(!need.may_grow(1_000, t0 + Duration::from_micros(5_000)));
     }
 
     /// A server that slows for a whole window raises the need at its end.
     #[test]
     fn the_need_follows_a_server_that_slows() {
         let mut need = need(Duration::from_micros(100), Duration::from_micros(100));
-        assert!(!need.may_grow(100, Duration::ZERO));
+        assert!(!need.may_grow(100, Instant::now()));
         let t0 = Instant::now();
         for ms in 0..=100 {
             let now = t0 + Duration::from_millis(ms);
             need.released(now - Duration::from_millis(10), now);
         }
         // Held 10 ms at 10,000 a second: 100 needed.
-        assert!(need.may_grow(100, Duration::ZERO));
+        assert!(need.may_grow(100, Instant::now()));
     }
 
     /// A server that stalls 20 ms holds the ~50 requests in flight that
@@ -245,7 +276,7 @@ mod tests {
             let held = if n % 200 == 0 { 20_000 } else { 50 };
             need.released(now - Duration::from_micros(held), now);
         }
-        assert!(need.may_grow(60, Duration::ZERO));
-        assert!(!need.may_grow(70, Duration::ZERO));
+        assert!(need.may_grow(60, Instant::now()));
+        assert!(!need.may_grow(70, Instant::now()));
     }
 }

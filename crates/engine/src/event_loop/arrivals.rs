@@ -36,9 +36,6 @@ pub(super) struct Arrivals<'a> {
     pub cap: usize,
     /// How many connections the arrivals need (below the cap).
     pub need: PoolNeed,
-    /// Since when the first waiting arrival was held back by the need
-    /// (cleared when an arrival takes a connection).
-    pub held_back_since: Option<Instant>,
     /// The next arrival's number; the schedule ends before `limit`.
     n: u64,
     limit: u64,
@@ -61,7 +58,6 @@ impl<'a> Arrivals<'a> {
             busy: 0,
             cap: shard_cap.div_ceil(shared.workers).max(1),
             need: PoolNeed::default(),
-            held_back_since: None,
             n: shared.next_arrival.get(),
             limit: shared.plan.max_requests.unwrap_or(u64::MAX),
             last: None,

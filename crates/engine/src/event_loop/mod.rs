@@ -506,9 +506,6 @@ impl<'a> EventLoop<'a> {
         let mut new = false;
         let scripted = self.scripted;
         let pool = self.slots.len();
-        let held_back = arrivals
-            .held_back_since
-            .map_or(Duration::ZERO, |since| now.saturating_duration_since(since));
         let i = match arrivals.idle.pop() {
             Some(i) => i,
             // Deferred to the next turn, not counted as waiting.
@@ -518,13 +515,14 @@ impl<'a> EventLoop<'a> {
             }
             // Waits for a busy connection, which will soon be free (see
             // `PoolNeed`); not counted as waiting at the cap.
-            None if pool < arrivals.cap && !arrivals.need.may_grow(pool, held_back) => {
-                arrivals.held_back_since.get_or_insert(now);
+            None if pool < arrivals.cap && !arrivals.need.may_grow(pool, now) => {
+                arrivals.need.hold_back(now);
                 arrivals.waiting.push_front(arrival);
                 return None;
             }
             None if pool < arrivals.cap => {
                 new = true;
+                arrivals.need.opened();
                 let script = scripted.then(|| {
                     Box::new(Scripted {
                         script: Script::new(shared, arrival.n),
@@ -544,7 +542,6 @@ impl<'a> EventLoop<'a> {
             }
         };
         arrivals.busy += 1;
-        arrivals.held_back_since = None;
         Some((i, arrival, new))
     }
 
@@ -569,8 +566,8 @@ impl<'a> EventLoop<'a> {
         if !arrivals.waiting.is_empty() {
             // Held back for a busy connection: a response wakes the loop,
             // or the wait outlasts the pool's turnover and one opens.
-            if let (true, Some(since)) = (arrivals.idle.is_empty(), arrivals.held_back_since) {
-                return Some((since + arrivals.need.held_back_limit()).max(now));
+            if let (true, Some(at)) = (arrivals.idle.is_empty(), arrivals.need.give_up_at()) {
+                return Some(at.max(now));
             }
             // Arrivals deferred from the last turn start at once.
             return Some(now);

@@ -51,9 +51,6 @@ pub(crate) async fn run(shared: Rc<Shared>, load: &OpenLoad, queue: Queue) {
     let cap = shard_cap.div_ceil(shared.workers).max(1);
     let idle = Rc::new(Cell::new(0usize));
     let need = Rc::new(RefCell::new(PoolNeed::default()));
-    // Since when arrivals queued with every connection busy, held back by
-    // the need (see `PoolNeed`).
-    let mut held_back_since: Option<Instant> = None;
     let mut connections = Vec::new();
     let limit = shared.plan.max_requests.unwrap_or(u64::MAX);
     // Arrivals are numbered over the whole schedule and striped over
@@ -108,16 +105,13 @@ pub(crate) async fn run(shared: Rc<Shared>, load: &OpenLoad, queue: Queue) {
         }
         // Grow the pool only when every connection is busy, and as far as
         // the arrivals need.
-        if tx.len() <= idle.get() {
-            held_back_since = None;
-        } else {
+        if tx.len() > idle.get() {
             let now = Instant::now();
-            let held_back = held_back_since.map_or(Duration::ZERO, |s| now - s);
             let pool = connections.len();
-            if pool < cap && !need.borrow().may_grow(pool, held_back) {
-                held_back_since.get_or_insert(now);
+            if pool < cap && !need.borrow().may_grow(pool, now) {
+                need.borrow_mut().hold_back(now);
             } else if pool < cap {
-                held_back_since = None;
+                need.borrow_mut().opened();
                 let (shared, rx, idle, need) =
                     (shared.clone(), rx.clone(), idle.clone(), need.clone());
                 connections.push(match shared.plan.flow {
