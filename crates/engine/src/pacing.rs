@@ -84,8 +84,12 @@ pub(crate) struct PoolNeed {
 }
 
 impl PoolNeed {
-    /// The next arrival came `gap` after the one before.
+    /// The next arrival came `gap` after the one before (`Duration::MAX`
+    /// for the first, which has none: not counted).
     pub fn arrived(&mut self, gap: Duration) {
+        if gap == Duration::MAX {
+            return;
+        }
         self.gap = Some(ewma(self.gap, gap.as_secs_f64(), 64.0));
     }
 
@@ -183,6 +187,18 @@ mod tests {
         assert!(need.may_grow(10_000, Instant::now()));
         need.arrived(Duration::from_micros(10));
         assert!(need.may_grow(10_000, Instant::now()));
+    }
+
+    /// The first arrival has no gap before it (`Duration::MAX`): it does
+    /// not make the rate look like nothing.
+    #[test]
+    fn the_first_arrival_has_no_gap() {
+        let mut need = PoolNeed::default();
+        need.arrived(Duration::MAX);
+        need.arrived(Duration::from_micros(10));
+        let t0 = Instant::now();
+        need.released(t0, t0 + Duration::from_micros(50));
+        assert!(need.may_grow(40, t0));
     }
 
     /// 100,000 a second held 50 µs each need 5 connections: the pool

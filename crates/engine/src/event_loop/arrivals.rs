@@ -114,9 +114,7 @@ impl<'a> Arrivals<'a> {
             if intended > now + batch_window(gap) && wake > now {
                 return None;
             }
-            if gap != Duration::MAX {
-                self.need.arrived(gap);
-            }
+            self.need.arrived(gap);
             self.last = Some(intended);
             let arrival = Arrival {
                 intended,

@@ -82,9 +82,7 @@ pub(crate) async fn run(shared: Rc<Shared>, load: &OpenLoad, queue: Queue) {
         let gap = last.map_or(Duration::MAX, |last| {
             intended.saturating_duration_since(last)
         });
-        if gap != Duration::MAX {
-            need.borrow_mut().arrived(gap);
-        }
+        need.borrow_mut().arrived(gap);
         last = Some(intended);
         if intended > Instant::now() {
             if !clock.wait_for(&shared, intended, gap).await {

@@ -211,8 +211,7 @@ fn a_paused_generator_catches_up_without_a_connection_per_late_arrival() {
             unsafe { libc::kill(run.pid(), libc::SIGCONT) };
             let status = run.child.wait().unwrap();
             assert!(matches!(status.code(), Some(0 | 1)), "{status}");
-            let res: serde_json::Value =
-                serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+            let res = crate::common::study::read_json(&out);
             assert_eq!(
                 res["requests"]["total"].as_u64(),
                 Some(15_000),
