@@ -11,7 +11,7 @@ fuzz_target!(|data: &[u8]| {
     if text.contains("scenario =") || text.contains("scenario=") {
         return;
     }
-    if let Err(e) = headroom_study::file::from_text(text, Path::new("/nonexistent/fuzz.toml")) {
+    if let Err(e) = headroom_study_file::from_text(text, Path::new("/nonexistent/fuzz.toml")) {
         assert!(!e.problems.is_empty());
         assert!(e.problems.iter().all(|p| !p.message.is_empty()));
     }

@@ -144,18 +144,35 @@ pub enum HttpVersion {
 }
 
 impl HttpVersion {
-    /// `"1.1"`, `"2"` or `"auto"`, as scenario files write them.
-    pub fn parse(text: &str) -> Option<HttpVersion> {
-        match text {
-            "1.1" => Some(Self::Http1),
-            "2" => Some(Self::Http2),
-            "auto" => Some(Self::Auto),
-            "3" => Some(Self::Http3),
-            _ => None,
+    /// Every version, in the order help texts list them. The one list the
+    /// flag's values, the scenario file's parser and its JSON Schema are
+    /// made from.
+    pub const ALL: [HttpVersion; 4] = [Self::Http1, Self::Http2, Self::Http3, Self::Auto];
+
+    /// Their names as written (`--http-version`'s values).
+    pub const NAMES: [&'static str; 4] = {
+        let mut names = [""; 4];
+        let mut i = 0;
+        while i < names.len() {
+            names[i] = Self::ALL[i].as_str();
+            i += 1;
         }
+        names
+    };
+
+    /// A version by its name as scenario files and flags write it.
+    pub fn parse(text: &str) -> Option<HttpVersion> {
+        Self::ALL.into_iter().find(|v| v.as_str() == text)
     }
 
-    pub fn as_str(self) -> &'static str {
+    /// `"1.1", "2", "3" or "auto"`: what an error says was expected.
+    pub fn expected() -> String {
+        let quoted: Vec<String> = Self::NAMES.iter().map(|n| format!("\"{n}\"")).collect();
+        let (last, rest) = quoted.split_last().expect("versions");
+        format!("{} or {last}", rest.join(", "))
+    }
+
+    pub const fn as_str(self) -> &'static str {
         match self {
             Self::Http1 => "1.1",
             Self::Http2 => "2",

@@ -6,7 +6,7 @@ use headroom_engine::plan::{Load, Plan};
 use headroom_engine::Progress;
 use headroom_metrics::{histogram, Stats};
 use headroom_objectives::abort::AbortRule;
-use headroom_objectives::slo::Metric;
+use headroom_objectives::slo::{LatencyFigure, Metric, Observed};
 use headroom_records::results::AbortRecord;
 use std::time::Duration;
 
@@ -66,22 +66,67 @@ impl AbortWatch {
 }
 
 /// A window's figure for `metric`, in its unit; `None` when it has none
-/// (no request completed; `achieved` in a closed run).
+/// (no request completed; `achieved` in a closed run). The formula is
+/// [`Metric::value`], the one thresholds use.
 fn figure(w: &Stats, metric: Metric, seconds: f64, offered_rps: Option<f64>) -> Option<f64> {
-    let q = |q: f64| (!w.latency.is_empty()).then(|| histogram::ms(w.latency.value_at_quantile(q)));
-    match metric {
-        Metric::P50 => q(0.5),
-        Metric::P75 => q(0.75),
-        Metric::P90 => q(0.9),
-        Metric::P95 => q(0.95),
-        Metric::P99 => q(0.99),
-        Metric::P999 => q(0.999),
-        Metric::Max => (!w.latency.is_empty()).then(|| histogram::ms(w.latency.max())),
-        Metric::Mean => (!w.latency.is_empty()).then(|| w.latency.mean() / 1000.0),
-        Metric::Errors => (w.requests > 0).then(|| w.failed as f64 / w.requests as f64 * 100.0),
-        Metric::Throughput => Some(w.ok as f64 / seconds),
-        Metric::Achieved => offered_rps
-            .filter(|o| *o > 0.0)
-            .map(|o| w.ok as f64 / seconds / o * 100.0),
+    let observed = Observed {
+        requests: w.requests,
+        ok: w.ok,
+        failed: w.failed,
+        span_s: seconds,
+        offered: offered_rps.map(|rate| (seconds, rate)),
+    };
+    metric.value(&observed, |figure| {
+        let l = &w.latency;
+        (!l.is_empty()).then(|| match figure {
+            LatencyFigure::Quantile(q) => histogram::ms(l.value_at_quantile(q)),
+            LatencyFigure::Mean => l.mean() / 1000.0,
+            LatencyFigure::Max => histogram::ms(l.max()),
+        })
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use headroom_records::results::{Results, Summary, DEFAULT_BUCKETS_MS};
+
+    /// An abort rule over a window and a threshold over a run of the same
+    /// requests read the same figure, for every metric.
+    #[test]
+    fn abort_and_threshold_agree_on_every_metric() {
+        let mut window = Stats::new();
+        for i in 0..500u64 {
+            let ok = i % 10 != 0;
+            window.requests += 1;
+            window.attempts += 1;
+            let us = 1_000 + i * 997 % 250_000;
+            window.latency.record(us).unwrap();
+            if ok {
+                window.ok += 1;
+                window.latency_ok.record(us).unwrap();
+            } else {
+                window.failed += 1;
+            }
+        }
+        let (seconds, offered) = (5.0, 120.0);
+        let mut run: Results =
+            serde_json::from_str(include_str!("../../records/tests/data/results-min.json"))
+                .unwrap();
+        run.summary = Summary::new(
+            &window,
+            Duration::from_secs_f64(seconds),
+            &DEFAULT_BUCKETS_MS,
+            &[],
+        );
+        run.duration_s = seconds;
+        run.config.planned_duration_s = Some(seconds);
+        run.target_rate_rps = Some(offered);
+        for metric in Metric::ALL {
+            let aborts = figure(&window, metric, seconds, Some(offered));
+            let thresholds = headroom_records::check::figure(&run, metric, None);
+            assert_eq!(aborts, thresholds, "{}", metric.name());
+            assert!(aborts.is_some(), "{} has a figure", metric.name());
+        }
     }
 }

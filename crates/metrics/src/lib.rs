@@ -413,16 +413,28 @@ impl SocketStats {
 
 impl AddAssign<&SocketStats> for SocketStats {
     fn add_assign(&mut self, o: &SocketStats) {
-        self.opened_ws += o.opened_ws;
-        self.opened_sse += o.opened_sse;
-        self.sse_reconnects += o.sse_reconnects;
-        self.messages_sent += o.messages_sent;
-        self.bytes_sent += o.bytes_sent;
-        self.messages_received += o.messages_received;
-        self.bytes_received += o.bytes_received;
-        self.unmatched += o.unmatched;
-        self.pings_received += o.pings_received;
-        for (k, n) in &o.closes {
+        let SocketStats {
+            opened_ws,
+            opened_sse,
+            sse_reconnects,
+            messages_sent,
+            bytes_sent,
+            messages_received,
+            bytes_received,
+            unmatched,
+            pings_received,
+            closes,
+        } = o;
+        self.opened_ws += opened_ws;
+        self.opened_sse += opened_sse;
+        self.sse_reconnects += sse_reconnects;
+        self.messages_sent += messages_sent;
+        self.bytes_sent += bytes_sent;
+        self.messages_received += messages_received;
+        self.bytes_received += bytes_received;
+        self.unmatched += unmatched;
+        self.pings_received += pings_received;
+        for (k, n) in closes {
             *self.closes.entry(k.clone()).or_default() += n;
         }
     }
@@ -500,27 +512,42 @@ pub fn h3_code_index(code: u64) -> usize {
 
 impl AddAssign<&QuicStats> for QuicStats {
     fn add_assign(&mut self, o: &QuicStats) {
-        self.handshakes += o.handshakes;
-        self.handshakes_0rtt += o.handshakes_0rtt;
-        self.zero_rtt_accepted += o.zero_rtt_accepted;
-        self.zero_rtt_rejected += o.zero_rtt_rejected;
-        self.handshake_us_sum += o.handshake_us_sum;
-        self.handshake_us_max = self.handshake_us_max.max(o.handshake_us_max);
-        self.packets_sent += o.packets_sent;
-        self.packets_lost += o.packets_lost;
-        self.bytes_lost += o.bytes_lost;
-        self.congestion_events += o.congestion_events;
-        self.datagrams_sent += o.datagrams_sent;
-        self.datagrams_received += o.datagrams_received;
-        for (a, b) in self.stream_resets.iter_mut().zip(&o.stream_resets) {
-            *a += b;
-        }
-        for (a, b) in self.closed_by_server.iter_mut().zip(&o.closed_by_server) {
-            *a += b;
-        }
-        self.closed_transport_error += o.closed_transport_error;
-        self.closed_idle_timeout += o.closed_idle_timeout;
-        match (&mut self.ttfb, &o.ttfb) {
+        let QuicStats {
+            handshakes,
+            handshakes_0rtt,
+            zero_rtt_accepted,
+            zero_rtt_rejected,
+            handshake_us_sum,
+            handshake_us_max,
+            packets_sent,
+            packets_lost,
+            bytes_lost,
+            congestion_events,
+            datagrams_sent,
+            datagrams_received,
+            stream_resets,
+            closed_by_server,
+            closed_transport_error,
+            closed_idle_timeout,
+            ttfb,
+        } = o;
+        self.handshakes += handshakes;
+        self.handshakes_0rtt += handshakes_0rtt;
+        self.zero_rtt_accepted += zero_rtt_accepted;
+        self.zero_rtt_rejected += zero_rtt_rejected;
+        self.handshake_us_sum += handshake_us_sum;
+        self.handshake_us_max = self.handshake_us_max.max(*handshake_us_max);
+        self.packets_sent += packets_sent;
+        self.packets_lost += packets_lost;
+        self.bytes_lost += bytes_lost;
+        self.congestion_events += congestion_events;
+        self.datagrams_sent += datagrams_sent;
+        self.datagrams_received += datagrams_received;
+        add_counts(&mut self.stream_resets, stream_resets);
+        add_counts(&mut self.closed_by_server, closed_by_server);
+        self.closed_transport_error += closed_transport_error;
+        self.closed_idle_timeout += closed_idle_timeout;
+        match (&mut self.ttfb, ttfb) {
             (Some(into), Some(other)) => histogram::add(into, other),
             (into @ None, Some(other)) => *into = Some(other.clone()),
             _ => {}
@@ -649,40 +676,53 @@ impl Stats {
 }
 
 impl AddAssign<&Stats> for Stats {
+    /// Every field named: a counted figure added to `Stats` does not
+    /// compile until it says how workers' (and shards') counts add up.
     fn add_assign(&mut self, other: &Stats) {
-        self.requests += other.requests;
-        self.attempts += other.attempts;
-        self.ok += other.ok;
-        self.failed += other.failed;
-        self.bytes += other.bytes;
-        histogram::add(&mut self.latency, &other.latency);
-        histogram::add(&mut self.latency_ok, &other.latency_ok);
-        histogram::add(&mut self.service_time, &other.service_time);
-        histogram::add(&mut self.send_lag, &other.send_lag);
-        for (a, b) in self.status.iter_mut().zip(&other.status) {
-            *a += b;
+        let Stats {
+            requests,
+            attempts,
+            ok,
+            failed,
+            bytes,
+            latency,
+            latency_ok,
+            service_time,
+            send_lag,
+            status,
+            errors,
+            checks,
+            connection_events,
+            limits_reached,
+            quic,
+            sockets,
+        } = other;
+        self.requests += requests;
+        self.attempts += attempts;
+        self.ok += ok;
+        self.failed += failed;
+        self.bytes += bytes;
+        histogram::add(&mut self.latency, latency);
+        histogram::add(&mut self.latency_ok, latency_ok);
+        histogram::add(&mut self.service_time, service_time);
+        histogram::add(&mut self.send_lag, send_lag);
+        add_counts(&mut self.status, status);
+        add_counts(&mut self.errors, errors);
+        if self.checks.len() < checks.len() {
+            self.checks.resize(checks.len(), 0);
         }
-        for (a, b) in self.errors.iter_mut().zip(&other.errors) {
-            *a += b;
-        }
-        if self.checks.len() < other.checks.len() {
-            self.checks.resize(other.checks.len(), 0);
-        }
-        for (a, b) in self.checks.iter_mut().zip(&other.checks) {
-            *a += b;
-        }
-        for (a, b) in self
-            .connection_events
-            .iter_mut()
-            .zip(&other.connection_events)
-        {
-            *a += b;
-        }
-        for (a, b) in self.limits_reached.iter_mut().zip(&other.limits_reached) {
-            *a += b;
-        }
-        self.quic += &other.quic;
-        self.sockets += &other.sockets;
+        add_counts(&mut self.checks, checks);
+        add_counts(&mut self.connection_events, connection_events);
+        add_counts(&mut self.limits_reached, limits_reached);
+        self.quic += quic;
+        self.sockets += sockets;
+    }
+}
+
+/// Counts indexed alike (by status, class, event, …) added one by one.
+fn add_counts(into: &mut [u64], from: &[u64]) {
+    for (a, b) in into.iter_mut().zip(from) {
+        *a += b;
     }
 }
 

@@ -8,7 +8,10 @@
 //! | `p50` `p75` `p90` `p95` `p99` `p999` `mean` `max` | ms, s, us | `latency_ms` (all requests, from the intended send time) |
 //! | `errors` | % | `requests.error_rate` |
 //! | `achieved` | % | OK responses per second of the planned load ÷ the offered rate (open model) |
-//! | `throughput` (`rps`) | req/s | `throughput_rps` |
+//! | `throughput` (`rps`) | req/s | `throughput_rps`: every completed request, OK or failed, per second |
+//!
+//! Each figure has one formula ([`Metric::value`]), which thresholds on a
+//! record and abort rules on a window both use.
 //!
 //! A bound may name one request of the scenario, as k6 thresholds name a
 //! tag: `p95{login}<500ms` holds that request's figures (its row of
@@ -34,6 +37,21 @@ pub enum Metric {
 }
 
 impl Metric {
+    /// Every metric, in the order the guide lists them.
+    pub const ALL: [Metric; 11] = [
+        Metric::P50,
+        Metric::P75,
+        Metric::P90,
+        Metric::P95,
+        Metric::P99,
+        Metric::P999,
+        Metric::Mean,
+        Metric::Max,
+        Metric::Errors,
+        Metric::Achieved,
+        Metric::Throughput,
+    ];
+
     fn parse(s: &str) -> Option<Metric> {
         Some(match s {
             "p50" | "median" => Metric::P50,
@@ -77,6 +95,74 @@ impl Metric {
             Metric::Errors | Metric::Achieved => "%",
             Metric::Throughput => "req/s",
             _ => "ms",
+        }
+    }
+}
+
+/// What a latency metric reads from a latency distribution.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum LatencyFigure {
+    /// The value at this quantile (0.9 for `p90`).
+    Quantile(f64),
+    Mean,
+    Max,
+}
+
+/// The counts a run, one request's rows or an abort rule's window
+/// observed: what every metric but latency is computed from.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Observed {
+    pub requests: u64,
+    pub ok: u64,
+    pub failed: u64,
+    /// The span the requests completed in: the run's `duration_s`, or the
+    /// window's seconds.
+    pub span_s: f64,
+    /// The span the offered load was spread over (the schedule's length in
+    /// a record, the window in an abort rule), and the rate offered over
+    /// it; `None` without an open-model offer.
+    pub offered: Option<(f64, f64)>,
+}
+
+impl Metric {
+    /// The latency figure this metric reads, if it is a latency metric.
+    pub fn latency_figure(self) -> Option<LatencyFigure> {
+        Some(match self {
+            Metric::P50 => LatencyFigure::Quantile(0.5),
+            Metric::P75 => LatencyFigure::Quantile(0.75),
+            Metric::P90 => LatencyFigure::Quantile(0.9),
+            Metric::P95 => LatencyFigure::Quantile(0.95),
+            Metric::P99 => LatencyFigure::Quantile(0.99),
+            Metric::P999 => LatencyFigure::Quantile(0.999),
+            Metric::Mean => LatencyFigure::Mean,
+            Metric::Max => LatencyFigure::Max,
+            Metric::Errors | Metric::Achieved | Metric::Throughput => return None,
+        })
+    }
+
+    /// This metric's figure, in its unit: the one formula that thresholds
+    /// on a record (`headroom-records`) and abort rules on a window
+    /// (`headroom-measure`) both use, so the two never disagree. `latency`
+    /// reads a latency figure from whatever distribution the caller holds
+    /// (`None` when nothing completed). `None` when the metric has no
+    /// figure here (no request, or `achieved` without an offer).
+    pub fn value(
+        self,
+        o: &Observed,
+        latency: impl FnOnce(LatencyFigure) -> Option<f64>,
+    ) -> Option<f64> {
+        let per_s = |n: u64, span_s: f64| (span_s > 0.0).then(|| n as f64 / span_s);
+        match self {
+            Metric::Errors => (o.requests > 0).then(|| o.failed as f64 / o.requests as f64 * 100.0),
+            // All completed requests per second, as `throughput_rps` (and
+            // JMeter's throughput): failures fast are caught by `errors`.
+            Metric::Throughput => per_s(o.requests, o.span_s),
+            // OK responses per second of the offer's span ÷ the rate offered.
+            Metric::Achieved => {
+                let (span_s, rate) = o.offered.filter(|(s, r)| *s > 0.0 && *r > 0.0)?;
+                Some(per_s(o.ok, span_s)? / rate * 100.0)
+            }
+            _ => latency(self.latency_figure()?),
         }
     }
 }

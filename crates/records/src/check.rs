@@ -3,7 +3,7 @@
 //! both the objective language (`headroom-objectives`) and the record.
 
 use crate::results::{Results, Summary};
-use headroom_objectives::slo::{BoundCheck, Metric, Slo};
+use headroom_objectives::slo::{BoundCheck, LatencyFigure, Metric, Observed, Slo};
 
 /// Checks every bound of `slo` against `r`. `offered_rps` is the rate `achieved`
 /// is measured against (the open model's target when `None`).
@@ -16,7 +16,7 @@ pub fn against(slo: &Slo, r: &Results, offered_rps: Option<f64>) -> Vec<BoundChe
                 Some(name) => r
                     .per_request
                     .get(name)
-                    .and_then(|s| summary_figure(s, b.metric)),
+                    .and_then(|s| summary_figure(s, r.duration_s, b.metric, None)),
             };
             BoundCheck {
                 bound: b.to_string(),
@@ -31,14 +31,19 @@ pub fn against(slo: &Slo, r: &Results, offered_rps: Option<f64>) -> Vec<BoundChe
         .collect()
 }
 
-/// OK responses per second of the planned load (the schedule's length, or
-/// the run's when it has none): what the server delivered of the offer.
-pub fn ok_rate(r: &Results) -> f64 {
-    let secs = r
-        .config
+/// The planned load's length (the schedule's, or the run's when it has
+/// none): what `achieved` spreads the offer over.
+fn planned_s(r: &Results) -> f64 {
+    r.config
         .planned_duration_s
         .filter(|s| *s > 0.0)
-        .unwrap_or(r.duration_s);
+        .unwrap_or(r.duration_s)
+}
+
+/// OK responses per second of the planned load: what the server delivered
+/// of the offer.
+pub fn ok_rate(r: &Results) -> f64 {
+    let secs = planned_s(r);
     if secs > 0.0 {
         r.summary.requests.ok as f64 / secs
     } else {
@@ -48,31 +53,35 @@ pub fn ok_rate(r: &Results) -> f64 {
 
 /// The run's figure for `metric`, in the metric's unit.
 pub fn figure(r: &Results, metric: Metric, offered_rps: Option<f64>) -> Option<f64> {
-    match metric {
-        Metric::Achieved => {
-            let offered = offered_rps.or(r.target_rate_rps).filter(|o| *o > 0.0)?;
-            Some(ok_rate(r) / offered * 100.0)
-        }
-        _ => summary_figure(&r.summary, metric),
-    }
+    let offered = offered_rps
+        .or(r.target_rate_rps)
+        .map(|rate| (planned_s(r), rate));
+    summary_figure(&r.summary, r.duration_s, metric, offered)
 }
 
-/// A figure of one summary (the run's or one request's); `achieved` has
-/// none.
-fn summary_figure(s: &Summary, metric: Metric) -> Option<f64> {
+/// A figure of one summary (the run's or one request's) over the run's
+/// `duration_s`, by the one formula abort rules use too
+/// ([`Metric::value`]); `achieved` only with an offer.
+fn summary_figure(
+    s: &Summary,
+    duration_s: f64,
+    metric: Metric,
+    offered: Option<(f64, f64)>,
+) -> Option<f64> {
+    let observed = Observed {
+        requests: s.requests.total,
+        ok: s.requests.ok,
+        failed: s.requests.failed,
+        span_s: duration_s,
+        offered,
+    };
     let l = &s.latency_ms;
-    Some(match metric {
-        Metric::P50 => l.p50,
-        Metric::P75 => l.p75,
-        Metric::P90 => l.p90,
-        Metric::P95 => l.p95,
-        Metric::P99 => l.p99,
-        Metric::P999 => l.p999,
-        Metric::Mean => l.mean,
-        Metric::Max => l.max,
-        Metric::Errors => s.requests.error_rate * 100.0,
-        Metric::Throughput => s.throughput_rps,
-        Metric::Achieved => return None,
+    metric.value(&observed, |figure| {
+        Some(match figure {
+            LatencyFigure::Quantile(q) => l.at_quantile(q)?,
+            LatencyFigure::Mean => l.mean,
+            LatencyFigure::Max => l.max,
+        })
     })
 }
 
@@ -85,8 +94,10 @@ mod tests {
             .expect("fixture parses");
         r.summary.latency_ms.p90 = 450.0;
         r.summary.latency_ms.p99 = 900.0;
-        r.summary.requests.error_rate = 0.02;
-        r.summary.throughput_rps = 120.0;
+        // 1,040 requests, 40 failed, over the 10.4 s the run lasted: an
+        // error rate of 3.85 % and 100 requests a second.
+        r.summary.requests.total = 1_040;
+        r.summary.requests.failed = 40;
         r.summary.requests.ok = 1_000;
         r.config.planned_duration_s = Some(10.0);
         r.duration_s = 10.4;
@@ -103,18 +114,25 @@ mod tests {
         let slo =
             Slo::parse("p90<500ms, p99<800ms, errors<5%, rps>=100, p95{login}<300ms").unwrap();
         let checks = against(&slo, &r, None);
-        let verdicts: Vec<(&str, Option<f64>, bool)> = checks
+        let verdicts: Vec<(&str, Option<String>, bool)> = checks
             .iter()
-            .map(|c| (c.bound.as_str(), c.actual, c.passed))
+            .map(|c| {
+                (
+                    c.bound.as_str(),
+                    c.actual.map(|a| format!("{a:.2}")),
+                    c.passed,
+                )
+            })
             .collect();
+        let figure = |s: &str| Some(s.to_string());
         assert_eq!(
             verdicts,
             [
-                ("p90<500ms", Some(450.0), true),
-                ("p99<800ms", Some(900.0), false),
-                ("errors<5%", Some(2.0), true),
-                ("throughput>=100 req/s", Some(120.0), true),
-                ("p95{login}<300ms", Some(350.0), false),
+                ("p90<500ms", figure("450.00"), true),
+                ("p99<800ms", figure("900.00"), false),
+                ("errors<5%", figure("3.85"), true),
+                ("throughput>=100 req/s", figure("100.00"), true),
+                ("p95{login}<300ms", figure("350.00"), false),
             ]
         );
         assert_eq!(checks[1].unit, "ms");

@@ -4,14 +4,19 @@
 //! histograms merged (never an average of percentiles); timelines are laid
 //! on one axis by absolute second. What cannot be summed is said: each
 //! shard's server samples are kept apart (`shard_servers`), and a second's
-//! send-lag p99 is the highest of the shards'.
+//! send-lag p99, and each request's percentiles in a second, are the
+//! highest of the shards'.
+//!
+//! Every field of the record, the timeline and the counts is named in the
+//! merge (no `..` copying the first shard's), so a field added to them
+//! does not compile until it is merged.
 
 use crate::results::{
-    Histograms, LatencySummary, RequestHistograms, Requests, Results, ShardInfo, ShardInput,
-    Summary,
+    Connections, Histograms, LatencySummary, LimitsReached, Meta, RequestHistograms, Requests,
+    Results, ShardInfo, ShardInput, Sockets, Summary,
 };
 use hdrhistogram::Histogram;
-use headroom_metrics::aggregate::TimelinePoint;
+use headroom_metrics::aggregate::{RequestPoint, TimelinePoint};
 use headroom_metrics::histogram;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -79,102 +84,15 @@ pub fn merge(
         .iter()
         .map(Decoded::new)
         .collect::<Result<Vec<_>, _>>()?;
-
-    // One time axis: the earliest start; each shard's seconds shifted by
-    // how much later it started (whole seconds: shards with a shared
-    // `--start-at` start together).
-    let starts: Vec<u64> = parts.iter().map(|r| start_ms(r)).collect();
-    let first_start = *starts.iter().min().expect("at least one shard");
-    let last_end = parts
-        .iter()
-        .zip(&starts)
-        .map(|(r, s)| s + (r.duration_s * 1000.0).round() as u64)
-        .max()
-        .unwrap_or(first_start);
-    let duration_s = (last_end - first_start) as f64 / 1000.0;
-
+    let axis = Axis::of(&parts);
+    let totals = Totals::of(&decoded);
+    let (per_request, per_request_histograms) =
+        merge_per_request(&parts, &decoded, axis.duration_s);
+    let (timeline, per_second) = merge_timelines(&parts, &decoded, &axis.offsets);
     let base = parts[0];
-    let mut merged = base.clone();
-    let latency = sum_histograms(decoded.iter().map(|d| &d.latency));
-    let latency_ok = sum_histograms(decoded.iter().map(|d| &d.latency_ok));
-    let service_time = sum_histograms(decoded.iter().map(|d| &d.service_time));
-    let send_lag = sum_histograms(decoded.iter().map(|d| &d.send_lag));
-    merged.summary = merge_summary(
-        parts.iter().map(|r| &r.summary),
-        &latency,
-        &latency_ok,
-        duration_s,
-    );
-    merged.duration_s = duration_s;
-    merged.service_time_ms = LatencySummary::from_histogram(&service_time);
-    merged.send_lag_ms = base
-        .send_lag_ms
-        .map(|_| LatencySummary::from_histogram(&send_lag));
-    merged.target_rate_rps = sum_options(parts.iter().map(|r| r.target_rate_rps));
-    merged.achieved_rate_rps = sum_options(parts.iter().map(|r| r.achieved_rate_rps));
-    merged.waited_for_connection = sum_options(parts.iter().map(|r| r.waited_for_connection));
-
-    let mut per_request_histograms = BTreeMap::new();
-    merged.per_request = BTreeMap::new();
-    for name in base.per_request.keys() {
-        let summaries = parts.iter().filter_map(|r| r.per_request.get(name));
-        let hists: Vec<&RequestDecoded> = decoded
-            .iter()
-            .filter_map(|d| d.per_request.get(name))
-            .collect();
-        let lat = sum_histograms(hists.iter().map(|h| &h.latency));
-        let lat_ok = sum_histograms(hists.iter().map(|h| &h.latency_ok));
-        merged.per_request.insert(
-            name.clone(),
-            merge_summary(summaries, &lat, &lat_ok, duration_s),
-        );
-        per_request_histograms.insert(
-            name.clone(),
-            RequestHistograms {
-                latency: histogram::to_base64(&lat),
-                latency_ok: histogram::to_base64(&lat_ok),
-            },
-        );
-    }
-
-    let offsets: Vec<u32> = starts
-        .iter()
-        .map(|s| ((s - first_start) as f64 / 1000.0).round() as u32)
-        .collect();
-    let (timeline, per_second) = merge_timelines(&parts, &decoded, &offsets);
-    merged.timeline = timeline;
-
-    merged.connections_opened = parts.iter().map(|r| r.connections_opened).sum();
-    merged.connections = Default::default();
-    merged.limits_reached = Default::default();
-    for r in &parts {
-        let (c, l) = (&mut merged.connections, &mut merged.limits_reached);
-        c.opened += r.connections.opened;
-        c.reconnects_idle_closed += r.connections.reconnects_idle_closed;
-        c.retried_stale += r.connections.retried_stale;
-        c.closed_unrequested_bytes += r.connections.closed_unrequested_bytes;
-        c.h2_refused += r.connections.h2_refused;
-        c.h2_goaway_unprocessed += r.connections.h2_goaway_unprocessed;
-        c.h3_refused += r.connections.h3_refused;
-        c.h3_goaway_unprocessed += r.connections.h3_goaway_unprocessed;
-        c.quic_0rtt_rejected += r.connections.quic_0rtt_rejected;
-        c.quic = crate::results::QuicSummary::merge(c.quic.as_ref(), r.connections.quic.as_ref());
-        for (protocol, n) in &r.connections.by_protocol {
-            *c.by_protocol.entry(protocol.clone()).or_default() += n;
-        }
-        l.body_capture += r.limits_reached.body_capture;
-        l.cookie_jar += r.limits_reached.cookie_jar;
-    }
-    merged.sockets = crate::results::Sockets::merge(
-        &parts.iter().map(|r| r.sockets.as_ref()).collect::<Vec<_>>(),
-        &merged.timeline,
-        merged.duration_s,
-    );
-    merged.interrupted = parts.iter().any(|r| r.interrupted);
-    merged.stop_reason = joined_per_shard(&parts, |r| r.stop_reason.iter().cloned().collect());
-    merged.warnings = per_shard_union(&parts, |r| r.warnings.clone());
+    let mut warnings = per_shard_union(&parts, |r| r.warnings.clone());
     if !missing.is_empty() {
-        merged.warnings.insert(
+        warnings.insert(
             0,
             format!(
                 "partial merge: shard {} missing — the figures cover {} of {count} shards",
@@ -183,46 +101,194 @@ pub fn merge(
             ),
         );
     }
-    merged.generator_bound = parts.iter().any(|r| r.generator_bound);
-    merged.generator_bound_reasons = per_shard_union(&parts, |r| r.generator_bound_reasons.clone());
-    merged.thresholds = Vec::new();
-    merged.server = None;
-    merged.shard = None;
-    merged.start_at = None;
-    merged.shard_servers = files
-        .iter()
-        .zip(&shards)
-        .filter_map(|(f, s)| f.results.server.clone().map(|srv| (s.label(), srv)))
-        .collect();
-    merged.meta.command = command;
-    merged.meta.started_at = humantime::format_rfc3339_millis(
-        std::time::UNIX_EPOCH + std::time::Duration::from_millis(first_start),
-    )
-    .to_string();
-    merged.meta.started_at_unix_ms = Some(first_start);
-    merged.meta.generator_threads = parts.iter().map(|r| r.meta.generator_threads).sum();
-    merged.meta.shards = files
-        .iter()
-        .zip(&shards)
-        .map(|(f, s)| ShardInput {
-            file: f.file.clone(),
-            shard: s.label(),
-            host: f.results.meta.machine.hostname.clone(),
-            started_at: f.results.meta.started_at.clone(),
-            requests: f.results.summary.requests.total,
-            late_ms: f.results.start_at.as_ref().map_or(0.0, |s| s.late_ms),
-        })
-        .collect();
-    merged.histograms = Histograms {
-        unit: "us".into(),
-        latency: histogram::to_base64(&latency),
-        latency_ok: histogram::to_base64(&latency_ok),
-        service_time: histogram::to_base64(&service_time),
-        send_lag: histogram::to_base64(&send_lag),
-        per_request: per_request_histograms,
-        per_second: per_second.iter().map(histogram::to_base64).collect(),
-    };
-    Ok(merged)
+    let mut connections = Connections::default();
+    let mut limits_reached = LimitsReached::default();
+    for r in &parts {
+        connections += &r.connections;
+        limits_reached += r.limits_reached;
+    }
+    // Every field of the record is named here (no `..base`): a field added
+    // to `Results` does not compile until the merge says how shards add up
+    // in it.
+    Ok(Results {
+        meta: merge_meta(&files, &shards, command, axis.first_start_ms),
+        config: base.config.clone(),
+        summary: merge_summary(
+            parts.iter().map(|r| &r.summary),
+            &totals.latency,
+            &totals.latency_ok,
+            axis.duration_s,
+        ),
+        duration_s: axis.duration_s,
+        service_time_ms: LatencySummary::from_histogram(&totals.service_time),
+        target_rate_rps: sum_options(parts.iter().map(|r| r.target_rate_rps)),
+        achieved_rate_rps: sum_options(parts.iter().map(|r| r.achieved_rate_rps)),
+        send_lag_ms: base
+            .send_lag_ms
+            .map(|_| LatencySummary::from_histogram(&totals.send_lag)),
+        waited_for_connection: sum_options(parts.iter().map(|r| r.waited_for_connection)),
+        per_request,
+        sockets: Sockets::merge(
+            &parts.iter().map(|r| r.sockets.as_ref()).collect::<Vec<_>>(),
+            &timeline,
+            axis.duration_s,
+        ),
+        timeline,
+        connections_opened: parts.iter().map(|r| r.connections_opened).sum(),
+        connections,
+        limits_reached,
+        interrupted: parts.iter().any(|r| r.interrupted),
+        stop_reason: joined_per_shard(&parts, |r| r.stop_reason.iter().cloned().collect()),
+        warnings,
+        generator_bound: parts.iter().any(|r| r.generator_bound),
+        generator_bound_reasons: per_shard_union(&parts, |r| r.generator_bound_reasons.clone()),
+        // Judged again on the merged record by whoever merges (`headroom
+        // merge --threshold`): a shard's verdict is not the plan's.
+        thresholds: Vec::new(),
+        // What cannot be summed is kept apart, per shard.
+        server: None,
+        shard_servers: files
+            .iter()
+            .zip(&shards)
+            .filter_map(|(f, s)| f.results.server.clone().map(|srv| (s.label(), srv)))
+            .collect(),
+        shard: None,
+        start_at: None,
+        // Only shard 1 acts on events (docs/src/events.md): its record of
+        // them, whose windows are its own users' view.
+        events: base.events.clone(),
+        abort: parts.iter().find_map(|r| r.abort.clone()),
+        histograms: Histograms {
+            unit: "us".into(),
+            latency: histogram::to_base64(&totals.latency),
+            latency_ok: histogram::to_base64(&totals.latency_ok),
+            service_time: histogram::to_base64(&totals.service_time),
+            send_lag: histogram::to_base64(&totals.send_lag),
+            per_request: per_request_histograms,
+            per_second: per_second.iter().map(histogram::to_base64).collect(),
+        },
+    })
+}
+
+/// The shards on one time axis: the earliest start; each shard's seconds
+/// shifted by how much later it started (whole seconds: shards with a
+/// shared `--start-at` start together).
+struct Axis {
+    first_start_ms: u64,
+    duration_s: f64,
+    /// Shard i's second t is merged second t + offsets[i].
+    offsets: Vec<u32>,
+}
+
+impl Axis {
+    fn of(parts: &[&Results]) -> Axis {
+        let starts: Vec<u64> = parts.iter().map(|r| start_ms(r)).collect();
+        let first_start_ms = *starts.iter().min().expect("at least one shard");
+        let last_end = parts
+            .iter()
+            .zip(&starts)
+            .map(|(r, s)| s + (r.duration_s * 1000.0).round() as u64)
+            .max()
+            .unwrap_or(first_start_ms);
+        Axis {
+            first_start_ms,
+            duration_s: (last_end - first_start_ms) as f64 / 1000.0,
+            offsets: starts
+                .iter()
+                .map(|s| ((s - first_start_ms) as f64 / 1000.0).round() as u32)
+                .collect(),
+        }
+    }
+}
+
+/// The whole run's histograms, the shards' added.
+struct Totals {
+    latency: Histogram<u64>,
+    latency_ok: Histogram<u64>,
+    service_time: Histogram<u64>,
+    send_lag: Histogram<u64>,
+}
+
+impl Totals {
+    fn of(decoded: &[Decoded]) -> Totals {
+        Totals {
+            latency: sum_histograms(decoded.iter().map(|d| &d.latency)),
+            latency_ok: sum_histograms(decoded.iter().map(|d| &d.latency_ok)),
+            service_time: sum_histograms(decoded.iter().map(|d| &d.service_time)),
+            send_lag: sum_histograms(decoded.iter().map(|d| &d.send_lag)),
+        }
+    }
+}
+
+/// Each request's summary and histograms, the shards' added.
+fn merge_per_request(
+    parts: &[&Results],
+    decoded: &[Decoded],
+    duration_s: f64,
+) -> (
+    BTreeMap<String, Summary>,
+    BTreeMap<String, RequestHistograms>,
+) {
+    let mut summaries = BTreeMap::new();
+    let mut histograms = BTreeMap::new();
+    for name in parts[0].per_request.keys() {
+        let of_shards = parts.iter().filter_map(|r| r.per_request.get(name));
+        let hists: Vec<&RequestDecoded> = decoded
+            .iter()
+            .filter_map(|d| d.per_request.get(name))
+            .collect();
+        let lat = sum_histograms(hists.iter().map(|h| &h.latency));
+        let lat_ok = sum_histograms(hists.iter().map(|h| &h.latency_ok));
+        summaries.insert(
+            name.clone(),
+            merge_summary(of_shards, &lat, &lat_ok, duration_s),
+        );
+        histograms.insert(
+            name.clone(),
+            RequestHistograms {
+                latency: histogram::to_base64(&lat),
+                latency_ok: histogram::to_base64(&lat_ok),
+            },
+        );
+    }
+    (summaries, histograms)
+}
+
+/// The merged file's `meta`: the first shard's version and machine, the
+/// threads of all, the earliest start, the inputs listed.
+fn merge_meta(
+    files: &[ShardFile],
+    shards: &[ShardInfo],
+    command: Vec<String>,
+    first_start_ms: u64,
+) -> Meta {
+    let base = &files[0].results.meta;
+    Meta {
+        headroom_version: base.headroom_version.clone(),
+        command,
+        started_at: humantime::format_rfc3339_millis(
+            std::time::UNIX_EPOCH + std::time::Duration::from_millis(first_start_ms),
+        )
+        .to_string(),
+        machine: base.machine.clone(),
+        generator_threads: files.iter().map(|f| f.results.meta.generator_threads).sum(),
+        generator_engine: base.generator_engine.clone(),
+        fd_limit: base.fd_limit,
+        started_at_unix_ms: Some(first_start_ms),
+        shards: files
+            .iter()
+            .zip(shards)
+            .map(|(f, s)| ShardInput {
+                file: f.file.clone(),
+                shard: s.label(),
+                host: f.results.meta.machine.hostname.clone(),
+                started_at: f.results.meta.started_at.clone(),
+                requests: f.results.summary.requests.total,
+                late_ms: f.results.start_at.as_ref().map_or(0.0, |s| s.late_ms),
+            })
+            .collect(),
+        http_version: base.http_version.clone(),
+    }
 }
 
 /// Every input is a shard of one plan, split the same way, each shard
@@ -456,31 +522,7 @@ fn merge_timelines(
     for ((r, d), &offset) in parts.iter().zip(decoded).zip(offsets) {
         for (i, (p, h)) in r.timeline.iter().zip(&d.per_second).enumerate() {
             let at = i + offset as usize;
-            let m = &mut points[at];
-            m.requests += p.requests;
-            m.ok += p.ok;
-            m.failed += p.failed;
-            m.bytes += p.bytes;
-            m.active_users += p.active_users;
-            m.in_flight += p.in_flight;
-            let add = |into: &mut Option<u64>, from: Option<u64>| {
-                if let Some(n) = from {
-                    *into = Some(into.unwrap_or(0) + n);
-                }
-            };
-            add(&mut m.messages_sent, p.messages_sent);
-            add(&mut m.messages_received, p.messages_received);
-            if let Some(n) = p.sockets_open {
-                m.sockets_open = Some(m.sockets_open.unwrap_or(0) + n);
-            }
-            if let Some(o) = p.offered {
-                m.offered = Some(m.offered.unwrap_or(0) + o);
-            }
-            add_maps(&mut m.errors, &p.errors);
-            m.send_lag_p99_ms = match (m.send_lag_p99_ms, p.send_lag_p99_ms) {
-                (Some(a), Some(b)) => Some(a.max(b)),
-                (a, b) => a.or(b),
-            };
+            add_second(&mut points[at], p);
             histogram::add(&mut seconds[at], h);
         }
     }
@@ -496,6 +538,85 @@ fn merge_timelines(
         }
     }
     (points, seconds)
+}
+
+/// One shard's second added into the merged second. Every field named: a
+/// field added to the timeline does not compile until it says how shards
+/// add up in it. Latency percentiles are set afterwards from the merged
+/// second's histogram.
+fn add_second(m: &mut TimelinePoint, p: &TimelinePoint) {
+    let TimelinePoint {
+        t_s: _,
+        requests,
+        ok,
+        failed,
+        bytes,
+        p50_ms: _,
+        p90_ms: _,
+        p95_ms: _,
+        p99_ms: _,
+        max_ms: _,
+        mean_ms: _,
+        send_lag_p99_ms,
+        offered,
+        active_users,
+        in_flight,
+        sockets_open,
+        messages_sent,
+        messages_received,
+        errors,
+        per_request,
+    } = p;
+    m.requests += requests;
+    m.ok += ok;
+    m.failed += failed;
+    m.bytes += bytes;
+    m.active_users += active_users;
+    m.in_flight += in_flight;
+    add_option(&mut m.offered, *offered);
+    add_option(&mut m.sockets_open, *sockets_open);
+    add_option(&mut m.messages_sent, *messages_sent);
+    add_option(&mut m.messages_received, *messages_received);
+    add_maps(&mut m.errors, errors);
+    m.send_lag_p99_ms = highest(m.send_lag_p99_ms, *send_lag_p99_ms);
+    // Each request's second: counts added; its percentiles (no histogram
+    // per request and second is kept) the highest of the shards'.
+    if m.per_request.len() < per_request.len() {
+        m.per_request
+            .resize(per_request.len(), RequestPoint::default());
+    }
+    for (into, from) in m.per_request.iter_mut().zip(per_request) {
+        let RequestPoint {
+            requests,
+            ok,
+            failed,
+            p50_ms,
+            p95_ms,
+            p99_ms,
+        } = from;
+        into.requests += requests;
+        into.ok += ok;
+        into.failed += failed;
+        into.p50_ms = highest(into.p50_ms, *p50_ms);
+        into.p95_ms = highest(into.p95_ms, *p95_ms);
+        into.p99_ms = highest(into.p99_ms, *p99_ms);
+    }
+}
+
+fn add_option<T: std::ops::Add<Output = T> + Default + Copy>(
+    into: &mut Option<T>,
+    from: Option<T>,
+) {
+    if let Some(n) = from {
+        *into = Some(into.unwrap_or_default() + n);
+    }
+}
+
+fn highest(a: Option<f64>, b: Option<f64>) -> Option<f64> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.max(b)),
+        (a, b) => a.or(b),
+    }
 }
 
 /// Lines every shard said kept once; lines only some said prefixed with

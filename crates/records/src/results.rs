@@ -187,6 +187,39 @@ pub struct Connections {
     pub quic: Option<QuicSummary>,
 }
 
+impl std::ops::AddAssign<&Connections> for Connections {
+    /// Another shard's (or run's) connections added: every field named, so
+    /// a new one does not compile until it says how it adds up.
+    fn add_assign(&mut self, other: &Connections) {
+        let Connections {
+            opened,
+            reconnects_idle_closed,
+            retried_stale,
+            closed_unrequested_bytes,
+            by_protocol,
+            h2_refused,
+            h2_goaway_unprocessed,
+            h3_refused,
+            h3_goaway_unprocessed,
+            quic_0rtt_rejected,
+            quic,
+        } = other;
+        self.opened += opened;
+        self.reconnects_idle_closed += reconnects_idle_closed;
+        self.retried_stale += retried_stale;
+        self.closed_unrequested_bytes += closed_unrequested_bytes;
+        for (protocol, n) in by_protocol {
+            *self.by_protocol.entry(protocol.clone()).or_default() += n;
+        }
+        self.h2_refused += h2_refused;
+        self.h2_goaway_unprocessed += h2_goaway_unprocessed;
+        self.h3_refused += h3_refused;
+        self.h3_goaway_unprocessed += h3_goaway_unprocessed;
+        self.quic_0rtt_rejected += quic_0rtt_rejected;
+        self.quic = QuicSummary::merge(self.quic.as_ref(), quic.as_ref());
+    }
+}
+
 /// `sockets` in results.json (see [`headroom_metrics::SocketStats`]).
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct Sockets {
@@ -471,6 +504,17 @@ pub struct LimitsReached {
     pub cookie_jar: u64,
 }
 
+impl std::ops::AddAssign for LimitsReached {
+    fn add_assign(&mut self, other: LimitsReached) {
+        let LimitsReached {
+            body_capture,
+            cookie_jar,
+        } = other;
+        self.body_capture += body_capture;
+        self.cookie_jar += cookie_jar;
+    }
+}
+
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct Meta {
     pub headroom_version: String,
@@ -615,7 +659,8 @@ pub struct Requests {
     pub retried: Retried,
 }
 
-/// `requests.retried` in results.json.
+/// `requests.retried` in results.json: each reason a request was sent once
+/// more, one field per [`ConnectionEvent`] that retries.
 #[derive(
     Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, Eq, schemars::JsonSchema,
 )]
@@ -626,13 +671,66 @@ pub struct Retried {
     pub h2_refused: u64,
     /// An HTTP/2 stream a GOAWAY left unprocessed.
     pub h2_goaway_unprocessed: u64,
+    /// An HTTP/3 stream the server rejected (H3_REQUEST_REJECTED).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub h3_refused: u64,
+    /// An HTTP/3 request not sent before the server's GOAWAY.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub h3_goaway_unprocessed: u64,
+    /// A request sent as 0-RTT early data that the server refused.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub quic_0rtt_rejected: u64,
+}
+
+impl Retried {
+    pub fn from_stats(stats: &Stats) -> Retried {
+        let n = |event| stats.connection_count(event);
+        Retried {
+            stale: n(ConnectionEvent::RetriedStale),
+            h2_refused: n(ConnectionEvent::RetriedH2Refused),
+            h2_goaway_unprocessed: n(ConnectionEvent::RetriedH2Goaway),
+            h3_refused: n(ConnectionEvent::RetriedH3Refused),
+            h3_goaway_unprocessed: n(ConnectionEvent::RetriedH3Goaway),
+            quic_0rtt_rejected: n(ConnectionEvent::RetriedZeroRttRejected),
+        }
+    }
+
+    /// Requests sent once more, for any reason.
+    pub fn total(&self) -> u64 {
+        let Retried {
+            stale,
+            h2_refused,
+            h2_goaway_unprocessed,
+            h3_refused,
+            h3_goaway_unprocessed,
+            quic_0rtt_rejected,
+        } = *self;
+        stale
+            + h2_refused
+            + h2_goaway_unprocessed
+            + h3_refused
+            + h3_goaway_unprocessed
+            + quic_0rtt_rejected
+    }
 }
 
 impl std::ops::AddAssign for Retried {
+    // Every field named: a new reason does not compile until it is added.
     fn add_assign(&mut self, other: Retried) {
-        self.stale += other.stale;
-        self.h2_refused += other.h2_refused;
-        self.h2_goaway_unprocessed += other.h2_goaway_unprocessed;
+        let Retried {
+            stale,
+            h2_refused,
+            h2_goaway_unprocessed,
+            h3_refused,
+            h3_goaway_unprocessed,
+            quic_0rtt_rejected,
+        } = other;
+        self.stale += stale;
+        self.h2_refused += h2_refused;
+        self.h2_goaway_unprocessed += h2_goaway_unprocessed;
+        self.h3_refused += h3_refused;
+        self.h3_goaway_unprocessed += h3_goaway_unprocessed;
+        self.quic_0rtt_rejected += quic_0rtt_rejected;
     }
 }
 
@@ -652,6 +750,22 @@ pub struct LatencySummary {
 }
 
 impl LatencySummary {
+    /// The figure kept for quantile `q`: one of 0.5, 0.75, 0.9, 0.95,
+    /// 0.99 and 0.999 (`None` for any other).
+    pub fn at_quantile(&self, q: f64) -> Option<f64> {
+        let kept = [
+            (0.5, self.p50),
+            (0.75, self.p75),
+            (0.9, self.p90),
+            (0.95, self.p95),
+            (0.99, self.p99),
+            (0.999, self.p999),
+        ];
+        kept.iter()
+            .find(|(at, _)| (at - q).abs() < 1e-9)
+            .map(|(_, v)| *v)
+    }
+
     pub fn from_histogram(h: &Histogram<u64>) -> Self {
         if h.is_empty() {
             return LatencySummary::default();
@@ -801,11 +915,7 @@ impl Summary {
                 not_delivered,
                 error_rate: percent(stats.failed, stats.requests) / 100.0,
                 attempts: stats.attempts,
-                retried: Retried {
-                    stale: stats.connection_count(ConnectionEvent::RetriedStale),
-                    h2_refused: stats.connection_count(ConnectionEvent::RetriedH2Refused),
-                    h2_goaway_unprocessed: stats.connection_count(ConnectionEvent::RetriedH2Goaway),
-                },
+                retried: Retried::from_stats(stats),
             },
             throughput_rps: per_s(stats.requests as f64),
             bytes_received: stats.bytes,

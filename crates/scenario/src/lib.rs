@@ -25,7 +25,6 @@
 
 pub mod env;
 pub mod errors;
-pub mod import;
 pub mod lenient;
 pub mod overrides;
 mod parse;

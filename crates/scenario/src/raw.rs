@@ -376,7 +376,10 @@ impl std::str::FromStr for RawHttpVersion {
         headroom_engine::plan::HttpVersion::parse(canonical)
             .map(RawHttpVersion)
             .ok_or_else(|| {
-                format!("unknown HTTP version `{text}`: expected \"1.1\", \"2\", \"3\" or \"auto\"")
+                format!(
+                    "unknown HTTP version `{text}`: expected {}",
+                    headroom_engine::plan::HttpVersion::expected()
+                )
             })
     }
 }
@@ -388,7 +391,8 @@ impl<'de> Deserialize<'de> for RawHttpVersion {
             serde_json::Value::Number(n) => n.to_string(),
             other => {
                 return Err(serde::de::Error::custom(format!(
-                    "invalid HTTP version {other}: expected \"1.1\", \"2\" or \"auto\""
+                    "invalid HTTP version {other}: expected {}",
+                    headroom_engine::plan::HttpVersion::expected()
                 )))
             }
         };
@@ -408,9 +412,10 @@ impl JsonSchema for RawHttpVersion {
     }
 
     fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        use headroom_engine::plan::HttpVersion;
         schemars::json_schema!({
-            "description": "\"1.1\", \"2\" or \"auto\"",
-            "enum": ["1.1", "2", "auto"]
+            "description": HttpVersion::expected(),
+            "enum": HttpVersion::NAMES
         })
     }
 }

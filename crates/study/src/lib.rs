@@ -1,7 +1,8 @@
 //! Studies: start each server configuration, warm it up, load it with the
 //! monitor on its process tree, stop it (the whole group), and compare.
 //!
-//! - [`file`](mod@file): the study file, grid expansion, `{param}`/`{port}` filling.
+//! - [`file`](mod@file) (the crate `headroom-study-file`): the study file,
+//!   grid expansion, `{param}`/`{port}` filling.
 //! - statistics over repeats, the objective, the winner, and `study.json`
 //!   itself: `headroom_records::study`.
 //! - [`services`]: companion services started before a configuration's
@@ -15,7 +16,8 @@
 //! `study.json` is rewritten after every run: an interrupted study resumes
 //! where it stopped.
 
-pub mod file;
+/// The study file, parsed and checked (a crate of its own: see its manifest).
+pub use headroom_study_file as file;
 pub mod services;
 
 use file::{Config, Ready, Study};

@@ -145,7 +145,7 @@ pub struct RunArgs {
     /// HTTP version: 1.1, 2 (as --http2), 3 (as --http3) or auto (over
     /// https:// ALPN h2,http/1.1 and what the server chooses) [default:
     /// the scenario's `[http] version`, else 1.1].
-    #[arg(long, value_name = "VERSION", value_parser = ["1.1", "2", "3", "auto"])]
+    #[arg(long, value_name = "VERSION", value_parser = headroom_http::HttpVersion::NAMES)]
     pub http_version: Option<String>,
 
     /// HTTP/2 and HTTP/3: most streams in flight on one connection

@@ -5,7 +5,7 @@
 use super::args::{ImportArgs, ImportFrom};
 use super::exit::EXIT_OK;
 use anyhow::Context;
-use headroom_scenario::import::{curl, gatling, har, jmx, k6, openapi, postman, Imported};
+use headroom_import::{curl, gatling, har, jmx, k6, openapi, postman, Imported};
 
 pub fn import(args: ImportArgs) -> anyhow::Result<i32> {
     let (imported, source) = match &args.from {

@@ -497,8 +497,10 @@ fn k8s_run_stops_every_pod_on_ctrl_c_and_on_a_fleet_abort() {
             if let Some(s) = run.child.try_wait().unwrap() {
                 break s;
             }
+            // 45 s: under the 2 s start and the run's 60 s, with room for a
+            // loaded machine (see the abort's bound below).
             assert!(
-                started.elapsed() < std::time::Duration::from_secs(30),
+                started.elapsed() < std::time::Duration::from_secs(45),
                 "not stopped"
             );
             std::thread::sleep(std::time::Duration::from_millis(50));
@@ -519,12 +521,15 @@ fn k8s_run_stops_every_pod_on_ctrl_c_and_on_a_fleet_abort() {
             assert_eq!(status.code(), Some(1), "{stderr}");
             assert_eq!(m["abort"]["threshold"], "p99<1ms");
             // Through pods' logs a second is judged once every pod's line
-            // is in, or after the grace for a late one (5 s): the pods
-            // stop within that and 2 s more.
+            // is in, or after the grace for a late one (5 s); the pods then
+            // stop. A run the abort did not stop lasts its 60 s, so the
+            // bound leaves 15 s for a loaded machine: CI runs 8 tests on 2
+            // cores, beside the pods and their `kubectl logs` (a fresh-clone
+            // CI run took 11 s from an abort at 2 s; idle, it takes 7).
             let at = m["abort"]["at_s"].as_f64().unwrap();
             let seconds = m["timeline"].as_array().unwrap().len() as f64;
             let grace = headroom_measure::fleet::GRACE_LOGS.as_secs_f64();
-            assert!(seconds <= at + grace + 2.0, "{seconds} s, abort at {at} s");
+            assert!(seconds <= at + grace + 15.0, "{seconds} s, abort at {at} s");
         } else {
             assert_eq!(status.code(), Some(130), "{stderr}");
             assert_eq!(m["interrupted"], true);

@@ -11,7 +11,7 @@ use std::path::Path;
 use std::process::Command;
 
 /// Bottom floor first (ARCHITECTURE.md's table).
-const FLOORS: [&str; 14] = [
+const FLOORS: [&str; 16] = [
     "headroom-metrics",
     "headroom-http",
     "headroom-engine",
@@ -21,6 +21,8 @@ const FLOORS: [&str; 14] = [
     "headroom-measure",
     "headroom-capacity",
     "headroom-scenario",
+    "headroom-import",
+    "headroom-study-file",
     "headroom-study",
     "headroom-report",
     "headroom-k8s",
@@ -30,13 +32,15 @@ const FLOORS: [&str; 14] = [
 
 /// The crates that open sockets to load a server, start processes or
 /// parse plans to run: no reader of records may link one.
-const MACHINERY: [&str; 9] = [
+const MACHINERY: [&str; 11] = [
     "headroom-http",
     "headroom-engine",
     "headroom-monitor",
     "headroom-measure",
     "headroom-capacity",
     "headroom-scenario",
+    "headroom-import",
+    "headroom-study-file",
     "headroom-study",
     "headroom-k8s",
     "headroom-sample-server",
@@ -143,4 +147,185 @@ fn readers_of_records_link_no_machinery() {
     let mut reads = fuzz["headroom-fuzz-records"].clone();
     reads.sort();
     assert_eq!(reads, ["headroom-records", "headroom-report"]);
+}
+
+/// The importers' parsers (JavaScript, Scala/Java/Kotlin, XML) are built
+/// for `headroom import` alone: no crate that loads, measures or studies
+/// links them.
+#[test]
+fn only_the_binary_links_the_importers() {
+    let graph = workspace();
+    let linking: Vec<&String> = graph
+        .keys()
+        .filter(|name| linked(name, &graph).contains("headroom-import"))
+        .collect();
+    assert_eq!(linking, ["headroom"]);
+}
+
+/// The study-file fuzzer reads study files as `headroom study` does, and
+/// links the parser, not the runner that starts servers and loads them.
+#[test]
+fn the_study_fuzzer_links_the_parser_not_the_runner() {
+    let fuzz = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/Cargo.toml");
+    let fuzz = build_dependencies(&fuzz);
+    let links = &fuzz["headroom-fuzz"];
+    assert!(
+        links.contains(&"headroom-study-file".to_string()),
+        "{links:?}"
+    );
+    for runner in ["headroom-study", "headroom-measure", "headroom-capacity"] {
+        assert!(
+            !links.contains(&runner.to_string()),
+            "the fuzzers link {runner}: {links:?}"
+        );
+    }
+}
+
+fn root() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// Every file and folder under `dir`, as paths relative to it (folders
+/// with a trailing `/`).
+fn tree(dir: &Path) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for entry in std::fs::read_dir(&d).unwrap() {
+            let path = entry.unwrap().path();
+            let relative = path.strip_prefix(dir).unwrap().display().to_string();
+            if path.is_dir() {
+                found.push(format!("{relative}/"));
+                todo.push(path);
+            } else {
+                found.push(relative);
+            }
+        }
+    }
+    found
+}
+
+/// The words between backticks in `text` that name a file (`x.rs`) or a
+/// folder (`x/`).
+fn named_paths(text: &str) -> Vec<&str> {
+    text.split('`')
+        .skip(1)
+        .step_by(2)
+        .filter(|w| !w.contains(' ') && (w.ends_with(".rs") || w.ends_with('/')))
+        .collect()
+}
+
+/// ARCHITECTURE.md is the map a newcomer reads first: each crate's
+/// paragraph names files of that crate, and each must exist (a file moved
+/// or removed is a map that lies). A crate named in bold must exist too.
+#[test]
+fn the_architecture_names_only_files_that_exist() {
+    let text = std::fs::read_to_string(root().join("ARCHITECTURE.md")).unwrap();
+    let mut missing = Vec::new();
+    let mut crates_seen = 0;
+    for paragraph in text.split("\n\n") {
+        let Some(rest) = paragraph.strip_prefix("**`") else {
+            continue;
+        };
+        let name = rest.split('`').next().unwrap();
+        let dir = root().join("crates").join(name);
+        if !dir.is_dir() {
+            missing.push(format!("the crate crates/{name}"));
+            continue;
+        }
+        crates_seen += 1;
+        let files = tree(&dir);
+        for path in named_paths(paragraph) {
+            // `http/src/h2.rs`: another crate's file, from crates/.
+            if path.contains("/src/") {
+                if !root().join("crates").join(path).exists() {
+                    missing.push(format!("`{path}` in crates/{name}'s paragraph"));
+                }
+                continue;
+            }
+            let exists = files
+                .iter()
+                .any(|f| f == path || f.ends_with(&format!("/{path}")));
+            if !exists {
+                missing.push(format!("`{path}` in crates/{name}'s paragraph"));
+            }
+        }
+    }
+    // Paths written from the repository's root, wherever they appear.
+    for word in text.split(|c: char| c.is_whitespace() || "`(),;:".contains(c)) {
+        let from_root = [
+            "crates/",
+            "fuzz/",
+            "docs/",
+            "examples/",
+            "bench/",
+            "scripts/",
+            ".ci/",
+        ];
+        if from_root.iter().any(|p| word.starts_with(p)) && !root().join(word).exists() {
+            missing.push(word.to_string());
+        }
+    }
+    assert_eq!(
+        crates_seen,
+        FLOORS.len(),
+        "ARCHITECTURE.md should have a paragraph for each crate"
+    );
+    assert!(
+        missing.is_empty(),
+        "ARCHITECTURE.md names what does not exist: {missing:?}"
+    );
+}
+
+/// The root manifest's comments point at the code their settings are
+/// for (`engine/src/…`): each must exist.
+#[test]
+fn the_root_manifest_names_only_files_that_exist() {
+    let text = std::fs::read_to_string(root().join("Cargo.toml")).unwrap();
+    let mut named = 0;
+    let mut missing = Vec::new();
+    for line in text.lines().filter(|l| l.trim_start().starts_with('#')) {
+        for word in line.split(|c: char| c.is_whitespace() || "(),;:".contains(c)) {
+            if word.contains("/src/") || word.starts_with("crates/") {
+                named += 1;
+                // From the root (`docs/src/…`), or a crate's (`engine/src/…`).
+                if !root().join(word).exists() && !root().join("crates").join(word).exists() {
+                    missing.push(word.to_string());
+                }
+            }
+        }
+    }
+    assert!(named >= 3, "the manifest's map names only {named} paths");
+    assert!(
+        missing.is_empty(),
+        "Cargo.toml names what does not exist: {missing:?}"
+    );
+}
+
+/// A test that cannot run its case fails; none prints that it skipped
+/// and returns as passed (`cargo test` would count it a pass).
+#[test]
+fn no_test_passes_without_running() {
+    // Spelt in pieces so this file does not find itself.
+    let idioms = [
+        ["eprintln!(\"", "SKIP"].concat(),
+        ["println!(\"", "SKIP"].concat(),
+    ];
+    let mut found = Vec::new();
+    for krate in std::fs::read_dir(root().join("crates")).unwrap() {
+        let tests = krate.unwrap().path().join("tests");
+        if !tests.is_dir() {
+            continue;
+        }
+        for file in tree(&tests).iter().filter(|f| f.ends_with(".rs")) {
+            let text = std::fs::read_to_string(tests.join(file)).unwrap();
+            for (n, line) in text.lines().enumerate() {
+                let upper = line.to_uppercase();
+                if idioms.iter().any(|i| upper.contains(&i.to_uppercase())) {
+                    found.push(format!("{}:{}", tests.join(file).display(), n + 1));
+                }
+            }
+        }
+    }
+    assert!(found.is_empty(), "tests that skip and pass: {found:?}");
 }

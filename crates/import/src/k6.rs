@@ -28,11 +28,11 @@ use super::{
     form_encode, main_origin, managed_header, number_text, request, sort_by_line, split_url,
     Imported,
 };
-use crate::raw::{
+use headroom_engine::plan::feeder::{FeederOrder, FeederScope};
+use headroom_scenario::raw::{
     Model, RawCheck, RawExtract, RawFeeder, RawLoad, RawRequest, RawScenario, RawSession, RawStage,
     RawStatus, RawStep, RawThreshold, RawThresholdTable,
 };
-use headroom_engine::plan::feeder::{FeederOrder, FeederScope};
 use oxc_allocator::Allocator;
 use oxc_ast::ast::*;
 use oxc_parser::Parser;

@@ -7,8 +7,8 @@
 //! headroom cannot send.
 
 use super::{form_encode, main_origin, managed_header, request, split_url, Imported};
-use crate::raw::{RawScenario, RawSession, RawStep};
 use base64::Engine;
+use headroom_scenario::raw::{RawScenario, RawSession, RawStep};
 use serde::Deserialize;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -517,7 +517,8 @@ mod tests {
             "{left}"
         );
         assert!(left.contains("{{sessionId}}"), "{left}");
-        crate::parse_toml::<RawScenario>(&got.to_toml("users.postman_collection.json")).unwrap();
+        headroom_scenario::parse_toml::<RawScenario>(&got.to_toml("users.postman_collection.json"))
+            .unwrap();
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! `headroom import curl 'curl -X POST https://… -H … -d …'`: one request.
 
 use super::{managed_header, request, split_url, Imported};
-use crate::raw::{RawHttp, RawScenario, RawTls};
+use headroom_scenario::raw::{RawHttp, RawScenario, RawTls};
 use std::collections::BTreeMap;
 
 /// curl options that take a value and change nothing headroom sends.
@@ -273,7 +273,7 @@ mod tests {
         );
         // The file parses back as a scenario.
         let text = got.to_toml("curl");
-        crate::parse_toml::<RawScenario>(&text).unwrap();
+        headroom_scenario::parse_toml::<RawScenario>(&text).unwrap();
     }
 
     #[test]

@@ -27,7 +27,7 @@ pub mod k6;
 pub mod openapi;
 pub mod postman;
 
-use crate::raw::{RawRequest, RawScenario};
+use headroom_scenario::raw::{RawRequest, RawScenario};
 use std::collections::BTreeMap;
 
 /// A scenario made from another tool's plan.

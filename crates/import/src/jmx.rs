@@ -8,7 +8,7 @@
 //! out.
 
 use super::{managed_header, request, split_url, Imported};
-use crate::raw::*;
+use headroom_scenario::raw::*;
 use roxmltree::Node;
 use std::collections::BTreeMap;
 
@@ -634,7 +634,7 @@ mod tests {
         assert_eq!(steps[0].feed.as_deref(), Some("ids"));
         assert_eq!(steps.len(), 4);
         // The file parses back, and what was left out is listed.
-        crate::parse_toml::<RawScenario>(&got.to_toml("plan.jmx")).unwrap();
+        headroom_scenario::parse_toml::<RawScenario>(&got.to_toml("plan.jmx")).unwrap();
         assert!(
             got.left_out.iter().all(|l| !l.contains("HTTPSamplerProxy")),
             "{:?}",

@@ -23,11 +23,11 @@
 //! Everything else is listed with its line.
 
 use super::{form_encode, managed_header, number_text, request, sort_by_line, split_url, Imported};
-use crate::raw::{
+use headroom_engine::plan::feeder::FeederOrder;
+use headroom_scenario::raw::{
     Model, RawCheck, RawExtract, RawFeeder, RawHttp, RawLoad, RawRequest, RawScenario, RawSession,
     RawStage, RawStatus, RawStep, RawThreshold,
 };
-use headroom_engine::plan::feeder::FeederOrder;
 use std::collections::{BTreeMap, HashMap};
 
 /// The language a simulation is written in.
@@ -1392,7 +1392,7 @@ mod tests {
 
     /// The write-up's simulation, as printed (Gatling 1.x syntax).
     pub const RANDOM_URL_SIMULATION: &str =
-        include_str!("../../../../examples/gatling/RandomUrlSimulation.scala");
+        include_str!("../../../examples/gatling/RandomUrlSimulation.scala");
 
     #[test]
     fn the_write_ups_simulation_ramps_1000_users_over_10_s_each_sending_10_random_urls() {

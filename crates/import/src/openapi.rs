@@ -6,7 +6,7 @@
 //! you expect.
 
 use super::{request, Imported};
-use crate::raw::{RawExpect, RawScenario, RawStatus};
+use headroom_scenario::raw::{RawExpect, RawScenario, RawStatus};
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
 
@@ -382,7 +382,7 @@ components:
         let got = import(PETSTORE).unwrap();
         let s = &got.scenario;
         assert_eq!(s.base_url.as_deref(), Some("http://127.0.0.1:8080"));
-        let by_name: BTreeMap<&str, &crate::raw::RawRequest> =
+        let by_name: BTreeMap<&str, &headroom_scenario::raw::RawRequest> =
             s.requests.iter().map(|r| (r.name.as_str(), r)).collect();
         let add = by_name["addPet"];
         assert_eq!(add.path.as_deref(), Some("/api/v3/pet"));
@@ -419,7 +419,7 @@ components:
             left.contains("security requirements of GET /pet/{petId}:"),
             "{left}"
         );
-        crate::parse_toml::<RawScenario>(&got.to_toml("petstore.yaml")).unwrap();
+        headroom_scenario::parse_toml::<RawScenario>(&got.to_toml("petstore.yaml")).unwrap();
     }
 
     #[test]

@@ -6,8 +6,10 @@
 //! version`.
 
 use super::{main_origin, managed_header, request, split_url, Imported};
-use crate::raw::{RawExpect, RawHttp, RawHttpVersion, RawScenario, RawSession, RawStatus, RawStep};
 use headroom_engine::plan::HttpVersion;
+use headroom_scenario::raw::{
+    RawExpect, RawHttp, RawHttpVersion, RawScenario, RawSession, RawStatus, RawStep,
+};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 
@@ -216,7 +218,7 @@ mod tests {
         assert_eq!(steps.len(), 4);
         assert_eq!(steps[1].think.as_deref(), Some("2100ms"));
         assert!(got.left_out[0].contains("1 requests to other origins"));
-        crate::parse_toml::<RawScenario>(&got.to_toml("a.har")).unwrap();
+        headroom_scenario::parse_toml::<RawScenario>(&got.to_toml("a.har")).unwrap();
     }
 
     #[test]
