@@ -7,6 +7,7 @@ use crate::metrics::{ErrorClass, Outcome, Recorder};
 use crate::plan::shard::Stride;
 use crate::plan::{ClosedLoad, Flow, Plan};
 use crate::stop::{Phase, StopSignal};
+use headroom_http::exchange::Attempts;
 use headroom_http::h2::{H2Parts, H2Request};
 use headroom_http::Failure;
 use std::cell::RefCell;
@@ -206,7 +207,7 @@ pub(crate) struct InFlight<'a> {
     sent: Option<Instant>,
     /// Times its head was written (counted by the exchange as it writes,
     /// so a request cut off by the stop still says whether it left).
-    pub attempts: std::cell::Cell<u32>,
+    pub attempts: Attempts,
     finished: bool,
 }
 
@@ -219,7 +220,7 @@ impl<'a> InFlight<'a> {
             request,
             intended,
             sent: None,
-            attempts: std::cell::Cell::new(0),
+            attempts: Attempts::default(),
             finished: false,
         }
     }
@@ -239,7 +240,7 @@ impl<'a> InFlight<'a> {
     fn record(&mut self, done: Instant, outcome: &Outcome) {
         self.finished = true;
         let outcome = Outcome {
-            attempts: self.attempts.get(),
+            attempts: self.attempts.count(),
             ..*outcome
         };
         self.shared.recorder.borrow_mut().record(
@@ -255,12 +256,11 @@ impl<'a> InFlight<'a> {
 impl Drop for InFlight<'_> {
     fn drop(&mut self) {
         if !self.finished {
-            // Cut off by the stop: in flight if its head had left, else
-            // (never sent, or still connecting) it never reached the server.
-            let class = if self.sent.is_some() && self.attempts.get() > 0 {
-                ErrorClass::Aborted
-            } else {
-                ErrorClass::NotSent
+            // Cut off by the stop (the exchange's rule; not sent when it
+            // never got as far as its send).
+            let class = match self.sent {
+                Some(_) => self.attempts.cut_off(),
+                None => ErrorClass::NotSent,
             };
             let outcome = Outcome {
                 error: Some(class),

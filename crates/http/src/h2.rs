@@ -108,7 +108,9 @@ impl H2Connection {
             Ok(h2)
         };
         match tokio::time::timeout(timeout, open).await {
-            Err(_) => Err(Failure::ConnectTimeout),
+            Err(_) => Err(crate::exchange::timed_out(
+                crate::exchange::Phase::Connecting,
+            )),
             Ok(result) => result,
         }
     }
@@ -139,7 +141,7 @@ impl H2Connection {
         request: H2Parts,
         want: Capture,
         captured: &mut Captured,
-        attempts: &std::cell::Cell<u32>,
+        attempts: &crate::exchange::Attempts,
     ) -> Result<Response, Failure> {
         captured.clear();
         let (head, body) = request;
@@ -154,7 +156,7 @@ impl H2Connection {
             .send_request(head, body.is_empty())
             .map_err(|e| failure_of(&e, false))?;
         // Queued for the connection's next write.
-        attempts.set(attempts.get() + 1);
+        attempts.head_sent();
         if !body.is_empty() {
             // Buffered by h2 and sent as the server's window allows; a
             // window held at 0 ends as the request's timeout.

@@ -267,7 +267,9 @@ impl H3Connection {
             })
         };
         match tokio::time::timeout(options.timeout, open).await {
-            Err(_) => Err(Failure::ConnectTimeout),
+            Err(_) => Err(crate::exchange::timed_out(
+                crate::exchange::Phase::Connecting,
+            )),
             Ok(result) => result,
         }
     }
@@ -340,7 +342,7 @@ impl H3Connection {
         request: H2Parts,
         want: Capture,
         captured: &mut Captured,
-        attempts: &Cell<u32>,
+        attempts: &crate::exchange::Attempts,
     ) -> Result<Response, Failure> {
         captured.clear();
         let (head, body) = request;
@@ -366,7 +368,7 @@ impl H3Connection {
             .send_request(head)
             .await
             .map_err(|e| self.failure(&e, false))?;
-        attempts.set(attempts.get() + 1);
+        attempts.head_sent();
         let sent = std::time::Instant::now();
         if !body.is_empty() {
             stream

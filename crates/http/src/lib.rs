@@ -7,6 +7,7 @@
 //! keep-alive exchange allocates nothing. Every failure is one
 //! [`Failure`], which the engine counts as an error class.
 
+pub mod exchange;
 pub mod h2;
 pub mod h3;
 pub mod reader;
@@ -23,7 +24,6 @@ pub use response::HeadCache;
 
 use headroom_metrics::ErrorClass;
 use response::{append_limited, ChunkedDecoder, Framing};
-use std::cell::Cell;
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
@@ -253,7 +253,9 @@ pub(crate) async fn open_stream(
         }
     };
     match tokio::time::timeout(timeout, open).await {
-        Err(_) => Err(Failure::ConnectTimeout),
+        Err(_) => Err(crate::exchange::timed_out(
+            crate::exchange::Phase::Connecting,
+        )),
         Ok(result) => result,
     }
 }
@@ -767,17 +769,10 @@ impl Connection {
         }
     }
 
-    /// `failure` ended an exchange on a reused connection before any byte
-    /// of a response came back: the server had closed the connection before
-    /// the request reached it (RFC 9112 §9.3.1), so the request may be sent
-    /// again on a new connection.
-    pub fn was_stale(&self, failure: Failure) -> bool {
-        self.is_reused()
-            && !self.answered
-            && matches!(
-                failure,
-                Failure::ClosedBeforeResponse | Failure::ConnectionReset
-            )
+    /// A byte of the last exchange's response came back (see
+    /// [`exchange::is_stale`]).
+    pub fn answered(&self) -> bool {
+        self.answered
     }
 
     /// Reads what has arrived (at most the buffer's spare room) onto the
@@ -799,7 +794,7 @@ impl Connection {
         ))
         .map_err(|e| {
             self.reset_unanswered =
-                e.kind() == io::ErrorKind::ConnectionReset && !self.answered && self.buf.is_empty();
+                exchange::head_discarded(e.kind(), self.answered || !self.buf.is_empty());
             exchange_error_class(&e)
         })?;
         self.answered |= n > 0;
@@ -862,13 +857,13 @@ impl Connection {
         request: &[u8],
         want: Capture,
         captured: &mut Captured,
-        attempts: &Cell<u32>,
+        attempts: &exchange::Attempts,
     ) -> Result<response::Head, Failure> {
         captured.clear();
         self.write_sliced(request)
             .await
             .map_err(|e| exchange_error_class(&e))?;
-        attempts.set(attempts.get() + 1);
+        attempts.head_sent();
         loop {
             match self.heads.parse(&self.buf, false) {
                 Err(_) => return Err(Failure::MalformedResponse),
@@ -882,11 +877,7 @@ impl Connection {
                 }
                 Ok(None) => {
                     if self.read_more().await? == 0 {
-                        return Err(if self.buf.is_empty() {
-                            Failure::ClosedBeforeResponse
-                        } else {
-                            Failure::ClosedMidResponse
-                        });
+                        return Err(exchange::closed_early(!self.buf.is_empty()));
                     }
                 }
             }
@@ -914,19 +905,18 @@ impl Connection {
         head_request: bool,
         want: Capture,
         captured: &mut Captured,
-        attempts: &Cell<u32>,
+        attempts: &exchange::Attempts,
     ) -> Result<Response, Failure> {
         self.answered = !self.buf.is_empty();
         captured.clear();
         if let Err(e) = self.write_sliced(request).await {
             if let Some(response) = self.early_answer(head_request, want, captured) {
-                // It was answered: its head got there.
-                attempts.set(attempts.get() + 1);
+                attempts.head_sent();
                 return Ok(response);
             }
             return Err(exchange_error_class(&e));
         }
-        attempts.set(attempts.get() + 1);
+        attempts.head_sent();
         let mut received = 0u64;
         let head = loop {
             match self.heads.parse(&self.buf, head_request) {
@@ -943,20 +933,13 @@ impl Connection {
                 Ok(n) => n,
                 Err(failure) => {
                     if self.reset_unanswered {
-                        // Reset before a byte of answer: the server's kernel
-                        // resets a connection closed with data unread (RFC
-                        // 2525 §2.17), so the head never reached the server.
-                        attempts.set(attempts.get().saturating_sub(1));
+                        attempts.head_discarded();
                     }
                     return Err(failure);
                 }
             };
             if n == 0 {
-                return Err(if received == 0 && self.buf.is_empty() {
-                    Failure::ClosedBeforeResponse
-                } else {
-                    Failure::ClosedMidResponse
-                });
+                return Err(exchange::closed_early(received > 0 || !self.buf.is_empty()));
             }
             received += n as u64;
         };

@@ -256,68 +256,94 @@ impl Reader<'_> {
         }
     }
 
-    /// One expression as a [`Node`].
+    /// One expression as a [`Node`]: what reads alike in the three
+    /// languages here, the rest by each language's own grammar.
     fn node(&self, n: tree_sitter::Node) -> Node {
         let line = n.start_position().row + 1;
-        let field = |name: &str| n.child_by_field_name(name);
         let named: Vec<tree_sitter::Node> = {
             let mut c = n.walk();
             n.named_children(&mut c).collect()
         };
-        match (self.language, n.kind()) {
-            (_, "parenthesized_expression") => named.first().map_or(
+        let node = match (self.language, n.kind()) {
+            (_, "parenthesized_expression") => Some(named.first().map_or(
                 Node::Other {
                     what: "()".into(),
                     line,
                 },
                 |e| self.node(*e),
-            ),
-            (_, "identifier") | (Language::Scala, "operator_identifier") => Node::Call {
+            )),
+            (_, "identifier") | (Language::Scala, "operator_identifier") => Some(Node::Call {
                 target: None,
                 name: self.text(n).to_string(),
                 args: Vec::new(),
                 called: false,
                 line,
-            },
+            }),
             (Language::Scala, "integer_literal" | "floating_point_literal")
             | (Language::Java, "decimal_integer_literal" | "decimal_floating_point_literal")
             | (Language::Kotlin, "number_literal" | "float_literal")
             // `-1`
-            | (Language::Java | Language::Kotlin, "unary_expression") => number_node(self.text(n), line),
-            (Language::Scala, "string") | (Language::Java, "string_literal") => {
-                Node::Str(unquote(self.text(n)))
+            | (Language::Java | Language::Kotlin, "unary_expression") => {
+                Some(number_node(self.text(n), line))
             }
-            // Scala: `f(args)`, `f(args) { block }`, `a.f`.
-            (Language::Scala, "call_expression") => {
-                let mut call = field("function").map_or(
-                    Node::Other {
-                        what: "call".into(),
-                        line,
-                    },
-                    |f| self.node(f),
-                );
+            (Language::Scala, "string") | (Language::Java, "string_literal") => {
+                Some(Node::Str(unquote(self.text(n))))
+            }
+            (Language::Scala, _) => self.scala_node(n, &named, line),
+            (Language::Java, _) => self.java_node(n, line),
+            (Language::Kotlin, _) => self.kotlin_node(n, &named, line),
+        };
+        node.unwrap_or_else(|| Node::Other {
+            what: format!("{} `{}`", n.kind(), snippet(self.text, n)),
+            line,
+        })
+    }
+
+    /// A call `f(args)` (or `f(args) { block }`): the callee's node with
+    /// the arguments added and marked called.
+    fn called(&self, callee: Option<tree_sitter::Node>, args: Vec<Node>, line: usize) -> Node {
+        let mut call = callee.map_or(
+            Node::Other {
+                what: "call".into(),
+                line,
+            },
+            |f| self.node(f),
+        );
+        if let Node::Call {
+            args: a, called, ..
+        } = &mut call
+        {
+            a.extend(args);
+            *called = true;
+        }
+        call
+    }
+
+    /// Scala's own expressions: `f(args)`, `f(args) { block }`, `a.f`,
+    /// `ramp(1000 users) over (10 seconds)`, `10 seconds`, blocks, lambdas.
+    fn scala_node(
+        &self,
+        n: tree_sitter::Node,
+        named: &[tree_sitter::Node],
+        line: usize,
+    ) -> Option<Node> {
+        let field = |name: &str| n.child_by_field_name(name);
+        Some(match n.kind() {
+            "call_expression" => {
                 let args = field("arguments")
                     .map(|a| self.arguments(a))
                     .unwrap_or_default();
-                if let Node::Call {
-                    args: a, called, ..
-                } = &mut call
-                {
-                    a.extend(args);
-                    *called = true;
-                }
-                call
+                self.called(field("function"), args, line)
             }
             // The line of a link is its name's (chains run over lines).
-            (Language::Scala, "field_expression") => Node::Call {
+            "field_expression" => Node::Call {
                 target: field("value").map(|v| Box::new(self.node(v))),
                 name: field("field").map_or(String::new(), |f| self.text(f).to_string()),
                 args: Vec::new(),
                 called: false,
                 line: field("field").map_or(line, |f| f.start_position().row + 1),
             },
-            // `ramp(1000 users) over (10 seconds)`, `10 seconds`.
-            (Language::Scala, "infix_expression") => Node::Call {
+            "infix_expression" => Node::Call {
                 target: field("left").map(|v| Box::new(self.node(v))),
                 name: field("operator").map_or(String::new(), |f| self.text(f).to_string()),
                 args: field("right")
@@ -326,32 +352,40 @@ impl Reader<'_> {
                 called: true,
                 line: field("operator").map_or(line, |f| f.start_position().row + 1),
             },
-            (Language::Scala, "postfix_expression") if named.len() == 2 => Node::Call {
+            "postfix_expression" if named.len() == 2 => Node::Call {
                 target: Some(Box::new(self.node(named[0]))),
                 name: self.text(named[1]).to_string(),
                 args: Vec::new(),
                 called: true,
                 line,
             },
-            (Language::Scala, "generic_function") => field("function").map_or(
+            "generic_function" => field("function").map_or(
                 Node::Other {
                     what: "generic".into(),
                     line,
                 },
                 |f| self.node(f),
             ),
-            (Language::Scala, "block" | "indented_block") => {
+            "block" | "indented_block" => {
                 Node::Block(named.iter().map(|c| self.node(*c)).collect())
             }
-            (Language::Scala, "lambda_expression") => match named.last() {
+            "lambda_expression" => match named.last() {
                 Some(body) => match self.node(*body) {
                     Node::Block(b) => Node::Block(b),
                     other => Node::Block(vec![other]),
                 },
                 None => Node::Block(Vec::new()),
             },
-            // Java: `object.name(args)`, `object.field`, `x -> body`.
-            (Language::Java, "method_invocation") => Node::Call {
+            _ => return None,
+        })
+    }
+
+    /// Java's own expressions: `object.name(args)`, `object.field`,
+    /// `x -> body`.
+    fn java_node(&self, n: tree_sitter::Node, line: usize) -> Option<Node> {
+        let field = |name: &str| n.child_by_field_name(name);
+        Some(match n.kind() {
+            "method_invocation" => Node::Call {
                 target: field("object").map(|o| Box::new(self.node(o))),
                 name: field("name").map_or(String::new(), |f| self.text(f).to_string()),
                 args: field("arguments")
@@ -360,14 +394,14 @@ impl Reader<'_> {
                 called: true,
                 line: field("name").map_or(line, |f| f.start_position().row + 1),
             },
-            (Language::Java, "field_access") => Node::Call {
+            "field_access" => Node::Call {
                 target: field("object").map(|o| Box::new(self.node(o))),
                 name: field("field").map_or(String::new(), |f| self.text(f).to_string()),
                 args: Vec::new(),
                 called: false,
                 line,
             },
-            (Language::Java, "lambda_expression") => match field("body") {
+            "lambda_expression" => match field("body") {
                 Some(b) if b.kind() == "block" => {
                     let mut stmts = Vec::new();
                     let mut defs = HashMap::new();
@@ -377,50 +411,28 @@ impl Reader<'_> {
                 Some(e) => Node::Block(vec![self.node(e)]),
                 None => Node::Block(Vec::new()),
             },
-            // Kotlin: `callee(args) { lambda }`, `a.b`, `a op b`, `{ … }`.
-            (Language::Kotlin, "call_expression") => {
-                let mut call = named.first().map_or(
-                    Node::Other {
-                        what: "call".into(),
-                        line,
-                    },
-                    |f| self.node(*f),
-                );
-                let mut args = Vec::new();
-                for part in named.iter().skip(1) {
-                    match part.kind() {
-                        "value_arguments" => {
-                            let mut c = part.walk();
-                            for a in part.named_children(&mut c) {
-                                // `name = value`: the value is the last child.
-                                let mut ac = a.walk();
-                                if let Some(e) = a.named_children(&mut ac).last() {
-                                    args.push(self.node(e));
-                                }
-                            }
-                        }
-                        "annotated_lambda" => {
-                            let mut c = part.walk();
-                            let lambda = part
-                                .named_children(&mut c)
-                                .find(|x| x.kind() == "lambda_literal");
-                            if let Some(l) = lambda {
-                                args.push(self.node(l));
-                            }
-                        }
-                        _ => {}
-                    }
-                }
-                if let Node::Call {
-                    args: a, called, ..
-                } = &mut call
-                {
-                    a.extend(args);
-                    *called = true;
-                }
-                call
+            _ => return None,
+        })
+    }
+
+    /// Kotlin's own expressions: `callee(args) { lambda }`, `a.b`,
+    /// `a op b`, `{ … }`, strings (templates are not carried over).
+    fn kotlin_node(
+        &self,
+        n: tree_sitter::Node,
+        named: &[tree_sitter::Node],
+        line: usize,
+    ) -> Option<Node> {
+        Some(match n.kind() {
+            "call_expression" => {
+                let args = named
+                    .iter()
+                    .skip(1)
+                    .flat_map(|part| self.kotlin_arguments(*part))
+                    .collect();
+                self.called(named.first().copied(), args, line)
             }
-            (Language::Kotlin, "navigation_expression") if named.len() == 2 => Node::Call {
+            "navigation_expression" if named.len() == 2 => Node::Call {
                 target: Some(Box::new(self.node(named[0]))),
                 // `is` is a keyword in Kotlin: written `` `is` `` (or `shouldBe`).
                 name: self.text(named[1]).trim_matches('`').to_string(),
@@ -428,29 +440,24 @@ impl Reader<'_> {
                 called: false,
                 line: named[1].start_position().row + 1,
             },
-            (Language::Kotlin, "infix_expression") if named.len() == 3 => Node::Call {
+            "infix_expression" if named.len() == 3 => Node::Call {
                 target: Some(Box::new(self.node(named[0]))),
                 name: self.text(named[1]).to_string(),
                 args: vec![self.node(named[2])],
                 called: true,
                 line: named[1].start_position().row + 1,
             },
-            (Language::Kotlin, "string_literal") => {
-                if named.iter().any(|c| c.kind() == "interpolation") {
-                    Node::Other {
-                        what: format!(
-                            "string template `{}` (Kotlin's `$…`; Gatling's `#{{…}}` is read)",
-                            snippet(self.text, n)
-                        ),
-                        line,
-                    }
-                } else {
-                    Node::Str(unquote(self.text(n)))
-                }
-            }
-            (Language::Kotlin, "lambda_literal" | "statements") => {
+            "string_literal" if named.iter().any(|c| c.kind() == "interpolation") => Node::Other {
+                what: format!(
+                    "string template `{}` (Kotlin's `$…`; Gatling's `#{{…}}` is read)",
+                    snippet(self.text, n)
+                ),
+                line,
+            },
+            "string_literal" => Node::Str(unquote(self.text(n))),
+            "lambda_literal" | "statements" => {
                 let mut items = Vec::new();
-                for c in &named {
+                for c in named {
                     match self.node(*c) {
                         Node::Block(inner) => items.extend(inner),
                         other => items.push(other),
@@ -458,10 +465,30 @@ impl Reader<'_> {
                 }
                 Node::Block(items)
             }
-            (_, kind) => Node::Other {
-                what: format!("{kind} `{}`", snippet(self.text, n)),
-                line,
-            },
+            _ => return None,
+        })
+    }
+
+    /// The arguments in one part of a Kotlin call: its value arguments
+    /// (`name = value`: the value), or its trailing lambda.
+    fn kotlin_arguments(&self, part: tree_sitter::Node) -> Vec<Node> {
+        let mut c = part.walk();
+        match part.kind() {
+            "value_arguments" => part
+                .named_children(&mut c)
+                .filter_map(|a| {
+                    let mut ac = a.walk();
+                    let value = a.named_children(&mut ac).last();
+                    value.map(|e| self.node(e))
+                })
+                .collect(),
+            "annotated_lambda" => part
+                .named_children(&mut c)
+                .find(|x| x.kind() == "lambda_literal")
+                .map(|l| self.node(l))
+                .into_iter()
+                .collect(),
+            _ => Vec::new(),
         }
     }
 

@@ -64,21 +64,7 @@ pub fn merge(
 ) -> Result<Results, MergeError> {
     let shards = check_inputs(&mut files)?;
     let count = shards[0].count;
-    let present: BTreeSet<u32> = shards.iter().map(|s| s.index).collect();
-    let missing: Vec<String> = (1..=count)
-        .filter(|i| !present.contains(i))
-        .map(|i| format!("{i}/{count}"))
-        .collect();
-    if !missing.is_empty() && !allow_partial {
-        return Err(MergeError::Missing {
-            missing: missing.join(", "),
-            given: shards
-                .iter()
-                .map(ShardInfo::label)
-                .collect::<Vec<_>>()
-                .join(", "),
-        });
-    }
+    let missing = missing_shards(&shards, allow_partial)?;
     let parts: Vec<&Results> = files.iter().map(|f| &f.results).collect();
     let decoded = files
         .iter()
@@ -289,6 +275,28 @@ fn merge_meta(
             .collect(),
         http_version: base.http_version.clone(),
     }
+}
+
+/// The shards of the plan not given (`K/N`); refused unless
+/// `allow_partial`.
+fn missing_shards(shards: &[ShardInfo], allow_partial: bool) -> Result<Vec<String>, MergeError> {
+    let count = shards[0].count;
+    let present: BTreeSet<u32> = shards.iter().map(|s| s.index).collect();
+    let missing: Vec<String> = (1..=count)
+        .filter(|i| !present.contains(i))
+        .map(|i| format!("{i}/{count}"))
+        .collect();
+    if !missing.is_empty() && !allow_partial {
+        return Err(MergeError::Missing {
+            missing: missing.join(", "),
+            given: shards
+                .iter()
+                .map(ShardInfo::label)
+                .collect::<Vec<_>>()
+                .join(", "),
+        });
+    }
+    Ok(missing)
 }
 
 /// Every input is a shard of one plan, split the same way, each shard

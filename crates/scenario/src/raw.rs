@@ -420,13 +420,8 @@ impl JsonSchema for RawHttpVersion {
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum RawStaleRetry {
-    Idempotent,
-    All,
-    Never,
-}
+/// `[http] stale_connection_retry`: the engine's own list of choices.
+pub use headroom_engine::plan::StaleRetry as RawStaleRetry;
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]

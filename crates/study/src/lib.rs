@@ -313,7 +313,9 @@ fn with_placeholders_as_port(template: &str, port: u16) -> String {
     out
 }
 
-/// Runs one configuration once.
+/// Runs one configuration once: its services and server started, the
+/// server checked to be the one answering, then measured (or searched),
+/// judged, and stopped as a group.
 fn run_config(
     study: &Study,
     config: &Config,
@@ -341,164 +343,24 @@ fn run_config(
             return record;
         }
     };
-    // `{port}`, and `{port.2}`… for a server of several processes (a
-    // balancer and its backends), each a free port of its own — picked
-    // once its services are up, just before it starts, so that another
-    // program has little time to take one first.
-    let wanted = server_templates(server)
-        .map(file::ports_used)
-        .max()
-        .unwrap_or(0)
-        .max(1);
-    let ports = match free_ports(wanted) {
-        Ok(p) => p,
-        Err(e) => {
-            record.status = format!("error: no free port: {e}");
+    let launch = match Launch::of(study, config, opts, [&running, study_wide]) {
+        Ok(l) => l,
+        Err(status) => {
+            record.status = status;
             return record;
         }
     };
-    // `{param}`, `{port}`, then `{service.NAME.port}`.
-    let fill = |t: &str| running.fill(&study_wide.fill(&file::fill(t, &config.params, &ports)));
-    let base_url = fill(&server.base_url);
-    let connect_to: Vec<String> = server.connect_to.iter().map(|c| fill(c)).collect();
-    let dir = server
-        .dir
-        .as_ref()
-        .map(|d| PathBuf::from(fill(&d.display().to_string())));
-    let in_dir = |p: String| match &dir {
-        Some(d) => d.join(p).display().to_string(),
-        None => p,
-    };
-    let events: Vec<RawEvent> = server
-        .events
-        .iter()
-        .map(|e| RawEvent {
-            command: e.command.as_ref().map(|c| fill(c)),
-            pidfile: e.pidfile.as_ref().map(|p| in_dir(fill(p))),
-            ..e.clone()
-        })
-        .collect();
-    let pidfile = server
-        .pidfile
-        .as_ref()
-        .map(|p| PathBuf::from(in_dir(fill(p))));
-    let scenario = match scenario_for(study, &base_url, &events, &connect_to) {
-        Ok(s) => s,
-        Err(e) => {
-            record.status = format!("error: {e}");
-            return record;
-        }
-    };
-    // Sharded runs load the scenario as written for this configuration;
-    // events act in one process, beside the server: not in shards.
-    let shard_scenario = opts.sharded.as_ref().map(|_| {
-        let mut file = scenario_file_for(study, &base_url, &[], &connect_to);
-        file.raw.events.clear();
-        toml::to_string(&file.raw).unwrap_or_default()
-    });
-    let spec = LaunchSpec {
-        command: fill(&server.command),
-        dir: dir.clone(),
-        env: server
-            .env
-            .iter()
-            .map(|(k, v)| (k.clone(), fill(v)))
-            .collect(),
-        stop_signal: server.stop_signal,
-        grace: server.stop_grace,
-    };
-    let plan = &scenario.plan;
-    let addr = plan.endpoint.addr;
-    // Another process on the port would answer in the server's place.
-    let holders = port_holders(addr.port());
-    if !holders.is_empty() {
-        let who: Vec<String> = holders
-            .iter()
-            .map(|&(pid, _)| describe_process(pid))
-            .collect();
-        record.status = format!("error: port {} in use by {}", addr.port(), who.join(", "));
+    let Some(mut process) = start_server(server, &launch, &mut record) else {
         return record;
-    }
-    let mut process = match ServerProcess::launch(&spec) {
-        Ok(p) => p,
-        Err(e) => {
-            record.status = format!("error: {e}");
-            return record;
-        }
     };
-    process.listens_on(addr.port());
-    record.pgid = process.pid();
-    let ready = match &server.ready {
-        Ready::Tcp => process.wait_ready(addr, server.ready_timeout),
-        Ready::Http(path) => {
-            process.wait_ready_http(addr, &plan.endpoint.host_header, path, server.ready_timeout)
-        }
-    };
-    if let Err(e) = ready {
-        record.status = match e {
-            LaunchError::Exited { status, .. } => {
-                format!("not ready: exited ({status}) during start-up")
-            }
-            LaunchError::NotReady { timeout, .. } => {
-                format!("not ready within {}", humantime::format_duration(timeout))
-            }
-            other => format!("not ready: {other}"),
-        };
-        record.stderr_tail = Some(process.stderr_tail(20));
-        finish(&mut process, &mut record);
-        return record;
-    }
-    // Ready — but by whom? Whatever listens on the port must have been
-    // started by the server's command (it was free before).
-    let impostors: Vec<String> = process
-        .other_port_holders()
-        .into_iter()
-        .map(|(pid, _)| describe_process(pid))
-        .collect();
-    if !impostors.is_empty() {
-        record.status = format!(
-            "error: port {} is held by {}, not by the server's command",
-            addr.port(),
-            impostors.join(", ")
-        );
-        record.stderr_tail = Some(process.stderr_tail(20));
-        finish(&mut process, &mut record);
-        return record;
-    }
-    let watch = MonitorConfig {
-        root: Some(process.pid()),
-        interval: headroom_monitor::DEFAULT_INTERVAL,
-        remote: None,
-        source: format!("{} (pid {})", server.name, process.pid()),
-        // The study picked the port: whatever listens on it is this
-        // server's, as are the daemons it leaves with headroom.
-        follow: Follow {
-            pidfile,
-            listen_port: Some(addr.port()),
-            adopt_orphans: true,
-            // The services are headroom's children too, not the server's.
-            not_adopted: running
-                .groups()
-                .into_iter()
-                .chain(study_wide.groups())
-                .collect(),
-        },
-        // ... and sampled apart, each as its own tree.
-        services: running
-            .named_pids()
-            .into_iter()
-            .chain(study_wide.named_pids())
-            .collect(),
-        // Checked when the study file was read.
-        probes: server
-            .probes
-            .iter()
-            .filter_map(|p| fill(p).parse().ok())
-            .collect(),
-    };
-    let sharded = opts.sharded.as_deref().zip(shard_scenario.as_deref());
+    let watch = launch.watch(server, &process, [&running, study_wide]);
+    let sharded = opts
+        .sharded
+        .as_deref()
+        .zip(launch.shard_scenario.as_deref());
+    let plan = &launch.scenario.plan;
     if study.objective == Objective::Capacity {
-        let settings = scenario.capacity.overlay(&study.capacity);
+        let settings = launch.scenario.capacity.overlay(&study.capacity);
         tell("searching", None);
         let mut in_process = headroom_capacity::InProcess {
             watch: &watch,
@@ -520,12 +382,222 @@ fn run_config(
             None => &mut in_process,
         };
         capacity_search(plan, &settings, stepper, stop, &mut record, tell);
-        if record.status != "ok" {
-            record.stderr_tail = Some(process.stderr_tail(20));
-        }
-        finish(&mut process, &mut record);
-        return record;
+    } else {
+        let during = During {
+            aborts: Vec::new(),
+            event_group: Some(process.pid()),
+            event_dir: launch.dir.clone(),
+        };
+        let results = load(
+            study,
+            plan,
+            (watch, during),
+            sharded,
+            stop,
+            &recording,
+            tell,
+        );
+        record.status = judged(study, results.as_ref(), &mut process);
+        record.results = results;
     }
+    if record.status != "ok" {
+        record.stderr_tail = Some(process.stderr_tail(20));
+    }
+    finish(&mut process, &mut record);
+    record
+}
+
+/// A configuration's server, made concrete: its placeholders filled
+/// (`{param}`, `{port}`, then `{service.NAME.port}`), its scenario built
+/// against its base URL, how to launch it.
+struct Launch {
+    scenario: Scenario,
+    /// Sharded runs load the scenario as written for this configuration
+    /// (events act in one process, beside the server: not in shards).
+    shard_scenario: Option<String>,
+    spec: LaunchSpec,
+    dir: Option<PathBuf>,
+    pidfile: Option<PathBuf>,
+    /// The server's probes, filled.
+    probes: Vec<String>,
+}
+
+impl Launch {
+    fn of(
+        study: &Study,
+        config: &Config,
+        opts: &StudyOptions,
+        services: [&Running; 2],
+    ) -> Result<Launch, String> {
+        let server = &study.servers[config.server];
+        // `{port}`, and `{port.2}`… for a server of several processes (a
+        // balancer and its backends), each a free port of its own — picked
+        // once its services are up, just before it starts, so that another
+        // program has little time to take one first.
+        let wanted = server_templates(server)
+            .map(file::ports_used)
+            .max()
+            .unwrap_or(0)
+            .max(1);
+        let ports = free_ports(wanted).map_err(|e| format!("error: no free port: {e}"))?;
+        let [own, study_wide] = services;
+        let fill = |t: &str| own.fill(&study_wide.fill(&file::fill(t, &config.params, &ports)));
+        let base_url = fill(&server.base_url);
+        let connect_to: Vec<String> = server.connect_to.iter().map(|c| fill(c)).collect();
+        let dir = server
+            .dir
+            .as_ref()
+            .map(|d| PathBuf::from(fill(&d.display().to_string())));
+        let in_dir = |p: String| match &dir {
+            Some(d) => d.join(p).display().to_string(),
+            None => p,
+        };
+        let events: Vec<RawEvent> = server
+            .events
+            .iter()
+            .map(|e| RawEvent {
+                command: e.command.as_ref().map(|c| fill(c)),
+                pidfile: e.pidfile.as_ref().map(|p| in_dir(fill(p))),
+                ..e.clone()
+            })
+            .collect();
+        let scenario = scenario_for(study, &base_url, &events, &connect_to)
+            .map_err(|e| format!("error: {e}"))?;
+        let shard_scenario = opts.sharded.as_ref().map(|_| {
+            let mut file = scenario_file_for(study, &base_url, &[], &connect_to);
+            file.raw.events.clear();
+            toml::to_string(&file.raw).unwrap_or_default()
+        });
+        Ok(Launch {
+            scenario,
+            shard_scenario,
+            spec: LaunchSpec {
+                command: fill(&server.command),
+                dir: dir.clone(),
+                env: server
+                    .env
+                    .iter()
+                    .map(|(k, v)| (k.clone(), fill(v)))
+                    .collect(),
+                stop_signal: server.stop_signal,
+                grace: server.stop_grace,
+            },
+            pidfile: server
+                .pidfile
+                .as_ref()
+                .map(|p| PathBuf::from(in_dir(fill(p)))),
+            probes: server.probes.iter().map(|p| fill(p)).collect(),
+            dir,
+        })
+    }
+
+    /// What the monitor watches: the server's tree, followed through its
+    /// pidfile and port; the services sampled apart.
+    fn watch(
+        &self,
+        server: &file::Server,
+        process: &ServerProcess,
+        services: [&Running; 2],
+    ) -> MonitorConfig {
+        let addr = self.scenario.plan.endpoint.addr;
+        MonitorConfig {
+            root: Some(process.pid()),
+            interval: headroom_monitor::DEFAULT_INTERVAL,
+            remote: None,
+            source: format!("{} (pid {})", server.name, process.pid()),
+            // The study picked the port: whatever listens on it is this
+            // server's, as are the daemons it leaves with headroom.
+            follow: Follow {
+                pidfile: self.pidfile.clone(),
+                listen_port: Some(addr.port()),
+                adopt_orphans: true,
+                // The services are headroom's children too, not the server's.
+                not_adopted: services.iter().flat_map(|s| s.groups()).collect(),
+            },
+            // ... and sampled apart, each as its own tree.
+            services: services.iter().flat_map(|s| s.named_pids()).collect(),
+            // Checked when the study file was read.
+            probes: self.probes.iter().filter_map(|p| p.parse().ok()).collect(),
+        }
+    }
+}
+
+/// Starts the configuration's server and waits until it is ready on its
+/// port — and is the one answering there. `None` when it is not (the
+/// record says why; whatever was started is stopped).
+fn start_server(
+    server: &file::Server,
+    launch: &Launch,
+    record: &mut RunRecord,
+) -> Option<ServerProcess> {
+    let endpoint = &launch.scenario.plan.endpoint;
+    let addr = endpoint.addr;
+    // Another process on the port would answer in the server's place.
+    let holders = port_holders(addr.port());
+    if !holders.is_empty() {
+        let who: Vec<String> = holders
+            .iter()
+            .map(|&(pid, _)| describe_process(pid))
+            .collect();
+        record.status = format!("error: port {} in use by {}", addr.port(), who.join(", "));
+        return None;
+    }
+    let mut process = match ServerProcess::launch(&launch.spec) {
+        Ok(p) => p,
+        Err(e) => {
+            record.status = format!("error: {e}");
+            return None;
+        }
+    };
+    process.listens_on(addr.port());
+    record.pgid = process.pid();
+    let ready = match &server.ready {
+        Ready::Tcp => process.wait_ready(addr, server.ready_timeout),
+        Ready::Http(path) => {
+            process.wait_ready_http(addr, &endpoint.host_header, path, server.ready_timeout)
+        }
+    };
+    // Ready — but by whom? Whatever listens on the port must have been
+    // started by the server's command (it was free before).
+    let impostors: Vec<String> = match ready {
+        Ok(()) => process
+            .other_port_holders()
+            .into_iter()
+            .map(|(pid, _)| describe_process(pid))
+            .collect(),
+        Err(_) => Vec::new(),
+    };
+    record.status = match ready {
+        Err(LaunchError::Exited { status, .. }) => {
+            format!("not ready: exited ({status}) during start-up")
+        }
+        Err(LaunchError::NotReady { timeout, .. }) => {
+            format!("not ready within {}", humantime::format_duration(timeout))
+        }
+        Err(other) => format!("not ready: {other}"),
+        Ok(()) if !impostors.is_empty() => format!(
+            "error: port {} is held by {}, not by the server's command",
+            addr.port(),
+            impostors.join(", ")
+        ),
+        Ok(()) => return Some(process),
+    };
+    record.stderr_tail = Some(process.stderr_tail(20));
+    finish(&mut process, record);
+    None
+}
+
+/// Warms the configuration up, then measures it (in shards, or in this
+/// process beside the monitor). `None` when the study was stopped first.
+fn load(
+    study: &Study,
+    plan: &Plan,
+    (watch, during): (MonitorConfig, During),
+    sharded: Option<(&dyn Sharded, &str)>,
+    stop: &StopSignal,
+    recording: &Recording,
+    tell: &mut dyn FnMut(&'static str, Option<Event>),
+) -> Option<Results> {
     if !study.warmup.is_zero() {
         tell("warming", None);
         match sharded {
@@ -540,45 +612,43 @@ fn run_config(
             }
         }
     }
+    if stop.is_stopping() {
+        return None;
+    }
+    tell("loading", None);
+    if let Some((sharded, scenario)) = sharded {
+        let load = ShardedLoad::Scenario(study.duration);
+        return sharded.run(scenario, &study.scenario_dir, load, &watch, stop);
+    }
     let measured_plan = match study.duration {
         Some(d) => plan.lasting(d),
         None => plan.clone(),
     };
-    let results = if stop.is_stopping() {
-        None
-    } else if let Some((sharded, scenario)) = sharded {
-        tell("loading", None);
-        let load = ShardedLoad::Scenario(study.duration);
-        sharded.run(scenario, &study.scenario_dir, load, &watch, stop)
-    } else {
-        tell("loading", None);
-        let during = During {
-            aborts: Vec::new(),
-            event_group: Some(process.pid()),
-            event_dir: dir.clone(),
-        };
-        let start = headroom_engine::start_soon();
-        let measured = measure_from(
-            &measured_plan,
-            stop,
-            watch,
-            &recording,
-            &during,
-            start,
-            |_, _| {},
-        );
-        Some(measured.results)
-    };
+    let start = headroom_engine::start_soon();
+    let measured = measure_from(
+        &measured_plan,
+        stop,
+        watch,
+        recording,
+        &during,
+        start,
+        |_, _| {},
+    );
+    Some(measured.results)
+}
+
+/// A measured run's status: `ok`, or why it does not count.
+fn judged(study: &Study, results: Option<&Results>, process: &mut ServerProcess) -> String {
     // Died: nothing of the server left (a restart under an event, which
     // replaces the process headroom started, is not a death).
-    let died = match &results {
+    let died = match results {
         Some(r) => r
             .server
             .as_ref()
             .is_some_and(|s| s.findings.iter().any(|f| f.kind == "server_exited")),
         None => process.exited().is_some(),
     };
-    record.status = match &results {
+    match results {
         _ if died => "died during the run".to_string(),
         Some(r) if r.summary.requests.error_rate > study.error_budget => format!(
             "error budget exceeded: {:.2} % > {:.2} %",
@@ -588,13 +658,7 @@ fn run_config(
         Some(r) if r.interrupted => "interrupted".to_string(),
         Some(_) => "ok".to_string(),
         None => "interrupted".to_string(),
-    };
-    if record.status != "ok" {
-        record.stderr_tail = Some(process.stderr_tail(20));
     }
-    record.results = results;
-    finish(&mut process, &mut record);
-    record
 }
 
 /// Objective "capacity": a capacity search on the running configuration;

@@ -11,6 +11,7 @@
 
 use super::{Origin, Origins};
 use crate::plan::HttpVersion;
+use headroom_http::exchange::Attempts;
 use headroom_http::h2::{H2Connection, H2Parts};
 use headroom_http::h3::{H3ConnectOptions, H3Connection, QuicEndpoint};
 use headroom_http::{Capture, Captured, ConnectOptions, Failure, Response};
@@ -60,7 +61,7 @@ impl Carrier {
         request: H2Parts,
         want: Capture,
         captured: &mut Captured,
-        attempts: &Cell<u32>,
+        attempts: &Attempts,
     ) -> Result<Response, Failure> {
         match self {
             Carrier::H2(c) => c.exchange(request, want, captured, attempts).await,

@@ -24,7 +24,9 @@
 //!
 //! It does what the general path does for the plans it takes
 //! ([`load_of`]): the same counts and error classes, latency from the
-//! send, a stale keep-alive connection's request sent once more, the
+//! send, a stale keep-alive connection's request sent once more (each
+//! rule of the exchange asked of `headroom_http::exchange`, as the task
+//! path asks it), the
 //! connect back-off, ramp-up, iterations, `--requests`, the graceful stop
 //! and the abort. One difference: timeouts are checked every
 //! [`TIMEOUT_SWEEP`] instead of by a timer per request, so a timed-out
@@ -40,6 +42,7 @@ use crate::script::{Action, Script};
 use crate::shared::Shared;
 use crate::stop::Phase;
 use arrivals::{Arrival, Arrivals};
+use headroom_http::exchange::{self, Attempts, Retry};
 use headroom_http::reader::{Fed, ResponseReader};
 use headroom_http::response::HeadCache;
 use headroom_http::{connect_error_class, exchange_error_class, Capture, Captured, Failure};
@@ -179,9 +182,9 @@ struct Slot {
     /// when the next request opens another, as the general path counts it.
     replaced: Option<ConnectionEvent>,
     /// A stale connection's request may still be sent once more.
-    may_retry: bool,
+    retry: Retry,
     /// Times this request's head went out (a stale retry sends it again).
-    attempts: u32,
+    attempts: Attempts,
     /// Writing the request failed; what was there to read is read first
     /// (an early answer), and this is the failure if there was none.
     write_failure: Option<Failure>,
@@ -215,8 +218,8 @@ impl Slot {
             kept: Vec::new(),
             reused: false,
             replaced: None,
-            may_retry: true,
-            attempts: 0,
+            retry: Retry::new(),
+            attempts: Attempts::default(),
             write_failure: None,
             active: false,
             iterations: 0,
@@ -417,42 +420,48 @@ impl<'a> EventLoop<'a> {
                 self.abort();
                 return;
             }
-            for event in events.iter() {
-                if event.token() == ARRIVAL_TIMER {
-                    if let Model::Open(arrivals) = &mut self.model {
-                        if let Some(timer) = arrivals.timer() {
-                            timer.fired();
-                        }
-                    }
-                    continue;
-                }
-                let i = event.token().0;
-                match self.slots[i].step {
-                    Step::Connecting => self.connected(i),
-                    Step::Handshaking => self.handshake(i),
-                    Step::Writing(_) if event.is_writable() || event.is_error() => self.write(i),
-                    Step::Reading => {
-                        // TLS records of the request the socket could not
-                        // take at once go first: an edge that is both
-                        // readable and writable comes once.
-                        if event.is_writable() {
-                            self.flush(i);
-                        }
-                        let stirred = event.is_readable() || event.is_error();
-                        if stirred && self.slots[i].step == Step::Reading {
-                            self.read(i, event.is_read_closed() || event.is_error())
-                        }
-                    }
-                    Step::Paused if event.is_readable() || event.is_error() => self.idle_event(i),
-                    _ => {}
-                }
-            }
+            self.readiness(&events);
             // Arrivals after the responses that came: a connection they
             // freed takes the next arrival, rather than a new one opened
             // while its answer sat unread (opening costs more, makes the
             // loop later, and lateness would open more).
             if open_model && !self.stopping {
                 self.dispatch(Instant::now());
+            }
+        }
+    }
+
+    /// The sockets (and the arrival timer) the poll found ready: each
+    /// slot's step goes on.
+    fn readiness(&mut self, events: &Events) {
+        for event in events.iter() {
+            if event.token() == ARRIVAL_TIMER {
+                if let Model::Open(arrivals) = &mut self.model {
+                    if let Some(timer) = arrivals.timer() {
+                        timer.fired();
+                    }
+                }
+                continue;
+            }
+            let i = event.token().0;
+            match self.slots[i].step {
+                Step::Connecting => self.connected(i),
+                Step::Handshaking => self.handshake(i),
+                Step::Writing(_) if event.is_writable() || event.is_error() => self.write(i),
+                Step::Reading => {
+                    // TLS records of the request the socket could not
+                    // take at once go first: an edge that is both
+                    // readable and writable comes once.
+                    if event.is_writable() {
+                        self.flush(i);
+                    }
+                    let stirred = event.is_readable() || event.is_error();
+                    if stirred && self.slots[i].step == Step::Reading {
+                        self.read(i, event.is_read_closed() || event.is_error())
+                    }
+                }
+                Step::Paused if event.is_readable() || event.is_error() => self.idle_event(i),
+                _ => {}
             }
         }
     }
@@ -752,8 +761,8 @@ impl<'a> EventLoop<'a> {
         slot.reader = ResponseReader::default();
         slot.received = 0;
         slot.kept.clear();
-        slot.may_retry = true;
-        slot.attempts = 0;
+        slot.retry = Retry::new();
+        slot.attempts.reset();
         shared.recorder.borrow_mut().request_started();
         if let Some(event) = slot.replaced.take() {
             shared
@@ -939,7 +948,7 @@ impl<'a> EventLoop<'a> {
                 Err(e) => return self.write_failed(i, exchange_error_class(&e)),
             }
         }
-        slot.attempts += 1;
+        slot.attempts.head_sent();
         slot.step = Step::Reading;
         // The server may have answered while the request was still going
         // out (an early error); that edge came while writing.
@@ -997,11 +1006,8 @@ impl<'a> EventLoop<'a> {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => {
-                    if e.kind() == io::ErrorKind::ConnectionReset && slot.received == 0 {
-                        // Reset before a byte of answer: the server's kernel
-                        // resets a connection closed with data unread (RFC
-                        // 2525 §2.17), so the head never reached the server.
-                        slot.attempts = slot.attempts.saturating_sub(1);
+                    if exchange::head_discarded(e.kind(), slot.received > 0) {
+                        slot.attempts.head_discarded();
                     }
                     return self.failed(i, exchange_error_class(&e));
                 }
@@ -1093,11 +1099,7 @@ impl<'a> EventLoop<'a> {
         if slot.reader.closed() && slot.kept.is_empty() {
             return self.completed(i, true);
         }
-        let failure = if slot.received == 0 {
-            Failure::ClosedBeforeResponse
-        } else {
-            Failure::ClosedMidResponse
-        };
+        let failure = exchange::closed_early(slot.received > 0);
         self.failed(i, failure);
     }
 
@@ -1107,7 +1109,7 @@ impl<'a> EventLoop<'a> {
         let now = Instant::now();
         if self.slots[i].write_failure.take().is_some() {
             // Answered though the write failed: its head got there.
-            self.slots[i].attempts += 1;
+            self.slots[i].attempts.head_sent();
         }
         let shared = self.shared;
         let slot = &mut self.slots[i];
@@ -1198,14 +1200,9 @@ impl<'a> EventLoop<'a> {
         let slot = &mut self.slots[i];
         let failure = slot.write_failure.take().unwrap_or(failure);
         slot.stream = None;
-        let stale = slot.reused
-            && slot.received == 0
-            && matches!(
-                failure,
-                Failure::ClosedBeforeResponse | Failure::ConnectionReset
-            );
-        if stale && slot.may_retry && plan.stale_retry.allows(&plan.requests[slot.request].method) {
-            slot.may_retry = false;
+        let stale = exchange::is_stale(slot.reused, slot.received > 0, failure);
+        let method = &plan.requests[slot.request].method;
+        if slot.retry.again(stale, plan.stale_retry, method) {
             self.shared
                 .recorder
                 .borrow_mut()
@@ -1237,7 +1234,7 @@ impl<'a> EventLoop<'a> {
         let slot = &self.slots[i];
         self.deadlines[i] = None;
         let outcome = Outcome {
-            attempts: slot.attempts,
+            attempts: slot.attempts.count(),
             ..outcome
         };
         self.shared
@@ -1254,11 +1251,12 @@ impl<'a> EventLoop<'a> {
             }
             match self.slots[i].step {
                 Step::Connecting | Step::Handshaking => {
-                    self.connect_failed(i, Failure::ConnectTimeout)
+                    self.connect_failed(i, exchange::timed_out(exchange::Phase::Connecting))
                 }
                 Step::Writing(_) | Step::Reading => {
                     self.slots[i].stream = None;
-                    self.record(i, now, None, Some(ErrorClass::RequestTimeout));
+                    let failure = exchange::timed_out(exchange::Phase::Exchanging);
+                    self.record(i, now, None, Some(failure.into()));
                     self.next(i, now);
                 }
                 _ => self.deadlines[i] = None,
@@ -1322,11 +1320,7 @@ impl<'a> EventLoop<'a> {
         let now = Instant::now();
         for i in 0..self.slots.len() {
             if self.slots[i].in_flight() {
-                // Cut off before it left (still connecting): never sent.
-                let class = match self.slots[i].attempts {
-                    0 => ErrorClass::NotSent,
-                    _ => ErrorClass::Aborted,
-                };
+                let class = self.slots[i].attempts.cut_off();
                 self.record(i, now, None, Some(class));
             }
             self.finish(i, now);

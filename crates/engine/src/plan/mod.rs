@@ -126,41 +126,8 @@ pub enum Engine {
     Tasks,
 }
 
-/// Whether a request that met a connection the server had already closed
-/// (EOF or RST before any response byte, on a reused keep-alive connection)
-/// is sent once more on a new connection. RFC 9112 §9.3.1 allows it for
-/// idempotent methods, as browsers and HTTP clients do.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum StaleRetry {
-    /// GET, HEAD, PUT, DELETE, OPTIONS, TRACE.
-    #[default]
-    Idempotent,
-    /// Every method (the server never saw the request, but a non-idempotent
-    /// one might have been half-processed by a server that closed mid-way).
-    All,
-    /// Never: the request fails as `closed_before_response` /
-    /// `connection_reset`.
-    Never,
-}
-
-impl StaleRetry {
-    pub fn parse(text: &str) -> Option<StaleRetry> {
-        match text {
-            "idempotent" => Some(Self::Idempotent),
-            "all" => Some(Self::All),
-            "never" => Some(Self::Never),
-            _ => None,
-        }
-    }
-
-    pub fn allows(self, method: &str) -> bool {
-        match self {
-            Self::Idempotent => headroom_http::is_idempotent(method),
-            Self::All => true,
-            Self::Never => false,
-        }
-    }
-}
+/// `--stale-connection-retry`: one of the rules of an exchange.
+pub use headroom_http::exchange::StaleRetry;
 
 /// Generator threads by default: the CPUs this process may use (respects
 /// `taskset` and cgroup limits).

@@ -11,10 +11,10 @@ use crate::metrics::{ConnectionEvent, ErrorClass, Outcome};
 use crate::plan::{HttpVersion, Load, RequestSpec, Wire};
 use crate::script::{Action, Script};
 use crate::shared::{InFlight, Shared};
+use headroom_http::exchange::{self, Attempts, Phase, Retry};
 use headroom_http::h2::H2Request;
 use headroom_http::{routes, Capture, Failure, Idle};
 use smallvec::SmallVec;
-use std::cell::Cell;
 use std::future::Future;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
@@ -442,7 +442,7 @@ impl User {
         (spec, wire): (&RequestSpec, Wire),
         index: usize,
         origin: &Rc<Origin>,
-        (sent, attempts): (Instant, &Cell<u32>),
+        (sent, attempts): (Instant, &Attempts),
     ) -> Outcome {
         let plan = &shared.plan;
         if plan.speaks_h2() {
@@ -457,9 +457,8 @@ impl User {
             ..spec.capture
         };
         let timeout = plan.timeout_of(spec);
-        // Whether a request cut off by a stale connection may go again
-        // (asked of the method only when it happens).
-        let mut may_retry = true;
+        // Whether a request cut off by a stale connection may go again.
+        let mut retry = Retry::new();
         // A pooled connection may have been waited for: the wait is not
         // the exchange's.
         let pooled = plan.max_connections_per_host.is_some();
@@ -490,14 +489,15 @@ impl User {
                 timed(&mut self.request_timer, due, exchange).await
             };
             match finished {
-                Err(()) => outcome.error = Some(ErrorClass::RequestTimeout),
+                Err(()) => outcome.error = Some(exchange::timed_out(Phase::Exchanging).into()),
                 Ok(Err(failure))
-                    if may_retry
-                        && c.http.was_stale(failure)
-                        && plan.stale_retry.allows(&spec.method) =>
+                    if retry.again(
+                        exchange::is_stale(c.http.is_reused(), c.http.answered(), failure),
+                        plan.stale_retry,
+                        &spec.method,
+                    ) =>
                 {
                     conn = None;
-                    may_retry = false;
                     shared
                         .recorder
                         .borrow_mut()
@@ -533,7 +533,7 @@ impl User {
         wire: Wire,
         index: usize,
         origin: &Rc<Origin>,
-        attempts: &Cell<u32>,
+        attempts: &Attempts,
     ) -> Outcome {
         let plan = &shared.plan;
         let mut outcome = Outcome::default();
@@ -542,7 +542,7 @@ impl User {
             ..spec.capture
         };
         let mut avoid = None;
-        let mut may_retry = true;
+        let mut retry = Retry::new();
         loop {
             let local = shared.next_local_address();
             let stream = match shared.origins.h2_stream(origin, avoid.take(), local).await {
@@ -593,7 +593,7 @@ impl User {
             drop(stream);
             let failure = match finished {
                 Err(()) => {
-                    outcome.error = Some(ErrorClass::RequestTimeout);
+                    outcome.error = Some(exchange::timed_out(Phase::Exchanging).into());
                     return outcome;
                 }
                 Ok(Ok(response)) => {
@@ -626,9 +626,8 @@ impl User {
                 shared.origins.zero_rtt_refused();
             }
             match retry_event {
-                Some(event) if may_retry && plan.stale_retry.allows(&spec.method) => {
+                Some(event) if retry.again(true, plan.stale_retry, &spec.method) => {
                     shared.recorder.borrow_mut().connection_event(index, event);
-                    may_retry = false;
                     avoid = Some(conn);
                 }
                 _ => {

@@ -159,7 +159,7 @@ pub struct RunArgs {
     /// before the request reached it, send the request again on a new
     /// connection: idempotent (GET, HEAD, PUT, DELETE, OPTIONS, TRACE), all,
     /// or never [default: idempotent].
-    #[arg(long, value_name = "WHICH", value_parser = ["idempotent", "all", "never"])]
+    #[arg(long, value_name = "WHICH", value_parser = headroom_http::exchange::StaleRetry::NAMES)]
     pub stale_connection_retry: Option<String>,
 
     /// Open connections from these source addresses, in turn: a list and

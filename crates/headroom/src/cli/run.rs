@@ -56,11 +56,11 @@ fn overrides(args: &RunArgs) -> Overrides {
         connect_timeout: args.connect_timeout,
         no_keepalive: args.no_keepalive,
         threads: args.threads,
-        stale_connection_retry: args.stale_connection_retry.as_deref().map(|w| match w {
-            "all" => RawStaleRetry::All,
-            "never" => RawStaleRetry::Never,
-            _ => RawStaleRetry::Idempotent,
-        }),
+        // clap took only the policies' names.
+        stale_connection_retry: args
+            .stale_connection_retry
+            .as_deref()
+            .and_then(RawStaleRetry::parse),
         insecure: args.insecure,
         ca_file: args.ca_file.clone(),
         connect_to: args.connect_to.clone(),

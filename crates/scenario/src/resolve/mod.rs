@@ -11,7 +11,7 @@
 use super::errors::{Problem, Problems};
 use super::raw::*;
 use headroom_engine::plan::{
-    Flow, HttpVersion, Load, Plan, StaleRetry, DEFAULT_CONNECT_TIMEOUT, DEFAULT_GRACEFUL_STOP,
+    Flow, HttpVersion, Load, Plan, DEFAULT_CONNECT_TIMEOUT, DEFAULT_GRACEFUL_STOP,
     DEFAULT_REQUEST_TIMEOUT,
 };
 use headroom_http::tls::{TlsClient, TlsOptions};
@@ -188,11 +188,7 @@ impl Builder<'_> {
                 .unwrap_or_else(headroom_engine::plan::default_threads)
                 .max(1),
             max_requests,
-            stale_retry: match http.stale_connection_retry {
-                None | Some(RawStaleRetry::Idempotent) => StaleRetry::Idempotent,
-                Some(RawStaleRetry::All) => StaleRetry::All,
-                Some(RawStaleRetry::Never) => StaleRetry::Never,
-            },
+            stale_retry: http.stale_connection_retry.unwrap_or_default(),
             shard: Default::default(),
             local_addresses: Vec::new(),
             events,

@@ -13,6 +13,7 @@ use crate::plan::template::Template;
 use crate::shared::{InFlight, Shared};
 use crate::tasks::timeout::timed;
 use base64::Engine as _;
+use headroom_http::exchange::{self, Phase};
 use headroom_http::sse::{self, EventParser, EventStream};
 use headroom_http::websocket::{self, Incoming, WebSocket};
 use headroom_http::{Capture, Failure};
@@ -191,7 +192,7 @@ impl User {
             timed(&mut self.request_timer, due, open).await
         };
         let head = match head {
-            Err(()) => return failed(in_flight, ErrorClass::RequestTimeout),
+            Err(()) => return failed(in_flight, exchange::timed_out(Phase::Exchanging).into()),
             Ok(Err(failure)) => return failed(in_flight, failure.into()),
             Ok(Ok(head)) => head,
         };
@@ -290,7 +291,7 @@ impl User {
                 let write = std::pin::pin!(ws.send(data, !binary));
                 match timed(&mut self.request_timer, due, write).await {
                     Ok(Ok(())) => Ok(len),
-                    Err(()) => Err(ErrorClass::RequestTimeout),
+                    Err(()) => Err(exchange::timed_out(Phase::Exchanging).into()),
                     Ok(Err(failure)) => Err(failure.into()),
                 }
             }
@@ -347,7 +348,7 @@ impl User {
         }
         let mut in_flight = InFlight::begin(shared, expect.entry, since);
         in_flight.sent_at(since);
-        in_flight.attempts.set(1);
+        in_flight.attempts.head_sent();
         let due = since + expect.within;
         let mut outcome = Outcome::default();
         let mut control = Control::Continue;
@@ -538,7 +539,7 @@ impl User {
                     self.socket_gone(shared, Gone::Failed(failure));
                     return Control::EndIteration;
                 }
-                in_flight.attempts.set(1);
+                in_flight.attempts.head_sent();
                 unanswered = Some(in_flight);
                 ping_due = Some(now + ping.every);
                 continue;
