@@ -6,6 +6,11 @@
 //! is counted and skipped, never copied, and the read buffer is reused, so a
 //! keep-alive exchange allocates nothing. Every failure is one
 //! [`Failure`], which the engine counts as an error class.
+//!
+//! Over 1,000 lines: the HTTP/1.1 connection (connect, write, read one
+//! response, early answers, the idle check) is one type whose reads share
+//! its buffer and flags; requests' encoding and the failures it reports
+//! sit beside it, the rules of an exchange in [`exchange`].
 
 pub mod exchange;
 pub mod h2;

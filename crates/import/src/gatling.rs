@@ -21,6 +21,10 @@
 //!   → thresholds.
 //!
 //! Everything else is listed with its line.
+//!
+//! Over 1,000 lines: one importer reads one DSL, whose three grammars meet
+//! in one private model ([`Node`]); split, the walkers would reach into
+//! each other's. A sixth of it is tests.
 
 use super::{form_encode, managed_header, number_text, request, sort_by_line, split_url, Imported};
 use headroom_engine::plan::feeder::FeederOrder;

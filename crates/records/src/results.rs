@@ -4,6 +4,10 @@
 //! `throughput_rps`, `duration_s`, `bytes_received`, `latency_ms.*`,
 //! `latency_ms_ok.*`, `status_codes`, `errors`, `timeline`,
 //! `target_rate_rps`, `send_lag_ms.*`, `meta`, `histograms`.
+//!
+//! Over 1,000 lines: results.json's whole contract — every field any
+//! reader relies on, documented where it is defined, and the JSON Schema
+//! derived from it — in one place.
 
 use crate::server::findings::{ClientFacts, SEND_LAG_LATE_MS};
 use crate::server::machine::Machine;

@@ -31,6 +31,11 @@
 //! and the abort. One difference: timeouts are checked every
 //! [`TIMEOUT_SWEEP`] instead of by a timer per request, so a timed-out
 //! request is counted up to that much late (wrk checks every 2 s).
+//!
+//! Over 1,000 lines: one state machine — a [`Slot`] and the steps it goes
+//! through — whose transitions call each other; its socket (`socket.rs`),
+//! arrivals (`arrivals.rs`) and the rules of an exchange
+//! (`headroom_http::exchange`) are apart.
 
 use crate::backoff::ConnectBackoff;
 use crate::connections::Origin;

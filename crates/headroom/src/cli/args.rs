@@ -1,6 +1,10 @@
 //! Flags, and the parsers for values that need more than clap gives
 //! (durations, rates, stage lists). Each parse error says what was wrong
 //! and what would be right.
+//!
+//! Over 1,000 lines: every subcommand's flags, whose doc comments are the
+//! generated command-line reference; one file keeps the shared flags
+//! (load, HTTP, outputs) in one place for every subcommand.
 
 use clap::Args;
 use headroom_engine::plan::limits;

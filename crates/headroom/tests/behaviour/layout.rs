@@ -329,3 +329,257 @@ fn no_test_passes_without_running() {
     }
     assert!(found.is_empty(), "tests that skip and pass: {found:?}");
 }
+
+/// `bench/runs/` holds the rounds the docs cite, and only those: each run
+/// is named (or matched by a `prefix-*` the docs give) in the README, the
+/// guide or bench/README.md, and each run they name is there.
+#[test]
+fn bench_runs_are_the_ones_the_docs_cite() {
+    let mut docs = String::new();
+    for file in ["README.md", "bench/README.md"] {
+        docs += &std::fs::read_to_string(root().join(file)).unwrap();
+    }
+    for page in tree(&root().join("docs/src")) {
+        if page.ends_with(".md") {
+            docs += &std::fs::read_to_string(root().join("docs/src").join(page)).unwrap();
+        }
+    }
+    let cited: Vec<&str> = docs
+        .split("runs/")
+        .skip(1)
+        .map(|rest| {
+            let end = rest
+                .find(|c: char| !(c.is_ascii_alphanumeric() || c == '-' || c == '*'))
+                .unwrap_or(rest.len());
+            &rest[..end]
+        })
+        .filter(|name| name.starts_with("20"))
+        .collect();
+    let runs: Vec<String> = std::fs::read_dir(root().join("bench/runs"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    let is_cited = |run: &str| {
+        cited.iter().any(|c| match c.strip_suffix('*') {
+            Some(prefix) => run.starts_with(prefix),
+            None => *c == run,
+        })
+    };
+    let uncited: Vec<&String> = runs.iter().filter(|r| !is_cited(r)).collect();
+    assert!(
+        uncited.is_empty(),
+        "bench/runs/ keeps runs no doc cites: {uncited:?}"
+    );
+    let missing: Vec<&&str> = cited
+        .iter()
+        .filter(|c| !c.ends_with('*') && !runs.iter().any(|r| r == *c))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "the docs cite runs bench/runs/ lacks: {missing:?}"
+    );
+}
+
+/// A source file over 1,000 lines says why in its module doc
+/// ("Over 1,000 lines: …"): size is a cost a reader pays, so it must be
+/// one chosen, not one grown into.
+#[test]
+fn a_file_over_a_thousand_lines_says_why() {
+    let mut unexplained = Vec::new();
+    for krate in std::fs::read_dir(root().join("crates")).unwrap() {
+        let src = krate.unwrap().path().join("src");
+        for file in tree(&src).iter().filter(|f| f.ends_with(".rs")) {
+            let text = std::fs::read_to_string(src.join(file)).unwrap();
+            let says_why = text
+                .lines()
+                .take_while(|l| l.starts_with("//!"))
+                .any(|l| l.contains("Over 1,000 lines:"));
+            if text.lines().count() > 1000 && !says_why {
+                unexplained.push(src.join(file).display().to_string());
+            }
+        }
+    }
+    assert!(
+        unexplained.is_empty(),
+        "long files that do not say why: {unexplained:?}"
+    );
+}
+
+/// Functions still over 100 lines (crate-relative file, name, lines),
+/// each to be cut along its steps; none may grow, and none may join.
+/// A function cut below 100 leaves this list in the same change.
+const LONG_FUNCTIONS: [(&str, &str, usize); 35] = [
+    ("report/src/terminal.rs", "write_summary", 269),
+    ("headroom/src/cli/k8s_run.rs", "run", 211),
+    ("headroom/src/cli/capacity.rs", "capacity", 184),
+    ("headroom/src/cli/outputs.rs", "finish", 182),
+    ("scenario/src/resolve/flow.rs", "steps", 175),
+    ("import/src/curl.rs", "import", 169),
+    ("scenario/src/resolve/mod.rs", "build", 164),
+    ("engine/src/lib.rs", "run_at", 152),
+    ("scenario/src/resolve/sockets.rs", "walk_sockets", 150),
+    ("import/src/gatling.rs", "injection", 149),
+    ("headroom/src/cli/study.rs", "run_study", 148),
+    ("records/src/server/findings.rs", "findings", 146),
+    ("report/src/html/mod.rs", "server_charts", 145),
+    ("records/src/study/rank.rs", "summarise", 144),
+    ("k8s/src/lib.rs", "manifests", 144),
+    ("import/src/postman.rs", "import", 139),
+    ("http/src/lib.rs", "exchange", 138),
+    ("monitor/src/proc.rs", "tree", 134),
+    ("scenario/src/resolve/checks.rs", "checks", 133),
+    ("import/src/jmx.rs", "import", 133),
+    ("engine/src/tasks/user/socket.rs", "open_socket", 132),
+    ("import/src/k6.rs", "scenarios", 131),
+    ("report/src/html/mod.rs", "timeline_charts", 127),
+    ("scenario/src/resolve/load.rs", "load", 126),
+    ("import/src/gatling.rs", "request", 121),
+    ("headroom/src/cli/fleet/serve.rs", "fleet", 121),
+    ("study/src/lib.rs", "run", 115),
+    ("report/src/html/mod.rs", "study_report", 114),
+    ("engine/src/tasks/user.rs", "exchange_h2", 111),
+    ("measure/src/assemble.rs", "results", 109),
+    ("import/src/jmx.rs", "sampler", 108),
+    ("capacity/src/lib.rs", "report", 106),
+    ("import/src/har.rs", "import", 105),
+    ("import/src/k6.rs", "expression", 102),
+    ("scenario/src/resolve/load.rs", "open_stages", 101),
+];
+
+/// `line` with string and character literals emptied and any `//`
+/// comment cut, so the braces left are the code's.
+fn code_of(line: &str) -> String {
+    let mut out = String::new();
+    let mut chars = line.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '"' => {
+                while let Some(s) = chars.next() {
+                    match s {
+                        '\\' => {
+                            chars.next();
+                        }
+                        '"' => break,
+                        _ => {}
+                    }
+                }
+                out.push_str("\"\"");
+            }
+            // A character literal ('{', '\''), not a lifetime ('a).
+            '\'' => {
+                let rest: String = chars.clone().take(3).collect();
+                let literal = rest.starts_with('\\') || rest.chars().nth(1) == Some('\'');
+                if literal {
+                    if chars.next() == Some('\\') {
+                        chars.next();
+                    }
+                    chars.next();
+                }
+                out.push('\'');
+            }
+            '/' if chars.peek() == Some(&'/') => break,
+            _ => out.push(c),
+        }
+    }
+    out
+}
+
+/// Each function of a source file (its tests left out) with its length in
+/// lines, from its `fn` line to its closing brace.
+fn function_lengths(text: &str) -> Vec<(String, usize)> {
+    let lines: Vec<&str> = text.lines().collect();
+    let mut found = Vec::new();
+    let mut i = 0;
+    while i < lines.len() {
+        let line = lines[i].trim_start();
+        if line.starts_with("#[cfg(test)]") {
+            break;
+        }
+        let mut words = line.split_whitespace().peekable();
+        while words.peek().is_some_and(|w| {
+            w.starts_with("pub") || ["async", "const", "unsafe", "extern"].contains(w)
+        }) {
+            words.next();
+        }
+        let name = match (words.next(), words.next()) {
+            (Some("fn"), Some(rest)) => rest
+                .split(|c: char| !(c.is_alphanumeric() || c == '_'))
+                .next()
+                .unwrap_or_default()
+                .to_string(),
+            _ => {
+                i += 1;
+                continue;
+            }
+        };
+        let (mut depth, mut opened, mut j) = (0i32, false, i);
+        while j < lines.len() {
+            let code = code_of(lines[j]);
+            for c in code.chars() {
+                match c {
+                    '{' => {
+                        depth += 1;
+                        opened = true;
+                    }
+                    '}' => depth -= 1,
+                    _ => {}
+                }
+            }
+            // A declaration without a body (a trait's).
+            if !opened && code.contains(';') {
+                break;
+            }
+            if opened && depth <= 0 {
+                break;
+            }
+            j += 1;
+        }
+        if opened {
+            found.push((name, j - i + 1));
+            i = j + 1;
+        } else {
+            i += 1;
+        }
+    }
+    found
+}
+
+/// No function over 100 lines but those listed, and none of those longer
+/// than it was: a long function is cut along its steps.
+#[test]
+fn functions_stay_under_a_hundred_lines() {
+    let mut problems = Vec::new();
+    let mut seen = Vec::new();
+    for krate in std::fs::read_dir(root().join("crates")).unwrap() {
+        let krate = krate.unwrap().path();
+        let src = krate.join("src");
+        let name = krate.file_name().unwrap().to_string_lossy().into_owned();
+        for file in tree(&src).iter().filter(|f| f.ends_with(".rs")) {
+            let path = format!("{name}/src/{file}");
+            let text = std::fs::read_to_string(src.join(file)).unwrap();
+            for (function, lines) in function_lengths(&text) {
+                if lines <= 100 {
+                    continue;
+                }
+                let listed = LONG_FUNCTIONS
+                    .iter()
+                    .find(|(p, f, _)| *p == path && *f == function);
+                match listed {
+                    None => problems.push(format!("{path}: {function} is {lines} lines")),
+                    Some((_, _, was)) if lines > *was => problems.push(format!(
+                        "{path}: {function} grew from {was} to {lines} lines"
+                    )),
+                    Some(_) => seen.push((path.clone(), function)),
+                }
+            }
+        }
+    }
+    for (path, function, _) in LONG_FUNCTIONS {
+        if !seen.iter().any(|(p, f)| p == path && f == function) {
+            problems.push(format!(
+                "{path}: {function} is 100 lines or fewer now (or gone): take it off LONG_FUNCTIONS"
+            ));
+        }
+    }
+    assert!(problems.is_empty(), "{problems:#?}");
+}
