@@ -9,7 +9,7 @@
 //! A new rule of an exchange goes here, and both paths call it.
 
 use crate::Failure;
-use headroom_metrics::ErrorClass;
+use headroom_metrics::{ConnectionEvent, ErrorClass};
 use std::cell::Cell;
 use std::io;
 
@@ -174,6 +174,32 @@ impl Retry {
     }
 }
 
+/// HTTP/2 and HTTP/3: a stream the server never processed — refused,
+/// above a GOAWAY's last id, or early data it turned down — may go once
+/// more on another connection (with [`Retry::again`]); the event it is
+/// counted as. `None`: the failure stands.
+pub fn unprocessed(failure: Failure) -> Option<ConnectionEvent> {
+    Some(match failure {
+        Failure::H2Refused => ConnectionEvent::RetriedH2Refused,
+        Failure::H2GoawayUnprocessed => ConnectionEvent::RetriedH2Goaway,
+        Failure::H3Refused => ConnectionEvent::RetriedH3Refused,
+        Failure::H3GoawayUnprocessed => ConnectionEvent::RetriedH3Goaway,
+        Failure::QuicZeroRttRejected => ConnectionEvent::RetriedZeroRttRejected,
+        _ => return None,
+    })
+}
+
+/// HTTP/2 and HTTP/3: whether new streams may still go on a connection
+/// after one of its streams failed so. A refused or reset stream is the
+/// stream's alone; past a GOAWAY or a connection error, nothing new goes
+/// on it.
+pub fn connection_goes_on(failure: Failure) -> bool {
+    matches!(
+        failure,
+        Failure::H2Refused | Failure::H2StreamReset | Failure::H3Refused | Failure::H3StreamReset
+    )
+}
+
 /// Where an exchange was when its time ran out. The connect has a timeout
 /// of its own (`connect_timeout`); the exchange's runs from when its
 /// connection is open (a connection waited for in a pool: from when it
@@ -259,6 +285,27 @@ mod tests {
             "a refusal spends nothing"
         );
         assert!(!Retry::new().again(true, StaleRetry::Never, "GET"));
+    }
+
+    #[test]
+    fn unprocessed_streams_go_again_and_only_stream_failures_keep_the_connection() {
+        assert_eq!(
+            unprocessed(Failure::H2GoawayUnprocessed),
+            Some(ConnectionEvent::RetriedH2Goaway)
+        );
+        assert_eq!(
+            unprocessed(Failure::QuicZeroRttRejected),
+            Some(ConnectionEvent::RetriedZeroRttRejected)
+        );
+        assert_eq!(
+            unprocessed(Failure::H2StreamReset),
+            None,
+            "the server saw it"
+        );
+        assert!(connection_goes_on(Failure::H2Refused));
+        assert!(connection_goes_on(Failure::H3StreamReset));
+        assert!(!connection_goes_on(Failure::H2GoawayUnprocessed));
+        assert!(!connection_goes_on(Failure::H2ProtocolError));
     }
 
     #[test]

@@ -8,7 +8,7 @@
 use super::{main_origin, managed_header, request, split_url, Imported};
 use headroom_engine::plan::HttpVersion;
 use headroom_scenario::raw::{
-    RawExpect, RawHttp, RawHttpVersion, RawScenario, RawSession, RawStatus, RawStep,
+    RawExpect, RawHttp, RawHttpVersion, RawRequest, RawScenario, RawSession, RawStatus, RawStep,
 };
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -71,6 +71,41 @@ struct Response {
 /// own pace (parallel loads), not a user thinking.
 const THINK_FROM_MS: i64 = 500;
 
+/// One recorded request: its method, headers (cookies left to the
+/// session's jar), body and, where it succeeded, its status expected.
+fn entry_request(taken: &mut BTreeMap<String, u32>, e: &Entry, path: &str) -> RawRequest {
+    let method = e.request.method.to_ascii_uppercase();
+    let mut r = request(taken, &method, path);
+    let headers: BTreeMap<String, String> = e
+        .request
+        .headers
+        .iter()
+        // Cookies come from the session's own jar, as the browser's did.
+        .filter(|h| !managed_header(&h.name) && !h.name.eq_ignore_ascii_case("cookie"))
+        .map(|h| (h.name.clone(), h.value.clone()))
+        .collect();
+    if !headers.is_empty() {
+        r.headers = Some(headers);
+    }
+    if let Some(p) = &e.request.post_data {
+        r.body = p.text.clone();
+        if let Some(ty) = &p.mime_type {
+            r.headers
+                .get_or_insert_with(Default::default)
+                .entry("Content-Type".into())
+                .or_insert_with(|| ty.clone());
+        }
+    }
+    if let Some(status) = e.response.as_ref().map(|r| r.status) {
+        if (100..400).contains(&status) {
+            r.expect = Some(RawExpect {
+                status: Some(RawStatus::One(status as u16)),
+            });
+        }
+    }
+    r
+}
+
 pub fn import(text: &str) -> Result<Imported, String> {
     let har: Har = serde_json::from_str(text).map_err(|e| format!("not a HAR file: {e}"))?;
     if har.log.entries.is_empty() {
@@ -107,35 +142,7 @@ pub fn import(text: &str) -> Result<Imported, String> {
         if let Some(version) = e.request.http_version.as_deref().and_then(version_of) {
             *protocols.entry(version.as_str()).or_insert(0) += 1;
         }
-        let method = e.request.method.to_ascii_uppercase();
-        let mut r = request(&mut taken, &method, &path);
-        let headers: BTreeMap<String, String> = e
-            .request
-            .headers
-            .iter()
-            // Cookies come from the session's own jar, as the browser's did.
-            .filter(|h| !managed_header(&h.name) && !h.name.eq_ignore_ascii_case("cookie"))
-            .map(|h| (h.name.clone(), h.value.clone()))
-            .collect();
-        if !headers.is_empty() {
-            r.headers = Some(headers);
-        }
-        if let Some(p) = &e.request.post_data {
-            r.body = p.text.clone();
-            if let Some(ty) = &p.mime_type {
-                r.headers
-                    .get_or_insert_with(Default::default)
-                    .entry("Content-Type".into())
-                    .or_insert_with(|| ty.clone());
-            }
-        }
-        if let Some(status) = e.response.as_ref().map(|r| r.status) {
-            if (100..400).contains(&status) {
-                r.expect = Some(RawExpect {
-                    status: Some(RawStatus::One(status as u16)),
-                });
-            }
-        }
+        let r = entry_request(&mut taken, e, &path);
         steps.push(RawStep {
             request: Some(r.name.clone()),
             ..RawStep::default()

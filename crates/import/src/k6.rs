@@ -419,29 +419,41 @@ impl<'s, 'a> K6<'s, 'a> {
 
     /// An expression of the default function; `bound` is the name it is
     /// assigned to (`const res = http.get(…)`).
+    /// A row of a feeder bound to `name`: `data[__VU % data.length]`,
+    /// `data[Math.floor(Math.random() * data.length)]` (its order read from
+    /// the index). Whether `inner` was one.
+    fn feeder_row(&mut self, inner: &Expression<'a>, name: &str, steps: &mut Vec<RawStep>) -> bool {
+        let Expression::ComputedMemberExpression(m) = inner else {
+            return false;
+        };
+        let Expression::Identifier(data) = &m.object else {
+            return false;
+        };
+        let Some(Binding::Data(feeder)) = self.bindings.get(data.name.as_str()).cloned() else {
+            return false;
+        };
+        let (order, scope) = row_order(&m.expression);
+        if let Some(f) = self.feeders.iter_mut().find(|f| f.name == feeder) {
+            f.order = Some(order);
+            f.scope = Some(scope);
+        }
+        self.rows.insert(name.to_string(), feeder.clone());
+        // Every iteration takes a row of every feeder; inside a loop, each
+        // pass takes another.
+        if self.loops > 0 {
+            steps.push(RawStep {
+                feed: Some(feeder),
+                ..RawStep::default()
+            });
+        }
+        true
+    }
+
     fn expression(&mut self, e: &'a Expression<'a>, bound: Option<&str>, steps: &mut Vec<RawStep>) {
         let inner = e.get_inner_expression();
-        // A row of a feeder: `data[__VU % data.length]`, `data[Math.floor(Math.random() * data.length)]`.
-        if let (Expression::ComputedMemberExpression(m), Some(name)) = (inner, bound) {
-            if let Expression::Identifier(data) = &m.object {
-                if let Some(Binding::Data(feeder)) = self.bindings.get(data.name.as_str()).cloned()
-                {
-                    let (order, scope) = row_order(&m.expression);
-                    if let Some(f) = self.feeders.iter_mut().find(|f| f.name == feeder) {
-                        f.order = Some(order);
-                        f.scope = Some(scope);
-                    }
-                    self.rows.insert(name.to_string(), feeder.clone());
-                    // Every iteration takes a row of every feeder; inside
-                    // a loop, each pass takes another.
-                    if self.loops > 0 {
-                        steps.push(RawStep {
-                            feed: Some(feeder),
-                            ..RawStep::default()
-                        });
-                    }
-                    return;
-                }
+        if let Some(name) = bound {
+            if self.feeder_row(inner, name, steps) {
+                return;
             }
         }
         let Expression::CallExpression(call) = inner else {

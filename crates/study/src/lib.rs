@@ -749,27 +749,16 @@ fn save(report: &StudyReport, dir: &Path) -> std::io::Result<()> {
     write_replacing(&dir.join("study.json"), (json + "\n").as_bytes())
 }
 
-/// Runs the study (resuming from `out_dir/study.json` unless fresh).
-pub fn run(
-    study: &Study,
-    opts: &StudyOptions,
-    stop: &StopSignal,
-    mut event: impl FnMut(Event),
-) -> std::io::Result<StudyReport> {
-    std::fs::create_dir_all(&opts.out_dir)?;
-    let previous = if opts.fresh {
-        None
-    } else {
-        load_previous(&opts.out_dir.join("study.json"))
-    };
-    let mut configs: Vec<ConfigReport> = study
+/// Each configuration's report, with the runs `previous` (the study.json
+/// resumed from) kept of it.
+fn config_reports(study: &Study, previous: Option<&StudyReport>) -> Vec<ConfigReport> {
+    study
         .configs
         .iter()
         .map(|c| {
             let server = &study.servers[c.server].name;
             let label = label(server, &c.params);
             let runs = previous
-                .as_ref()
                 .and_then(|p| p.configs.iter().find(|x| x.label == label))
                 .map(|x| x.runs.clone())
                 .unwrap_or_default();
@@ -783,7 +772,23 @@ pub fn run(
                 stats: None,
             }
         })
-        .collect();
+        .collect()
+}
+
+/// Runs the study (resuming from `out_dir/study.json` unless fresh).
+pub fn run(
+    study: &Study,
+    opts: &StudyOptions,
+    stop: &StopSignal,
+    mut event: impl FnMut(Event),
+) -> std::io::Result<StudyReport> {
+    std::fs::create_dir_all(&opts.out_dir)?;
+    let previous = if opts.fresh {
+        None
+    } else {
+        load_previous(&opts.out_dir.join("study.json"))
+    };
+    let mut configs = config_reports(study, previous.as_ref());
     let total = configs.len() * study.repeat as usize;
     opts.skips.inner.lock().expect("skips lock").labels =
         configs.iter().map(|c| c.label.clone()).collect();

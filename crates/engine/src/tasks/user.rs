@@ -603,23 +603,8 @@ impl User {
                 }
                 Ok(Err(failure)) => failure,
             };
-            let retry_event = match failure {
-                Failure::H2Refused => Some(ConnectionEvent::RetriedH2Refused),
-                Failure::H2GoawayUnprocessed => Some(ConnectionEvent::RetriedH2Goaway),
-                Failure::H3Refused => Some(ConnectionEvent::RetriedH3Refused),
-                Failure::H3GoawayUnprocessed => Some(ConnectionEvent::RetriedH3Goaway),
-                Failure::QuicZeroRttRejected => Some(ConnectionEvent::RetriedZeroRttRejected),
-                _ => None,
-            };
-            // Past a GOAWAY or a connection error, no new stream goes on it.
-            let stream_only = matches!(
-                failure,
-                Failure::H2Refused
-                    | Failure::H2StreamReset
-                    | Failure::H3Refused
-                    | Failure::H3StreamReset
-            );
-            if !stream_only {
+            let retry_event = exchange::unprocessed(failure);
+            if !exchange::connection_goes_on(failure) {
                 conn.retire();
             }
             if failure == Failure::QuicZeroRttRejected {

@@ -220,6 +220,34 @@ impl Builder<'_> {
         out
     }
 
+    /// `users` arriving evenly `over` a duration: one held rate.
+    fn users_over(&mut self, l: &RawLoad, a: Option<&str>) -> Option<Vec<Stage>> {
+        let (Some(users), Some(over)) = (l.users, l.over.as_deref()) else {
+            self.problem(
+                a,
+                "users",
+                "users",
+                "load: `users` and `over` go together (N users arriving evenly over a duration)"
+                    .into(),
+            );
+            return None;
+        };
+        let over = self.duration(a, "over", over)?;
+        if users == 0 || over.is_zero() {
+            self.problem(
+                a,
+                "users",
+                "users",
+                "load: users and over must be greater than zero".into(),
+            );
+            return None;
+        }
+        Some(vec![Stage::Hold {
+            rate: users as f64 / over.as_secs_f64(),
+            duration: over,
+        }])
+    }
+
     fn open_stages(
         &mut self,
         l: &RawLoad,
@@ -253,24 +281,7 @@ impl Builder<'_> {
             }]);
         }
         if l.users.is_some() || l.over.is_some() {
-            let (Some(users), Some(over)) = (l.users, l.over.as_deref()) else {
-                self.problem(a, "users", "users", "load: `users` and `over` go together (N users arriving evenly over a duration)".into());
-                return None;
-            };
-            let over = self.duration(a, "over", over)?;
-            if users == 0 || over.is_zero() {
-                self.problem(
-                    a,
-                    "users",
-                    "users",
-                    "load: users and over must be greater than zero".into(),
-                );
-                return None;
-            }
-            return Some(vec![Stage::Hold {
-                rate: users as f64 / over.as_secs_f64(),
-                duration: over,
-            }]);
+            return self.users_over(l, a);
         }
         let raw_stages = l.stages.as_ref()?;
         if raw_stages.is_empty() {
