@@ -120,7 +120,19 @@ fn write_table(out: &mut dyn Write, rows: &[Vec<String>]) -> io::Result<()> {
     Ok(())
 }
 
+/// The run's summary as the terminal shows it: what was run, the
+/// connections and protocols, the rate, the tables, then what else was
+/// seen (sockets, events, the server, verdicts and warnings).
 pub fn write_summary(out: &mut dyn Write, r: &Results) -> io::Result<()> {
+    write_heading(out, r)?;
+    write_connections(out, r)?;
+    write_rate(out, r)?;
+    write_tables(out, r)?;
+    write_seen(out, r)
+}
+
+/// What was run, and its totals.
+fn write_heading(out: &mut dyn Write, r: &Results) -> io::Result<()> {
     let c = &r.config;
     let s = &r.summary;
     // Open-model arrivals are requests, or users each running a session.
@@ -164,6 +176,11 @@ pub fn write_summary(out: &mut dyn Write, r: &Results) -> io::Result<()> {
         s.received_kib_per_s,
         thousands(r.connections_opened),
     )?;
+    Ok(())
+}
+
+/// The protocols spoken, QUIC's figures, and requests sent again.
+fn write_connections(out: &mut dyn Write, r: &Results) -> io::Result<()> {
     let k = &r.connections;
     if k.by_protocol.keys().any(|p| p != "http/1.1") || r.meta.http_version != "1.1" {
         let spoke: Vec<String> = k
@@ -188,56 +205,7 @@ pub fn write_summary(out: &mut dyn Write, r: &Results) -> io::Result<()> {
         )?;
     }
     if let Some(q) = &k.quic {
-        let loss = if q.packets_sent > 0 {
-            q.packets_lost as f64 / q.packets_sent as f64 * 100.0
-        } else {
-            0.0
-        };
-        writeln!(
-            out,
-            "  QUIC: {} handshakes (1-RTT) in {:.2} ms mean, {:.2} ms max; {} packets sent, {} lost \
-             ({loss:.3} %), {} congestion events",
-            thousands(q.handshakes),
-            q.handshake_ms_mean,
-            q.handshake_ms_max,
-            thousands(q.packets_sent),
-            thousands(q.packets_lost),
-            thousands(q.congestion_events),
-        )?;
-        if let Some(t) = &q.ttfb_ms {
-            writeln!(
-                out,
-                "  HTTP/3 time to first byte: p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
-                t.p50, t.p99, t.max
-            )?;
-        }
-        if q.handshakes_0rtt > 0 {
-            writeln!(
-                out,
-                "  0-RTT: {} connections resumed with early data: {} accepted by the server, {} \
-                 refused ({} requests sent again)",
-                thousands(q.handshakes_0rtt),
-                thousands(q.zero_rtt_accepted),
-                thousands(q.zero_rtt_rejected),
-                thousands(k.quic_0rtt_rejected),
-            )?;
-        }
-        let named = |m: &std::collections::BTreeMap<String, u64>| -> String {
-            m.iter()
-                .map(|(k, n)| format!("{k} {}", thousands(*n)))
-                .collect::<Vec<_>>()
-                .join(", ")
-        };
-        if !q.stream_resets.is_empty() {
-            writeln!(
-                out,
-                "  HTTP/3 stream resets by code: {}",
-                named(&q.stream_resets)
-            )?;
-        }
-        if !q.closed.is_empty() {
-            writeln!(out, "  QUIC connections closed: {}", named(&q.closed))?;
-        }
+        write_quic(out, q, k)?;
     }
     if k.h3_refused + k.h3_goaway_unprocessed > 0 {
         writeln!(
@@ -268,6 +236,73 @@ pub fn write_summary(out: &mut dyn Write, r: &Results) -> io::Result<()> {
             thousands(k.closed_unrequested_bytes),
         )?;
     }
+    Ok(())
+}
+
+/// What QUIC counted: handshakes, loss, time to first byte, 0-RTT,
+/// resets and how connections closed.
+fn write_quic(
+    out: &mut dyn Write,
+    q: &headroom_records::results::QuicSummary,
+    k: &headroom_records::results::Connections,
+) -> io::Result<()> {
+    let loss = if q.packets_sent > 0 {
+        q.packets_lost as f64 / q.packets_sent as f64 * 100.0
+    } else {
+        0.0
+    };
+    writeln!(
+        out,
+        "  QUIC: {} handshakes (1-RTT) in {:.2} ms mean, {:.2} ms max; {} packets sent, {} lost \
+         ({loss:.3} %), {} congestion events",
+        thousands(q.handshakes),
+        q.handshake_ms_mean,
+        q.handshake_ms_max,
+        thousands(q.packets_sent),
+        thousands(q.packets_lost),
+        thousands(q.congestion_events),
+    )?;
+    if let Some(t) = &q.ttfb_ms {
+        writeln!(
+            out,
+            "  HTTP/3 time to first byte: p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
+            t.p50, t.p99, t.max
+        )?;
+    }
+    if q.handshakes_0rtt > 0 {
+        writeln!(
+            out,
+            "  0-RTT: {} connections resumed with early data: {} accepted by the server, {} \
+             refused ({} requests sent again)",
+            thousands(q.handshakes_0rtt),
+            thousands(q.zero_rtt_accepted),
+            thousands(q.zero_rtt_rejected),
+            thousands(k.quic_0rtt_rejected),
+        )?;
+    }
+    let named = |m: &std::collections::BTreeMap<String, u64>| -> String {
+        m.iter()
+            .map(|(k, n)| format!("{k} {}", thousands(*n)))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    if !q.stream_resets.is_empty() {
+        writeln!(
+            out,
+            "  HTTP/3 stream resets by code: {}",
+            named(&q.stream_resets)
+        )?;
+    }
+    if !q.closed.is_empty() {
+        writeln!(out, "  QUIC connections closed: {}", named(&q.closed))?;
+    }
+    Ok(())
+}
+
+/// Open model: the rate asked and sent, and how late sends were.
+fn write_rate(out: &mut dyn Write, r: &Results) -> io::Result<()> {
+    // Open-model arrivals are requests, or users each running a session.
+    let users_arrive = r.config.arrivals.as_deref() == Some("users");
     if let (Some(target), Some(achieved), Some(lag)) =
         (r.target_rate_rps, r.achieved_rate_rps, &r.send_lag_ms)
     {
@@ -291,7 +326,12 @@ pub fn write_summary(out: &mut dyn Write, r: &Results) -> io::Result<()> {
         )?;
         }
     }
+    Ok(())
+}
 
+/// The aggregate table, the distribution, statuses and errors.
+fn write_tables(out: &mut dyn Write, r: &Results) -> io::Result<()> {
+    let (c, s) = (&r.config, &r.summary);
     writeln!(out)?;
     writeln!(
         out,
@@ -346,6 +386,11 @@ pub fn write_summary(out: &mut dyn Write, r: &Results) -> io::Result<()> {
             .collect();
         write_table(out, &rows)?;
     }
+    Ok(())
+}
+
+/// Sockets, events, the server watched, and the run's verdicts.
+fn write_seen(out: &mut dyn Write, r: &Results) -> io::Result<()> {
     if let Some(sockets) = &r.sockets {
         write_sockets(out, sockets)?;
     }

@@ -408,8 +408,7 @@ fn a_file_over_a_thousand_lines_says_why() {
 /// Functions still over 100 lines (crate-relative file, name, lines),
 /// each to be cut along its steps; none may grow, and none may join.
 /// A function cut below 100 leaves this list in the same change.
-const LONG_FUNCTIONS: [(&str, &str, usize); 30] = [
-    ("report/src/terminal.rs", "write_summary", 269),
+const LONG_FUNCTIONS: [(&str, &str, usize); 29] = [
     ("headroom/src/cli/k8s_run.rs", "run", 211),
     ("headroom/src/cli/capacity.rs", "capacity", 184),
     ("headroom/src/cli/outputs.rs", "finish", 182),
