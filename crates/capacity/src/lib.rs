@@ -286,6 +286,77 @@ pub fn run_with(
     report(plan, opts, steps, &search, outcome, started.elapsed())
 }
 
+/// Where the search ended: the capacity, its interval, the highest load
+/// that passed and the lowest that failed.
+struct Found {
+    capacity: Option<f64>,
+    interval: [Option<f64>; 2],
+    low: Option<f64>,
+    high: Option<f64>,
+}
+
+/// The report's one line: what the search found, or why it found none.
+fn verdict(
+    kind: Outcome,
+    found: &Found,
+    (opts, unit): (&Options, &str),
+    steps: &[Step],
+    (first_fail, detail): (Option<&Step>, &str),
+) -> String {
+    let failed_bounds = first_fail
+        .map(|s| s.failed_checks().join(", "))
+        .unwrap_or_default();
+    let at_least = |x: Option<f64>| {
+        x.map_or("no load passed".to_string(), |x| {
+            format!("it met the objective up to {}", num(x, unit))
+        })
+    };
+    match kind {
+        Outcome::Found => format!(
+            "capacity {} (between {} passing and {} failing) at {}",
+            num(found.interval[0].unwrap_or(0.0), unit),
+            num(found.interval[0].unwrap_or(0.0), unit),
+            num(found.interval[1].unwrap_or(0.0), unit),
+            opts.slo
+        ),
+        Outcome::MetUpToMax => format!(
+            "objective met up to the maximum tried ({}): the capacity is higher — raise --max",
+            num(found.capacity.unwrap_or(opts.max), unit)
+        ),
+        Outcome::FailedAtMin => format!(
+            "objective not met even at the minimum tried ({}): {failed_bounds} — lower --min",
+            num(found.high.unwrap_or(opts.min), unit)
+        ),
+        Outcome::TimeLimit => format!(
+            "time limit ({}) reached before the search ended: {}{}",
+            humantime::format_duration(opts.max_time),
+            at_least(found.low),
+            found.high.map_or(String::new(), |h| format!(
+                " and failed at {}",
+                num(h, unit)
+            ))
+        ),
+        Outcome::GeneratorBound => format!(
+            "generator-bound: at {} the generator, not the server, could not meet the \
+             objective ({}) — this is not a server capacity; {}",
+            num(found.high.unwrap_or(0.0), unit),
+            detail,
+            at_least(found.low)
+        ),
+        Outcome::ServerExited => format!(
+            "the server exited during the step at {}; {}",
+            num(steps.last().map_or(0.0, |s| s.offered), unit),
+            at_least(found.low)
+        ),
+        Outcome::Interrupted => format!("interrupted; {}", at_least(found.low)),
+        Outcome::InProgress => format!(
+            "search in progress after {} steps; {}",
+            steps.len(),
+            at_least(found.low)
+        ),
+    }
+}
+
 fn report(
     plan: &Plan,
     opts: &Options,
@@ -319,58 +390,14 @@ fn report(
     let limit = first_fail.map(analysis::limited_by);
     let generator_bound =
         kind == Outcome::GeneratorBound || limit.as_ref().is_some_and(|l| l.kind == "generator");
-    let failed_bounds = first_fail
-        .map(|s| s.failed_checks().join(", "))
-        .unwrap_or_default();
-    let at_least = |x: Option<f64>| {
-        x.map_or("no load passed".to_string(), |x| {
-            format!("it met the objective up to {}", num(x, unit))
-        })
+    let found = Found {
+        capacity,
+        interval,
+        low,
+        high,
     };
-    let verdict = match kind {
-        Outcome::Found => format!(
-            "capacity {} (between {} passing and {} failing) at {}",
-            num(interval[0].unwrap_or(0.0), unit),
-            num(interval[0].unwrap_or(0.0), unit),
-            num(interval[1].unwrap_or(0.0), unit),
-            opts.slo
-        ),
-        Outcome::MetUpToMax => format!(
-            "objective met up to the maximum tried ({}): the capacity is higher — raise --max",
-            num(capacity.unwrap_or(opts.max), unit)
-        ),
-        Outcome::FailedAtMin => format!(
-            "objective not met even at the minimum tried ({}): {failed_bounds} — lower --min",
-            num(high.unwrap_or(opts.min), unit)
-        ),
-        Outcome::TimeLimit => format!(
-            "time limit ({}) reached before the search ended: {}{}",
-            humantime::format_duration(opts.max_time),
-            at_least(low),
-            high.map_or(String::new(), |h| format!(
-                " and failed at {}",
-                num(h, unit)
-            ))
-        ),
-        Outcome::GeneratorBound => format!(
-            "generator-bound: at {} the generator, not the server, could not meet the \
-             objective ({}) — this is not a server capacity; {}",
-            num(high.unwrap_or(0.0), unit),
-            limit.as_ref().map_or("", |l| l.detail.as_str()),
-            at_least(low)
-        ),
-        Outcome::ServerExited => format!(
-            "the server exited during the step at {}; {}",
-            num(steps.last().map_or(0.0, |s| s.offered), unit),
-            at_least(low)
-        ),
-        Outcome::Interrupted => format!("interrupted; {}", at_least(low)),
-        Outcome::InProgress => format!(
-            "search in progress after {} steps; {}",
-            steps.len(),
-            at_least(low)
-        ),
-    };
+    let detail = limit.as_ref().map_or("", |l| l.detail.as_str());
+    let verdict = verdict(kind, &found, (opts, unit), &steps, (first_fail, detail));
     let metric = analysis::knee_metric(&opts.slo);
     CapacityReport {
         headroom_version: env!("CARGO_PKG_VERSION").into(),

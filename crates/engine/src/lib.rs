@@ -207,7 +207,7 @@ pub fn run_at(
     let started_at = wall_clock(start);
     let handles: Vec<_> = (0..threads)
         .map(|id| {
-            let ctx = worker::WorkerCtx {
+            worker::spawn(worker::WorkerCtx {
                 id,
                 workers: threads,
                 plan: plan.clone(),
@@ -216,75 +216,28 @@ pub fn run_at(
                 stop: stop.clone(),
                 tx: tx.clone(),
                 budget: budget.clone(),
-            };
-            std::thread::Builder::new()
-                .name(format!("headroom-worker-{id}"))
-                .spawn(move || worker::run(ctx))
-                .expect("a worker thread can be spawned")
+            })
         })
         .collect();
     drop(tx);
 
     let mut aggregate = Aggregate::new(threads, plan.requests.len())
         .keeping_second_histograms(plan.keep_second_histograms || !plan.shard.is_whole());
-    let mut hard_stop = plan.load_duration().map(|d| start + d + plan.graceful_stop);
-    let mut stopped_after = None;
-    let mut aborted = false;
-    let mut last_sent: Option<Instant> = None;
-    let mut last_done: Option<Instant> = None;
-    let mut waited_for_connection = 0;
-    let mut traces = Vec::new();
-    let mut done = 0;
-    while done < threads {
-        let now = Instant::now();
+    let mut ending = Ending {
+        hard_stop: plan.load_duration().map(|d| start + d + plan.graceful_stop),
+        stopped_after: None,
+        aborted: false,
+    };
+    let mut finished = Finished::default();
+    while finished.workers < threads {
         stop.follow(caller);
-        if stop.is_stopping() && stopped_after.is_none() {
-            // Ctrl-C gives in-flight requests a moment; a stop with a reason
-            // (a feeder ran dry) the usual graceful stop.
-            stopped_after = Some(now.saturating_duration_since(start));
-            let grace = if caller.was_interrupted() {
-                INTERRUPT_GRACE.min(plan.graceful_stop)
-            } else {
-                plan.graceful_stop
-            };
-            let grace = now + grace;
-            hard_stop = Some(hard_stop.map_or(grace, |h| h.min(grace)));
-        }
-        if !aborted && hard_stop.is_some_and(|h| now >= h) {
-            stop.abort();
-            aborted = true;
-        }
-        // Wake at least every 50 ms to pass a Ctrl-C on to the workers.
-        let wait = hard_stop
-            .map_or(Duration::from_millis(50), |h| {
-                h.saturating_duration_since(now)
-            })
-            .clamp(Duration::from_millis(1), Duration::from_millis(50));
+        let wait = ending.watch(&plan, start, (stop, caller));
         let msg = match rx.recv_timeout(wait) {
             Ok(msg) => msg,
             Err(RecvTimeoutError::Timeout) => continue,
             Err(RecvTimeoutError::Disconnected) => break,
         };
-        let new_seconds = match msg {
-            WorkerMsg::Tick {
-                worker,
-                upto,
-                intervals,
-            } => {
-                aggregate.add_intervals(intervals);
-                aggregate.worker_reached(worker, upto)
-            }
-            WorkerMsg::Done { worker, report } => {
-                done += 1;
-                last_sent = last_sent.max(report.last_sent);
-                last_done = last_done.max(report.last_done);
-                waited_for_connection += report.waited_for_connection;
-                traces.extend(report.trace);
-                aggregate.add_intervals(report.intervals);
-                aggregate.add_per_request(&report.per_request);
-                aggregate.worker_done(worker)
-            }
-        };
+        let new_seconds = finished.take(&mut aggregate, msg);
         if new_seconds > 0 {
             if let (Some(second), total) = aggregate.last_second_and_total() {
                 on_second(Progress {
@@ -300,38 +253,128 @@ pub fn run_at(
     for h in handles {
         let _ = h.join();
     }
-    let end = last_done.unwrap_or_else(Instant::now);
+    let end = finished.last_done.unwrap_or_else(Instant::now);
     let crate::metrics::aggregate::Finished {
         total,
         per_request,
         mut timeline,
         latency_intervals,
     } = aggregate.finish();
-    if let crate::plan::Load::Open(open) = &plan.load {
-        // What each second offered: this shard's share of the schedule.
-        let due = |secs: u64| {
-            let arrivals = open.schedule.arrivals_before(Duration::from_secs(secs));
-            plan.shard.share(arrivals)
-        };
-        for p in &mut timeline {
-            let t = p.t_s as u64;
-            p.offered = Some(due(t) - due(t - 1));
-        }
-    }
+    set_offered(&plan, &mut timeline);
     RunOutcome {
         started_at,
         duration: end.saturating_duration_since(start),
-        send_window: last_sent.map_or(Duration::ZERO, |s| s.saturating_duration_since(start)),
+        send_window: finished
+            .last_sent
+            .map_or(Duration::ZERO, |s| s.saturating_duration_since(start)),
         total,
         per_request,
         timeline,
         latency_intervals,
         interrupted: caller.was_interrupted(),
         stop_reason: stop.reason().or_else(|| caller.reason()),
-        stopped_after,
+        stopped_after: ending.stopped_after,
         threads,
         late_by: joined - start,
-        waited_for_connection,
-        trace: crate::metrics::trace::Trace::merge(traces),
+        waited_for_connection: finished.waited_for_connection,
+        trace: crate::metrics::trace::Trace::merge(finished.traces),
+    }
+}
+
+/// How the run ends: its hard stop (the load's end and the graceful stop,
+/// or sooner once stopped), when it was stopped, whether it was aborted.
+struct Ending {
+    hard_stop: Option<Instant>,
+    stopped_after: Option<Duration>,
+    aborted: bool,
+}
+
+impl Ending {
+    /// Acts on a stop begun (the hard stop brought nearer) or a hard stop
+    /// reached (the workers aborted); how long to wait for a worker's next
+    /// message.
+    fn watch(
+        &mut self,
+        plan: &Plan,
+        start: Instant,
+        (stop, caller): (&StopSignal, &StopSignal),
+    ) -> Duration {
+        let now = Instant::now();
+        if stop.is_stopping() && self.stopped_after.is_none() {
+            // Ctrl-C gives in-flight requests a moment; a stop with a reason
+            // (a feeder ran dry) the usual graceful stop.
+            self.stopped_after = Some(now.saturating_duration_since(start));
+            let grace = if caller.was_interrupted() {
+                INTERRUPT_GRACE.min(plan.graceful_stop)
+            } else {
+                plan.graceful_stop
+            };
+            let grace = now + grace;
+            self.hard_stop = Some(self.hard_stop.map_or(grace, |h| h.min(grace)));
+        }
+        if !self.aborted && self.hard_stop.is_some_and(|h| now >= h) {
+            stop.abort();
+            self.aborted = true;
+        }
+        // Wake at least every 50 ms to pass a Ctrl-C on to the workers.
+        self.hard_stop
+            .map_or(Duration::from_millis(50), |h| {
+                h.saturating_duration_since(now)
+            })
+            .clamp(Duration::from_millis(1), Duration::from_millis(50))
+    }
+}
+
+/// What the workers handed over as they finished.
+#[derive(Default)]
+struct Finished {
+    /// Workers done.
+    workers: usize,
+    last_sent: Option<Instant>,
+    last_done: Option<Instant>,
+    waited_for_connection: u64,
+    traces: Vec<crate::metrics::trace::Trace>,
+}
+
+impl Finished {
+    /// A worker's message taken into the run's figures; how many seconds
+    /// every worker has now finished, newly.
+    fn take(&mut self, aggregate: &mut Aggregate, msg: WorkerMsg) -> usize {
+        match msg {
+            WorkerMsg::Tick {
+                worker,
+                upto,
+                intervals,
+            } => {
+                aggregate.add_intervals(intervals);
+                aggregate.worker_reached(worker, upto)
+            }
+            WorkerMsg::Done { worker, report } => {
+                self.workers += 1;
+                self.last_sent = self.last_sent.max(report.last_sent);
+                self.last_done = self.last_done.max(report.last_done);
+                self.waited_for_connection += report.waited_for_connection;
+                self.traces.extend(report.trace);
+                aggregate.add_intervals(report.intervals);
+                aggregate.add_per_request(&report.per_request);
+                aggregate.worker_done(worker)
+            }
+        }
+    }
+}
+
+/// Open model: what each second offered, this shard's share of the
+/// schedule.
+fn set_offered(plan: &Plan, timeline: &mut [TimelinePoint]) {
+    let crate::plan::Load::Open(open) = &plan.load else {
+        return;
+    };
+    let due = |secs: u64| {
+        let arrivals = open.schedule.arrivals_before(Duration::from_secs(secs));
+        plan.shard.share(arrivals)
+    };
+    for p in timeline {
+        let t = p.t_s as u64;
+        p.offered = Some(due(t) - due(t - 1));
     }
 }

@@ -41,6 +41,14 @@ pub(crate) struct WorkerCtx {
     pub budget: Option<Arc<AtomicU64>>,
 }
 
+/// Starts worker `ctx.id` on a thread of its own.
+pub(crate) fn spawn(ctx: WorkerCtx) -> std::thread::JoinHandle<()> {
+    std::thread::Builder::new()
+        .name(format!("headroom-worker-{}", ctx.id))
+        .spawn(move || run(ctx))
+        .expect("a worker thread can be spawned")
+}
+
 /// Every second, on the second: hand the finished seconds to the controller.
 async fn tick(shared: Rc<Shared>, tx: Sender<WorkerMsg>) {
     let mut upto = 1u32;

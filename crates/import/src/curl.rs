@@ -83,14 +83,7 @@ pub fn import(command: &str) -> Result<Imported, String> {
     {
         words.next();
     }
-    let mut url = None;
-    let mut method = None;
-    let mut headers: Vec<(String, String)> = Vec::new();
-    let mut data: Vec<String> = Vec::new();
-    let mut get = false;
-    let mut insecure = false;
-    let mut left_out = Vec::new();
-    let mut json = false;
+    let mut curl = Curl::default();
     while let Some(word) = words.next() {
         let (flag, inline) = match word.split_once('=') {
             Some((f, v)) if f.starts_with("--") => (f.to_string(), Some(v.to_string())),
@@ -102,145 +95,184 @@ pub fn import(command: &str) -> Result<Imported, String> {
                 .or_else(|| words.next())
                 .ok_or_else(|| format!("{name} needs a value"))
         };
-        match flag.as_str() {
-            "-X" | "--request" => method = Some(value(&flag)?.to_ascii_uppercase()),
-            "-H" | "--header" => {
-                let h = value(&flag)?;
-                match h.split_once(':') {
-                    Some((k, v)) if !managed_header(k.trim()) => {
-                        headers.push((k.trim().to_string(), v.trim().to_string()))
-                    }
-                    Some((k, _)) => {
-                        left_out.push(format!("header `{}`: headroom sets it itself", k.trim()))
-                    }
-                    None => left_out.push(format!("header `{h}`: not `Name: value`")),
-                }
-            }
-            "-d" | "--data" | "--data-raw" | "--data-binary" | "--data-ascii" => {
-                let d = value(&flag)?;
-                if let Some(file) = d.strip_prefix('@') {
-                    left_out.push(format!(
-                        "{flag} @{file}: a body from a file — use body_file = \"{file}\""
-                    ));
-                } else {
-                    data.push(d);
-                }
-            }
-            "--data-urlencode" => {
-                let d = value(&flag)?;
-                let encoded = match d.split_once('=') {
-                    Some((k, v)) => format!(
-                        "{k}={}",
-                        percent_encoding::utf8_percent_encode(
-                            v,
-                            percent_encoding::NON_ALPHANUMERIC
-                        )
-                    ),
-                    None => percent_encoding::utf8_percent_encode(
-                        &d,
-                        percent_encoding::NON_ALPHANUMERIC,
-                    )
-                    .to_string(),
-                };
-                data.push(encoded);
-            }
-            "--json" => {
-                data.push(value(&flag)?);
-                json = true;
-            }
+        curl.take(&flag, &word, &mut value)?;
+    }
+    curl.into_imported()
+}
+
+/// What the command's words said, as they are read.
+#[derive(Default)]
+struct Curl {
+    url: Option<String>,
+    method: Option<String>,
+    headers: Vec<(String, String)>,
+    data: Vec<String>,
+    /// `-G`: the data goes into the query.
+    get: bool,
+    insecure: bool,
+    /// `--json`: the data is JSON.
+    json: bool,
+    left_out: Vec<String>,
+}
+
+type Value<'v> = dyn FnMut(&str) -> Result<String, String> + 'v;
+
+impl Curl {
+    /// One flag (`value` reads its value), or the URL.
+    fn take(&mut self, flag: &str, word: &str, value: &mut Value) -> Result<(), String> {
+        let headers = &mut self.headers;
+        match flag {
+            "-X" | "--request" => self.method = Some(value(flag)?.to_ascii_uppercase()),
+            "-H" | "--header" => self.header(value(flag)?),
+            "-d" | "--data" | "--data-raw" | "--data-binary" | "--data-ascii"
+            | "--data-urlencode" | "--json" => self.data(flag, value(flag)?),
             "-u" | "--user" => {
                 use base64::Engine as _;
-                let creds = value(&flag)?;
+                let creds = value(flag)?;
                 let token = base64::engine::general_purpose::STANDARD.encode(creds.as_bytes());
                 headers.push(("Authorization".into(), format!("Basic {token}")));
             }
-            "-A" | "--user-agent" => headers.push(("User-Agent".into(), value(&flag)?)),
-            "-e" | "--referer" => headers.push(("Referer".into(), value(&flag)?)),
+            "-A" | "--user-agent" => headers.push(("User-Agent".into(), value(flag)?)),
+            "-e" | "--referer" => headers.push(("Referer".into(), value(flag)?)),
             "-b" | "--cookie" => {
-                let c = value(&flag)?;
+                let c = value(flag)?;
                 if c.contains('=') {
                     headers.push(("Cookie".into(), c));
                 } else {
-                    left_out.push(format!("--cookie {c}: cookies from a file"));
+                    self.left_out
+                        .push(format!("--cookie {c}: cookies from a file"));
                 }
             }
             "--compressed" => headers.push(("Accept-Encoding".into(), "gzip, deflate, br".into())),
-            "-k" | "--insecure" => insecure = true,
-            "-G" | "--get" => get = true,
-            "-I" | "--head" => method = Some("HEAD".into()),
-            "-L" | "--location" => left_out
+            "-k" | "--insecure" => self.insecure = true,
+            "-G" | "--get" => self.get = true,
+            "-I" | "--head" => self.method = Some("HEAD".into()),
+            "-L" | "--location" => self
+                .left_out
                 .push("-L: redirects are not followed; the redirect itself is the response".into()),
-            "--url" => url = Some(value(&flag)?),
+            "--url" => self.url = Some(value(flag)?),
             "--oauth2-bearer" => {
-                headers.push(("Authorization".into(), format!("Bearer {}", value(&flag)?)))
+                headers.push(("Authorization".into(), format!("Bearer {}", value(flag)?)))
             }
             f if NOT_CARRIED_WITH_VALUE.contains(&f) => {
                 let v = value(f)?;
-                left_out.push(format!("curl option {f} {v}: not carried over"));
+                self.left_out
+                    .push(format!("curl option {f} {v}: not carried over"));
             }
             f if HARMLESS.contains(&f) => {}
             f if HARMLESS_WITH_VALUE.contains(&f) => {
                 value(f)?;
             }
-            f if f.starts_with('-') => left_out.push(format!("curl option {f}: not carried over")),
-            _ => url = Some(word.clone()),
+            f if f.starts_with('-') => self
+                .left_out
+                .push(format!("curl option {f}: not carried over")),
+            _ => self.url = Some(word.to_string()),
+        }
+        Ok(())
+    }
+
+    /// `-H 'Name: value'`; headers headroom sets itself are left out.
+    fn header(&mut self, h: String) {
+        match h.split_once(':') {
+            Some((k, v)) if !managed_header(k.trim()) => self
+                .headers
+                .push((k.trim().to_string(), v.trim().to_string())),
+            Some((k, _)) => self
+                .left_out
+                .push(format!("header `{}`: headroom sets it itself", k.trim())),
+            None => self
+                .left_out
+                .push(format!("header `{h}`: not `Name: value`")),
         }
     }
-    let url = url.ok_or("no URL in the curl command")?;
-    let (origin, mut path) = split_url(&url)?;
-    let mut body = None;
-    if !data.is_empty() {
-        let joined = data.join("&");
-        if get {
-            path.push(if path.contains('?') { '&' } else { '?' });
-            path.push_str(&joined);
-        } else {
-            body = Some(joined);
-            let has_type = headers
-                .iter()
-                .any(|(k, _)| k.eq_ignore_ascii_case("content-type"));
-            if !has_type {
-                let ty = if json {
-                    "application/json"
-                } else {
-                    "application/x-www-form-urlencoded"
+
+    /// `-d` and its kin: a part of the body (or, with `-G`, the query).
+    fn data(&mut self, flag: &str, d: String) {
+        match flag {
+            "--data-urlencode" => {
+                let encode = |v: &str| {
+                    percent_encoding::utf8_percent_encode(v, percent_encoding::NON_ALPHANUMERIC)
+                        .to_string()
                 };
-                headers.push(("Content-Type".into(), ty.into()));
+                self.data.push(match d.split_once('=') {
+                    Some((k, v)) => format!("{k}={}", encode(v)),
+                    None => encode(&d),
+                });
             }
-            if json
-                && !headers
-                    .iter()
-                    .any(|(k, _)| k.eq_ignore_ascii_case("accept"))
-            {
-                headers.push(("Accept".into(), "application/json".into()));
+            "--json" => {
+                self.data.push(d);
+                self.json = true;
             }
+            _ => match d.strip_prefix('@') {
+                Some(file) => self.left_out.push(format!(
+                    "{flag} @{file}: a body from a file — use body_file = \"{file}\""
+                )),
+                None => self.data.push(d),
+            },
         }
     }
-    let method = method.unwrap_or_else(|| {
-        if body.is_some() {
-            "POST".into()
-        } else {
-            "GET".into()
+
+    /// The one request the command sends, as a scenario.
+    fn into_imported(mut self) -> Result<Imported, String> {
+        let url = self.url.take().ok_or("no URL in the curl command")?;
+        let (origin, mut path) = split_url(&url)?;
+        let mut body = None;
+        if !self.data.is_empty() {
+            let joined = self.data.join("&");
+            if self.get {
+                path.push(if path.contains('?') { '&' } else { '?' });
+                path.push_str(&joined);
+            } else {
+                body = Some(joined);
+                self.body_headers();
+            }
         }
-    });
-    let mut req = request(&mut BTreeMap::new(), &method, &path);
-    if !headers.is_empty() {
-        req.headers = Some(headers.into_iter().collect());
+        let method = self.method.unwrap_or_else(|| {
+            if body.is_some() {
+                "POST".into()
+            } else {
+                "GET".into()
+            }
+        });
+        let mut req = request(&mut BTreeMap::new(), &method, &path);
+        if !self.headers.is_empty() {
+            req.headers = Some(self.headers.into_iter().collect());
+        }
+        req.body = body;
+        Ok(Imported {
+            scenario: RawScenario {
+                base_url: Some(origin),
+                tls: self.insecure.then(|| RawTls {
+                    insecure: Some(true),
+                    ..RawTls::default()
+                }),
+                http: None::<RawHttp>,
+                requests: vec![req],
+                ..RawScenario::default()
+            },
+            left_out: self.left_out,
+        })
     }
-    req.body = body;
-    Ok(Imported {
-        scenario: RawScenario {
-            base_url: Some(origin),
-            tls: insecure.then(|| RawTls {
-                insecure: Some(true),
-                ..RawTls::default()
-            }),
-            http: None::<RawHttp>,
-            requests: vec![req],
-            ..RawScenario::default()
-        },
-        left_out,
-    })
+
+    /// A body's `Content-Type` (form, or JSON with `--json`) unless given,
+    /// and `Accept: application/json` with `--json`, as curl sends them.
+    fn body_headers(&mut self) {
+        let has = |headers: &[(String, String)], name: &str| {
+            headers.iter().any(|(k, _)| k.eq_ignore_ascii_case(name))
+        };
+        if !has(&self.headers, "content-type") {
+            let ty = if self.json {
+                "application/json"
+            } else {
+                "application/x-www-form-urlencoded"
+            };
+            self.headers.push(("Content-Type".into(), ty.into()));
+        }
+        if self.json && !has(&self.headers, "accept") {
+            self.headers
+                .push(("Accept".into(), "application/json".into()));
+        }
+    }
 }
 
 #[cfg(test)]

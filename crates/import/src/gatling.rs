@@ -608,6 +608,15 @@ impl Simulation {
 
     /// `10 seconds`, `10.seconds`, `10` (seconds), `Duration.ofSeconds(10)`,
     /// `(500 milliseconds)`: a duration text.
+    /// An injection step's `during(…)` or `over(…)`.
+    fn during(&self, chain: &[&Node]) -> Option<String> {
+        chain
+            .iter()
+            .find(|c| matches!(c.name(), "during" | "over"))
+            .and_then(|c| c.args().first())
+            .and_then(|d| self.duration(d))
+    }
+
     fn duration(&self, n: &Node) -> Option<String> {
         let n = self.resolve(n);
         if let Some(v) = self.num(n) {
@@ -742,12 +751,13 @@ impl Simulation {
             let chain = step.chain();
             let names: Vec<&str> = chain.iter().map(|c| c.name()).collect();
             let arg = |i: usize| chain.get(i).and_then(|c| c.args().first());
-            let during = chain
-                .iter()
-                .find(|c| matches!(c.name(), "during" | "over"))
-                .and_then(|c| c.args().first())
-                .and_then(|d| self.duration(d));
+            let during = self.during(&chain);
             let first_num = |s: &Self| arg(0).and_then(|a| s.users(a));
+            // `… to(n)`: where a ramp ends.
+            let to = |s: &Self| {
+                let to = chain.iter().find(|c| c.name() == "to");
+                to.and_then(|c| c.args().first()).and_then(|a| s.num(a))
+            };
             match names.first().copied() {
                 // Gatling 1.x–2.x: `ramp(1000 users) over (10 seconds)`.
                 Some("ramp" | "rampUsers") => {
@@ -783,12 +793,7 @@ impl Simulation {
                     });
                 }
                 Some("rampUsersPerSec") => {
-                    let from = arg(0).and_then(|a| self.num(a));
-                    let to = chain
-                        .iter()
-                        .find(|c| c.name() == "to")
-                        .and_then(|c| c.args().first())
-                        .and_then(|a| self.num(a));
+                    let (from, to) = (arg(0).and_then(|a| self.num(a)), to(self));
                     let (Some(from), Some(to), Some(d)) = (from, to, during) else {
                         continue;
                     };
@@ -820,11 +825,7 @@ impl Simulation {
                     });
                 }
                 Some("rampConcurrentUsers") => {
-                    let to = chain
-                        .iter()
-                        .find(|c| c.name() == "to")
-                        .and_then(|c| c.args().first())
-                        .and_then(|a| self.num(a));
+                    let to = to(self);
                     let (Some(to), Some(d)) = (to, during) else {
                         continue;
                     };
@@ -840,6 +841,18 @@ impl Simulation {
                 ),
             }
         }
+        self.injected(line, load, stages, closed_stages)
+    }
+
+    /// The load the injection steps made: one kind only (open users, open
+    /// stages, or closed stages), the first given.
+    fn injected(
+        &mut self,
+        line: usize,
+        load: Option<RawLoad>,
+        stages: Vec<RawStage>,
+        closed_stages: Vec<RawStage>,
+    ) -> Option<RawLoad> {
         let kinds = [
             load.is_some(),
             !stages.is_empty(),
@@ -1089,6 +1102,37 @@ impl Simulation {
     }
 
     /// `http("name").get(url)…`: the request's name.
+    /// `.body(StringBody(…) | ElFileBody(…) | RawFileBody(…))` of a
+    /// constant, on the request the chain made.
+    fn request_body(&mut self, link: &Node, req: Option<&mut RawRequest>) {
+        let body = link.args().first().map(|b| self.resolve(b).clone());
+        let kind = body.as_ref().map(|b| {
+            b.chain()
+                .first()
+                .map(|c| c.name().to_string())
+                .unwrap_or_default()
+        });
+        let inner = body.as_ref().and_then(|b| {
+            b.chain()
+                .first()
+                .and_then(|c| c.args().first())
+                .and_then(|a| self.text(a))
+        });
+        match (kind.as_deref(), inner, req) {
+            (Some("StringBody"), Some(t), Some(req)) => req.body = Some(t),
+            (Some("ElFileBody" | "RawFileBody"), Some(f), Some(req)) => {
+                if kind.as_deref() == Some("ElFileBody") {
+                    self.leave(link.line(), "ElFileBody: the file is sent as it is (its #{…} expressions are not filled in)");
+                }
+                req.body_file = Some(f);
+            }
+            _ => self.leave(
+                link.line(),
+                "body other than StringBody, ElFileBody or RawFileBody of a constant",
+            ),
+        }
+    }
+
     fn request(&mut self, x: &Node) -> Option<String> {
         let chain = x.chain();
         let title = chain
@@ -1139,34 +1183,7 @@ impl Simulation {
                         h.insert("Accept".into(), "application/json".into());
                     }
                 }
-                "body" => {
-                    let body = args.first().map(|b| self.resolve(b).clone());
-                    let kind = body.as_ref().map(|b| {
-                        b.chain()
-                            .first()
-                            .map(|c| c.name().to_string())
-                            .unwrap_or_default()
-                    });
-                    let inner = body.as_ref().and_then(|b| {
-                        b.chain()
-                            .first()
-                            .and_then(|c| c.args().first())
-                            .and_then(|a| self.text(a))
-                    });
-                    match (kind.as_deref(), inner, r.as_mut()) {
-                        (Some("StringBody"), Some(t), Some(req)) => req.body = Some(t),
-                        (Some("ElFileBody" | "RawFileBody"), Some(f), Some(req)) => {
-                            if kind.as_deref() == Some("ElFileBody") {
-                                self.leave(link.line(), "ElFileBody: the file is sent as it is (its #{…} expressions are not filled in)");
-                            }
-                            req.body_file = Some(f);
-                        }
-                        _ => self.leave(
-                            link.line(),
-                            "body other than StringBody, ElFileBody or RawFileBody of a constant",
-                        ),
-                    }
-                }
+                "body" => self.request_body(link, r.as_mut()),
                 "formParam" => match (text(0), text(1)) {
                     (Some(k), Some(v)) => form.push((k, v)),
                     _ => self.leave(link.line(), "formParam"),

@@ -164,19 +164,6 @@ pub fn import(text: &str) -> Result<Imported, String> {
             other.attribute("testname").unwrap_or("?")
         ));
     }
-    let users: u32 = prop(group, "ThreadGroup.num_threads")
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(1);
-    let ramp: u64 = prop(group, "ThreadGroup.ramp_time")
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0);
-    let loops: Option<i64> = element_prop(group, "ThreadGroup.main_controller")
-        .and_then(|c| prop(c, "LoopController.loops"))
-        .and_then(|v| v.parse().ok());
-    let scheduler = prop(group, "ThreadGroup.scheduler") == Some("true");
-    let duration: Option<u64> = prop(group, "ThreadGroup.duration")
-        .and_then(|v| v.parse().ok())
-        .filter(|_| scheduler);
     let mut steps = Vec::new();
     let mut taken = BTreeMap::new();
     let mut origin: Option<String> = None;
@@ -213,6 +200,37 @@ pub fn import(text: &str) -> Result<Imported, String> {
         weight: None,
         steps,
     }];
+    scenario.load = Some(group_load(
+        group,
+        scope.throughput,
+        scenario.requests.len(),
+        &mut left_out,
+    ));
+    Ok(Imported { scenario, left_out })
+}
+
+/// The Thread Group's load: its users, ramp-up and loops or scheduled
+/// duration — or, under a Constant Throughput Timer (`throughput`: samples
+/// a minute, for all threads or each), an open-model rate of sessions.
+fn group_load(
+    group: Node,
+    throughput: Option<(f64, bool)>,
+    requests: usize,
+    left_out: &mut Vec<String>,
+) -> RawLoad {
+    let users: u32 = prop(group, "ThreadGroup.num_threads")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1);
+    let ramp: u64 = prop(group, "ThreadGroup.ramp_time")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    let loops: Option<i64> = element_prop(group, "ThreadGroup.main_controller")
+        .and_then(|c| prop(c, "LoopController.loops"))
+        .and_then(|v| v.parse().ok());
+    let scheduler = prop(group, "ThreadGroup.scheduler") == Some("true");
+    let duration: Option<u64> = prop(group, "ThreadGroup.duration")
+        .and_then(|v| v.parse().ok())
+        .filter(|_| scheduler);
     let mut load = RawLoad {
         vus: Some(users),
         ramp_up: (ramp > 0).then(|| format!("{ramp}s")),
@@ -226,10 +244,10 @@ pub fn import(text: &str) -> Result<Imported, String> {
             left_out.push("loops forever without a scheduler duration: 60s chosen".into());
         }
     }
-    if let Some((per_minute, all_threads)) = scope.throughput {
+    if let Some((per_minute, all_threads)) = throughput {
         // JMeter paces samples; headroom's open model starts sessions.
         let samples_per_s = per_minute / 60.0 * if all_threads { 1.0 } else { users as f64 };
-        let sessions = samples_per_s / scenario.requests.len() as f64;
+        let sessions = samples_per_s / requests as f64;
         left_out.push(format!(
             "Constant Throughput Timer ({per_minute} samples/min{}): became an open-model rate of \
              {sessions:.3} sessions/s — headroom sends arrivals on schedule rather than pacing \
@@ -249,8 +267,7 @@ pub fn import(text: &str) -> Result<Imported, String> {
             ..RawLoad::default()
         };
     }
-    scenario.load = Some(load);
-    Ok(Imported { scenario, left_out })
+    load
 }
 
 /// What applies to the samplers of a scope: timers, throughput.
@@ -421,6 +438,64 @@ fn walk(
     }
 }
 
+/// A sampler's path (with `${…}` as templates), on the plan's one
+/// origin: `None`, with why left out, when its URL is not one or is on
+/// another origin than the first sampler's.
+fn sampler_path(
+    e: Node,
+    label: &str,
+    defaults: &mut Defaults,
+    origin: &mut Option<String>,
+    left_out: &mut Vec<String>,
+) -> Option<String> {
+    let path = template(prop(e, "HTTPSampler.path").unwrap_or("/"), left_out);
+    let url = defaults.url(e, &path);
+    // Templates are not URL syntax: kept out of the parse.
+    let (o, path) = match split_url(
+        &url.replace("{{", "__TPL_OPEN__")
+            .replace("}}", "__TPL_CLOSE__"),
+    ) {
+        Ok((o, p)) => (
+            o,
+            p.replace("__TPL_OPEN__", "{{")
+                .replace("__TPL_CLOSE__", "}}"),
+        ),
+        Err(err) => {
+            left_out.push(format!("sampler `{label}`: {err}"));
+            return None;
+        }
+    };
+    match origin {
+        Some(first) if *first != o => {
+            left_out.push(format!(
+                "sampler `{label}`: {o} is another origin than {first}"
+            ));
+            return None;
+        }
+        None => *origin = Some(o),
+        _ => {}
+    }
+    Some(path)
+}
+
+/// A sampler's arguments (name, value): its query, form or raw body.
+fn sampler_arguments(e: Node) -> Vec<(String, String)> {
+    element_prop(e, "HTTPsampler.Arguments")
+        .into_iter()
+        .flat_map(|a| {
+            a.descendants()
+                .filter(|n| n.has_tag_name("elementProp"))
+                .collect::<Vec<_>>()
+        })
+        .filter_map(|a| {
+            Some((
+                prop(a, "Argument.name").unwrap_or("").to_string(),
+                prop(a, "Argument.value")?.to_string(),
+            ))
+        })
+        .collect()
+}
+
 #[allow(clippy::too_many_arguments)]
 fn sampler(
     e: Node,
@@ -434,32 +509,9 @@ fn sampler(
     left_out: &mut Vec<String>,
 ) {
     let label = e.attribute("testname").unwrap_or("sampler").to_string();
-    let path = template(prop(e, "HTTPSampler.path").unwrap_or("/"), left_out);
-    let url = defaults.url(e, &path);
-    let (o, path) = match split_url(
-        &url.replace("{{", "__TPL_OPEN__")
-            .replace("}}", "__TPL_CLOSE__"),
-    ) {
-        Ok((o, p)) => (
-            o,
-            p.replace("__TPL_OPEN__", "{{")
-                .replace("__TPL_CLOSE__", "}}"),
-        ),
-        Err(err) => {
-            left_out.push(format!("sampler `{label}`: {err}"));
-            return;
-        }
+    let Some(path) = sampler_path(e, &label, defaults, origin, left_out) else {
+        return;
     };
-    match origin {
-        Some(first) if *first != o => {
-            left_out.push(format!(
-                "sampler `{label}`: {o} is another origin than {first}"
-            ));
-            return;
-        }
-        None => *origin = Some(o),
-        _ => {}
-    }
     let method = prop(e, "HTTPSampler.method")
         .unwrap_or("GET")
         .to_ascii_uppercase();
@@ -468,20 +520,7 @@ fn sampler(
     if taken.values().sum::<u32>() > 0 && scenario.requests.iter().any(|q| q.name == label) {
         r.name = format!("{label} #{}", scenario.requests.len() + 1);
     }
-    let args: Vec<(String, String)> = element_prop(e, "HTTPsampler.Arguments")
-        .into_iter()
-        .flat_map(|a| {
-            a.descendants()
-                .filter(|n| n.has_tag_name("elementProp"))
-                .collect::<Vec<_>>()
-        })
-        .filter_map(|a| {
-            Some((
-                prop(a, "Argument.name").unwrap_or("").to_string(),
-                prop(a, "Argument.value")?.to_string(),
-            ))
-        })
-        .collect();
+    let args = sampler_arguments(e);
     let mut headers = scope.headers.clone();
     let mut inner = scope.clone();
     let mut checks = Vec::new();

@@ -1005,6 +1005,7 @@ impl<'s, 'a> K6<'s, 'a> {
     }
 
     /// The first of `scenarios`, by its executor.
+    /// `options.scenarios`: the first, by its executor, as the load.
     fn scenarios(&mut self, e: &Expression, load: &mut RawLoad) {
         let Expression::ObjectExpression(o) = e.get_inner_expression() else {
             return;
@@ -1038,25 +1039,8 @@ impl<'s, 'a> K6<'s, 'a> {
                 duration: text("duration").map(|d| duration_of_k6(&d)),
                 ..Load::default()
             };
-            for k in s.keys() {
-                if !matches!(
-                    k.as_str(),
-                    "executor"
-                        | "vus"
-                        | "duration"
-                        | "iterations"
-                        | "stages"
-                        | "startVUs"
-                        | "rate"
-                        | "timeUnit"
-                        | "preAllocatedVUs"
-                        | "maxVUs"
-                        | "startRate"
-                        | "gracefulStop"
-                        | "exec"
-                ) {
-                    self.leave(p.span, &format!("scenario option `{k}`"));
-                }
+            for k in s.keys().filter(|k| !SCENARIO_OPTIONS.contains(&k.as_str())) {
+                self.leave(p.span, &format!("scenario option `{k}`"));
             }
             if let Some(exec) = text("exec").filter(|e| e != "default") {
                 self.leave(
@@ -1064,21 +1048,7 @@ impl<'s, 'a> K6<'s, 'a> {
                     &format!("`exec: '{exec}'` (the default function is imported)"),
                 );
             }
-            let stages = || -> Vec<(String, f64)> {
-                s.get("stages")
-                    .and_then(|v| v.as_array())
-                    .map(|a| {
-                        a.iter()
-                            .filter_map(|st| {
-                                Some((
-                                    duration_of_k6(st.get("duration")?.as_str()?),
-                                    st.get("target")?.as_f64()?,
-                                ))
-                            })
-                            .collect()
-                    })
-                    .unwrap_or_default()
-            };
+            let stages = || scenario_stages(&s);
             match text("executor").as_deref() {
                 Some("constant-vus") => {}
                 Some("ramping-vus") => {
@@ -1513,6 +1483,40 @@ fn seconds_of(text: &str) -> Option<f64> {
     humantime::parse_duration(text)
         .ok()
         .map(|d| d.as_secs_f64())
+}
+
+/// The options of a k6 scenario that are read (any other is left out).
+const SCENARIO_OPTIONS: [&str; 13] = [
+    "executor",
+    "vus",
+    "duration",
+    "iterations",
+    "stages",
+    "startVUs",
+    "rate",
+    "timeUnit",
+    "preAllocatedVUs",
+    "maxVUs",
+    "startRate",
+    "gracefulStop",
+    "exec",
+];
+
+/// A scenario's `stages`: (duration, target) each.
+fn scenario_stages(s: &serde_json::Map<String, Value>) -> Vec<(String, f64)> {
+    s.get("stages")
+        .and_then(|v| v.as_array())
+        .map(|a| {
+            a.iter()
+                .filter_map(|st| {
+                    Some((
+                        duration_of_k6(st.get("duration")?.as_str()?),
+                        st.get("target")?.as_f64()?,
+                    ))
+                })
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 #[cfg(test)]

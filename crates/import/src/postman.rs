@@ -8,7 +8,7 @@
 
 use super::{form_encode, main_origin, managed_header, request, split_url, Imported};
 use base64::Engine;
-use headroom_scenario::raw::{RawScenario, RawSession, RawStep};
+use headroom_scenario::raw::{RawRequest, RawScenario, RawSession, RawStep};
 use serde::Deserialize;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -128,6 +128,76 @@ struct Flat<'a> {
     auth: Option<&'a Value>,
 }
 
+/// A request's method (GET for a bare URL), and its full form if it has
+/// one.
+fn method_of(request: &Request) -> (String, Option<&FullRequest>) {
+    match request {
+        Request::Url(_) => ("GET".to_string(), None),
+        Request::Full(r) => (
+            r.method.as_deref().unwrap_or("GET").to_ascii_uppercase(),
+            Some(&**r),
+        ),
+    }
+}
+
+/// The session is named after the collection.
+fn session_name(collection: &Collection) -> String {
+    collection
+        .info
+        .as_ref()
+        .map(|i| i.name.clone())
+        .filter(|n| !n.is_empty())
+        .unwrap_or_else(|| "collection".into())
+}
+
+/// The collection's own variables (an environment's are not in the file).
+fn collection_variables(collection: &Collection) -> BTreeMap<String, String> {
+    collection
+        .variable
+        .iter()
+        .filter(|v| !v.disabled)
+        .map(|v| {
+            let value = match &v.value {
+                Value::String(s) => s.clone(),
+                Value::Null => String::new(),
+                other => other.to_string(),
+            };
+            (v.key.clone(), value)
+        })
+        .collect()
+}
+
+/// A request's enabled headers and its body (with the body's type, unless
+/// a header gives one), variables filled; `Err` says why a body was left
+/// out.
+fn headers_and_body(
+    full: &FullRequest,
+    r: &mut RawRequest,
+    headers: &mut BTreeMap<String, String>,
+    fill: &mut dyn FnMut(&str) -> String,
+) -> Result<(), String> {
+    for h in header_list(&full.header) {
+        if !h.disabled && !managed_header(&h.key) {
+            headers.insert(h.key.clone(), fill(&h.value));
+        }
+    }
+    let Some(body) = full.body.as_ref().filter(|b| !b.disabled) else {
+        return Ok(());
+    };
+    if let Some((text, content_type)) = body_of(body)? {
+        r.body = Some(fill(&text));
+        if let Some(ty) = content_type {
+            let has = headers
+                .keys()
+                .any(|k| k.eq_ignore_ascii_case("content-type"));
+            if !has {
+                headers.insert("Content-Type".into(), ty.into());
+            }
+        }
+    }
+    Ok(())
+}
+
 pub fn import(text: &str) -> Result<Imported, String> {
     let collection: Collection = serde_json::from_str(text).map_err(|e| {
         format!(
@@ -145,19 +215,7 @@ pub fn import(text: &str) -> Result<Imported, String> {
         }
     }
     let mut left_out = Vec::new();
-    let vars: BTreeMap<String, String> = collection
-        .variable
-        .iter()
-        .filter(|v| !v.disabled)
-        .map(|v| {
-            let value = match &v.value {
-                Value::String(s) => s.clone(),
-                Value::Null => String::new(),
-                other => other.to_string(),
-            };
-            (v.key.clone(), value)
-        })
-        .collect();
+    let vars = collection_variables(&collection);
     let mut flat = Vec::new();
     flatten(
         &collection.item,
@@ -192,37 +250,12 @@ pub fn import(text: &str) -> Result<Imported, String> {
             ));
             continue;
         }
-        let (method, full) = match f.request {
-            Request::Url(_) => ("GET".to_string(), None),
-            Request::Full(r) => (
-                r.method.as_deref().unwrap_or("GET").to_ascii_uppercase(),
-                Some(r),
-            ),
-        };
+        let (method, full) = method_of(f.request);
         let mut r = request(&mut taken, &method, &path);
         let mut headers: BTreeMap<String, String> = BTreeMap::new();
         if let Some(full) = full {
-            for h in header_list(&full.header) {
-                if !h.disabled && !managed_header(&h.key) {
-                    headers.insert(h.key.clone(), fill(&h.value));
-                }
-            }
-            if let Some(body) = full.body.as_ref().filter(|b| !b.disabled) {
-                match body_of(body) {
-                    Ok(Some((text, content_type))) => {
-                        r.body = Some(fill(&text));
-                        if let Some(ty) = content_type {
-                            let has = headers
-                                .keys()
-                                .any(|k| k.eq_ignore_ascii_case("content-type"));
-                            if !has {
-                                headers.insert("Content-Type".into(), ty.into());
-                            }
-                        }
-                    }
-                    Ok(None) => {}
-                    Err(why) => left_out.push(format!("{}: {why}", f.path)),
-                }
+            if let Err(why) = headers_and_body(full, &mut r, &mut headers, &mut fill) {
+                left_out.push(format!("{}: {why}", f.path));
             }
         }
         let auth = full.and_then(|r| r.auth.as_ref()).or(f.auth);
@@ -247,18 +280,12 @@ pub fn import(text: &str) -> Result<Imported, String> {
             "variable {{{{{name}}}}} is not defined in the collection (an environment's?): kept as a template — give it a value with a feeder column or an `extract`, or write `${{{name}}}` to read it from the environment"
         ));
     }
-    let name = collection
-        .info
-        .as_ref()
-        .map(|i| i.name.clone())
-        .filter(|n| !n.is_empty())
-        .unwrap_or_else(|| "collection".into());
     Ok(Imported {
         scenario: RawScenario {
             base_url: Some(origin),
             requests,
             sessions: vec![RawSession {
-                name,
+                name: session_name(&collection),
                 weight: None,
                 steps,
             }],

@@ -192,73 +192,7 @@ pub fn manifests(plan: &JobPlan) -> Result<(ConfigMap, Job), K8sError> {
             mode: None,
         })
         .collect();
-    let scenario = plan.files.first().map_or("scenario.toml", |f| &f.path);
-    let mut args = vec![
-        "run".to_string(),
-        format!("{SCENARIO_DIR}/{scenario}"),
-        "--shard".into(),
-        // The Job sets JOB_COMPLETION_INDEX (0…N−1); Kubernetes expands
-        // $(…) in args, and headroom reads `J+1/N` as shard J+1.
-        format!("$(JOB_COMPLETION_INDEX)+1/{}", plan.shards),
-        "--start-at".into(),
-        plan.start_at.clone(),
-        "--out".into(),
-        "-".into(),
-        "--report-to".into(),
-        "-".into(),
-        "-q".into(),
-    ];
-    args.extend(plan.run_flags.iter().cloned());
-    let resources: BTreeMap<String, Quantity> = BTreeMap::from([
-        ("cpu".to_string(), Quantity(plan.cpu.clone())),
-        ("memory".to_string(), Quantity(plan.memory.clone())),
-    ]);
-    let container = Container {
-        name: "headroom".into(),
-        image: Some(plan.image.clone()),
-        args: Some(args),
-        env: Some(vec![EnvVar {
-            name: "JOB_COMPLETION_INDEX".into(),
-            value_from: Some(EnvVarSource {
-                field_ref: Some(ObjectFieldSelector {
-                    field_path: "metadata.annotations['batch.kubernetes.io/job-completion-index']"
-                        .into(),
-                    api_version: None,
-                }),
-                ..EnvVarSource::default()
-            }),
-            value: None,
-        }]),
-        resources: Some(ResourceRequirements {
-            requests: Some(resources.clone()),
-            limits: Some(BTreeMap::from([(
-                "memory".to_string(),
-                Quantity(plan.memory.clone()),
-            )])),
-            ..ResourceRequirements::default()
-        }),
-        volume_mounts: Some(vec![VolumeMount {
-            name: "scenario".into(),
-            mount_path: SCENARIO_DIR.into(),
-            read_only: Some(true),
-            ..VolumeMount::default()
-        }]),
-        // What the `restricted` Pod Security profile asks of a container.
-        security_context: Some(SecurityContext {
-            run_as_non_root: Some(true),
-            run_as_user: Some(65534),
-            run_as_group: Some(65534),
-            read_only_root_filesystem: Some(true),
-            allow_privilege_escalation: Some(false),
-            capabilities: Some(Capabilities {
-                drop: Some(vec!["ALL".into()]),
-                add: None,
-            }),
-            seccomp_profile: Some(runtime_default()),
-            ..SecurityContext::default()
-        }),
-        ..Container::default()
-    };
+    let container = container(plan);
     let job = Job {
         metadata: meta(plan, plan.name.clone()),
         spec: Some(JobSpec {
@@ -307,6 +241,79 @@ pub fn manifests(plan: &JobPlan) -> Result<(ConfigMap, Job), K8sError> {
         ..Job::default()
     };
     Ok((config_map, job))
+}
+
+/// The pod's one container: headroom running its shard of the plan
+/// (`JOB_COMPLETION_INDEX` + 1 of N), at the shared start, reporting on
+/// its log, as the `restricted` Pod Security profile asks.
+fn container(plan: &JobPlan) -> Container {
+    let scenario = plan.files.first().map_or("scenario.toml", |f| &f.path);
+    let mut args = vec![
+        "run".to_string(),
+        format!("{SCENARIO_DIR}/{scenario}"),
+        "--shard".into(),
+        // The Job sets JOB_COMPLETION_INDEX (0…N−1); Kubernetes expands
+        // $(…) in args, and headroom reads `J+1/N` as shard J+1.
+        format!("$(JOB_COMPLETION_INDEX)+1/{}", plan.shards),
+        "--start-at".into(),
+        plan.start_at.clone(),
+        "--out".into(),
+        "-".into(),
+        "--report-to".into(),
+        "-".into(),
+        "-q".into(),
+    ];
+    args.extend(plan.run_flags.iter().cloned());
+    let resources: BTreeMap<String, Quantity> = BTreeMap::from([
+        ("cpu".to_string(), Quantity(plan.cpu.clone())),
+        ("memory".to_string(), Quantity(plan.memory.clone())),
+    ]);
+    Container {
+        name: "headroom".into(),
+        image: Some(plan.image.clone()),
+        args: Some(args),
+        env: Some(vec![EnvVar {
+            name: "JOB_COMPLETION_INDEX".into(),
+            value_from: Some(EnvVarSource {
+                field_ref: Some(ObjectFieldSelector {
+                    field_path: "metadata.annotations['batch.kubernetes.io/job-completion-index']"
+                        .into(),
+                    api_version: None,
+                }),
+                ..EnvVarSource::default()
+            }),
+            value: None,
+        }]),
+        resources: Some(ResourceRequirements {
+            requests: Some(resources.clone()),
+            limits: Some(BTreeMap::from([(
+                "memory".to_string(),
+                Quantity(plan.memory.clone()),
+            )])),
+            ..ResourceRequirements::default()
+        }),
+        volume_mounts: Some(vec![VolumeMount {
+            name: "scenario".into(),
+            mount_path: SCENARIO_DIR.into(),
+            read_only: Some(true),
+            ..VolumeMount::default()
+        }]),
+        // What the `restricted` Pod Security profile asks of a container.
+        security_context: Some(SecurityContext {
+            run_as_non_root: Some(true),
+            run_as_user: Some(65534),
+            run_as_group: Some(65534),
+            read_only_root_filesystem: Some(true),
+            allow_privilege_escalation: Some(false),
+            capabilities: Some(Capabilities {
+                drop: Some(vec!["ALL".into()]),
+                add: None,
+            }),
+            seccomp_profile: Some(runtime_default()),
+            ..SecurityContext::default()
+        }),
+        ..Container::default()
+    }
 }
 
 fn runtime_default() -> SeccompProfile {

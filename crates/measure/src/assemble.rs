@@ -222,55 +222,9 @@ pub fn results(input: ResultsInput) -> Results {
     } = input;
     let t = &outcome.total;
     let open = matches!(plan.load, Load::Open(_));
-    let (target_rate_rps, achieved_rate_rps) = match &plan.load {
-        Load::Open(l) => {
-            let sent = t.requests - t.error_count(ErrorClass::NotSent);
-            let ran = schedule_that_ran(&l.schedule, plan.max_requests, outcome);
-            let due = l.schedule.arrivals_before(ran);
-            let due = plan.max_requests.map_or(due, |n| due.min(n));
-            // A shard was asked for its share of the arrivals.
-            let due = plan.shard.share(due);
-            // Late sends past the end of the part that ran lower it.
-            let window = outcome.send_window.max(ran).as_secs_f64();
-            let ran = ran.as_secs_f64();
-            (
-                Some(if ran > 0.0 {
-                    due as f64 / ran
-                } else {
-                    l.schedule.mean_rate()
-                }),
-                Some(if window > 0.0 {
-                    sent as f64 / window
-                } else {
-                    0.0
-                }),
-            )
-        }
-        Load::Closed(_) => (None, None),
-    };
+    let (target_rate_rps, achieved_rate_rps) = open_rates(plan, outcome).unzip();
     Results {
-        meta: Meta {
-            headroom_version: env!("CARGO_PKG_VERSION").into(),
-            command,
-            started_at: humantime::format_rfc3339_seconds(outcome.started_at).to_string(),
-            machine: Machine::current(),
-            generator_threads: outcome.threads,
-            generator_engine: Some(
-                match headroom_engine::runs_on_event_loop(plan) {
-                    true => "event_loop",
-                    false => "tasks",
-                }
-                .into(),
-            ),
-            fd_limit: [fd_limit.0, fd_limit.1],
-            http_version: plan.http_version.as_str().into(),
-            started_at_unix_ms: outcome
-                .started_at
-                .duration_since(std::time::UNIX_EPOCH)
-                .ok()
-                .map(|d| d.as_millis() as u64),
-            shards: Vec::new(),
-        },
+        meta: meta(plan, outcome, command, fd_limit),
         config: run_config(plan),
         summary: Summary::new(t, outcome.duration, buckets_ms, &plan.check_names),
         duration_s: outcome.duration.as_secs_f64(),
@@ -319,6 +273,64 @@ pub fn results(input: ResultsInput) -> Results {
         events: Vec::new(),
         abort: None,
         histograms: histograms(plan, outcome),
+    }
+}
+
+/// Open model: the rate asked for (over the part of the schedule that
+/// ran) and the rate sent (late sends past its end lower it).
+fn open_rates(plan: &Plan, outcome: &RunOutcome) -> Option<(f64, f64)> {
+    match &plan.load {
+        Load::Open(l) => {
+            let t = &outcome.total;
+            let sent = t.requests - t.error_count(ErrorClass::NotSent);
+            let ran = schedule_that_ran(&l.schedule, plan.max_requests, outcome);
+            let due = l.schedule.arrivals_before(ran);
+            let due = plan.max_requests.map_or(due, |n| due.min(n));
+            // A shard was asked for its share of the arrivals.
+            let due = plan.shard.share(due);
+            // Late sends past the end of the part that ran lower it.
+            let window = outcome.send_window.max(ran).as_secs_f64();
+            let ran = ran.as_secs_f64();
+            Some((
+                if ran > 0.0 {
+                    due as f64 / ran
+                } else {
+                    l.schedule.mean_rate()
+                },
+                if window > 0.0 {
+                    sent as f64 / window
+                } else {
+                    0.0
+                },
+            ))
+        }
+        Load::Closed(_) => None,
+    }
+}
+
+/// `meta`: this build, the command, when and where it ran, how.
+fn meta(plan: &Plan, outcome: &RunOutcome, command: Vec<String>, fd_limit: (u64, u64)) -> Meta {
+    Meta {
+        headroom_version: env!("CARGO_PKG_VERSION").into(),
+        command,
+        started_at: humantime::format_rfc3339_seconds(outcome.started_at).to_string(),
+        machine: Machine::current(),
+        generator_threads: outcome.threads,
+        generator_engine: Some(
+            match headroom_engine::runs_on_event_loop(plan) {
+                true => "event_loop",
+                false => "tasks",
+            }
+            .into(),
+        ),
+        fd_limit: [fd_limit.0, fd_limit.1],
+        http_version: plan.http_version.as_str().into(),
+        started_at_unix_ms: outcome
+            .started_at
+            .duration_since(std::time::UNIX_EPOCH)
+            .ok()
+            .map(|d| d.as_millis() as u64),
+        shards: Vec::new(),
     }
 }
 

@@ -320,6 +320,80 @@ impl Sampler {
         }
     }
 
+    /// Where the walk of the server's processes starts: the main
+    /// process, every process that was the server's at the last sample
+    /// and still runs (old workers finishing after their master quit),
+    /// the listening socket's owners and the adopted orphans.
+    fn roots(
+        &self,
+        root: i32,
+        stats: &HashMap<i32, Stat>,
+        children: &HashMap<i32, Vec<i32>>,
+    ) -> Vec<i32> {
+        let mut queue = vec![root];
+        let survivors = self
+            .prev
+            .iter()
+            .filter(|(pid, p)| stats.get(pid).is_some_and(|s| s.starttime == p.starttime));
+        queue.extend(survivors.map(|(pid, _)| *pid));
+        queue.extend(self.owners.iter().copied());
+        if self.follow.adopt_orphans {
+            queue.extend(adopted_orphans(children).into_iter().filter(|pid| {
+                stats
+                    .get(pid)
+                    .is_none_or(|s| !self.follow.not_adopted.contains(&s.pgrp))
+            }));
+        }
+        queue
+    }
+
+    /// A process's context switches since the last sample, added to the
+    /// tree's; what to remember of it for the next.
+    fn switches(&self, stat: &Stat, tree: &mut TreeSample) -> Prev {
+        let pid = stat.pid;
+        let prev = self
+            .prev
+            .get(&pid)
+            .filter(|p| p.starttime == stat.starttime);
+        // A process not scheduled in since the last sample has had no
+        // context switch since (a switch out is followed by a switch in):
+        // its counts stand, and its status is not read.
+        let timeslices = netstat::read_timeslices(pid);
+        let (voluntary, involuntary) = match prev {
+            Some(p) if timeslices.is_some() && timeslices == p.timeslices => {
+                (p.voluntary, p.involuntary)
+            }
+            _ => netstat::read_context_switches(pid),
+        };
+        if let Some(p) = prev {
+            tree.ctx_voluntary += voluntary.saturating_sub(p.voluntary);
+            tree.ctx_involuntary += involuntary.saturating_sub(p.involuntary);
+        }
+        Prev {
+            starttime: stat.starttime,
+            ppid: stat.ppid,
+            utime: stat.utime,
+            stime: stat.stime,
+            timeslices,
+            voluntary,
+            involuntary,
+        }
+    }
+
+    /// A process's soft open-files limit (`None`: unlimited, or gone),
+    /// read once per process.
+    fn open_files_limit(&mut self, pid: i32, starttime: u64) -> Option<u64> {
+        *self.limits.entry((pid, starttime)).or_insert_with(|| {
+            Process::new(pid)
+                .and_then(|p| p.limits())
+                .ok()
+                .and_then(|l| match l.max_open_files.soft_limit {
+                    LimitValue::Value(v) => Some(v),
+                    LimitValue::Unlimited => None,
+                })
+        })
+    }
+
     fn tree(&mut self, root: i32, dt: f64, t_s: f64) -> TreeSample {
         // One pass over /proc: parent links, then the server's processes.
         let stats = all_stats();
@@ -341,20 +415,7 @@ impl Sampler {
         // server's at the last sample and still runs (old workers
         // finishing after their master quit), the listening socket's
         // owners and the adopted orphans.
-        let mut queue = vec![root];
-        let survivors = self
-            .prev
-            .iter()
-            .filter(|(pid, p)| stats.get(pid).is_some_and(|s| s.starttime == p.starttime));
-        queue.extend(survivors.map(|(pid, _)| *pid));
-        queue.extend(self.owners.iter().copied());
-        if self.follow.adopt_orphans {
-            queue.extend(adopted_orphans(&children).into_iter().filter(|pid| {
-                stats
-                    .get(pid)
-                    .is_none_or(|s| !self.follow.not_adopted.contains(&s.pgrp))
-            }));
-        }
+        let mut queue = self.roots(root, &stats, &children);
         let mut tree = TreeSample {
             alive: false,
             root_pid: root,
@@ -375,46 +436,8 @@ impl Sampler {
             };
             queue.extend(children.get(&pid).into_iter().flatten().copied());
             let (du, ds) = self.delta(pid, stat.starttime, stat.utime, stat.stime);
-            let prev = self
-                .prev
-                .get(&pid)
-                .filter(|p| p.starttime == stat.starttime);
-            // A process not scheduled in since the last sample has had no
-            // context switch since (a switch out is followed by a switch
-            // in): its counts stand, and its status is not read.
-            let timeslices = netstat::read_timeslices(pid);
-            let (voluntary, involuntary) = match prev {
-                Some(p) if timeslices.is_some() && timeslices == p.timeslices => {
-                    (p.voluntary, p.involuntary)
-                }
-                _ => netstat::read_context_switches(pid),
-            };
-            if let Some(p) = prev {
-                tree.ctx_voluntary += voluntary.saturating_sub(p.voluntary);
-                tree.ctx_involuntary += involuntary.saturating_sub(p.involuntary);
-            }
-            next_prev.insert(
-                pid,
-                Prev {
-                    starttime: stat.starttime,
-                    ppid: stat.ppid,
-                    utime: stat.utime,
-                    stime: stat.stime,
-                    timeslices,
-                    voluntary,
-                    involuntary,
-                },
-            );
-            let limit = *self.limits.entry((pid, stat.starttime)).or_insert_with(|| {
-                Process::new(pid)
-                    .and_then(|p| p.limits())
-                    .ok()
-                    .and_then(|l| match l.max_open_files.soft_limit {
-                        LimitValue::Value(v) => Some(v),
-                        LimitValue::Unlimited => None,
-                    })
-            });
-            if let Some(limit) = limit {
+            next_prev.insert(pid, self.switches(stat, &mut tree));
+            if let Some(limit) = self.open_files_limit(pid, stat.starttime) {
                 tree.fd_limit_min = Some(tree.fd_limit_min.map_or(limit, |m| m.min(limit)));
                 let fuller = tree
                     .fd_fullest

@@ -104,11 +104,32 @@ fn shard_words(processes: u32, share_threads: bool) -> Vec<String> {
     kept
 }
 
-pub fn capacity(args: CapacityArgs) -> anyhow::Result<i32> {
-    check_flags(&args)?;
-    let scenario = scenario_from_args(&args.run)?;
-    let plan = &scenario.plan;
-    let flags = Settings {
+/// The capacity report (`--out`), rewritten after every step.
+fn save_report(path: Option<&std::path::Path>, report: &CapacityReport) -> anyhow::Result<()> {
+    if let Some(path) = path {
+        let json = serde_json::to_string_pretty(report)? + "\n";
+        headroom_records::write_replacing(path, json.as_bytes())
+            .with_context(|| format!("cannot write the capacity report to {}", path.display()))?;
+    }
+    Ok(())
+}
+
+/// The dashboard's last word on the search: its answer.
+fn answer_event(report: &CapacityReport) -> serde_json::Value {
+    serde_json::json!({
+        "kind": "capacity",
+        "capacity": report.capacity,
+        "unit": report.unit,
+        "verdict": report.verdict,
+        "limited_by": report.limited_by,
+        "knee": report.knee,
+    })
+}
+
+/// The search's settings as the flags give them (the scenario's
+/// `[capacity]` is laid under them).
+fn search_settings(args: &CapacityArgs) -> Settings {
+    Settings {
         slo: args.slo.clone(),
         axis: args.axis,
         min: args.min,
@@ -119,18 +140,15 @@ pub fn capacity(args: CapacityArgs) -> anyhow::Result<i32> {
         warmup: args.warmup,
         pause: args.pause,
         max_time: args.max_time,
-    };
-    let opts = scenario
-        .capacity
-        .overlay(&flags)
-        .resolve()
-        .map_err(anyhow::Error::msg)?;
-    super::run::check_request_names(&opts.slo, plan, "the objective")?;
-    super::outputs::Outputs::from_args(&args.run).check_writable()?;
-    let stop = StopSignal::new();
-    install_interrupt(&stop)?;
-    let watch = watch_from_args(&args.run, plan)?;
-    let unit = headroom_capacity::unit(opts.axis, plan);
+    }
+}
+
+/// What is searched, against what objective, how.
+fn print_heading(
+    plan: &headroom_engine::plan::Plan,
+    opts: &headroom_capacity::Options,
+    unit: &str,
+) {
     println!(
         "headroom capacity: {} — objective {}; {} axis from {} to {} {unit}, steps of {} (+{} warm-up), at most {}",
         plan.label,
@@ -145,15 +163,83 @@ pub fn capacity(args: CapacityArgs) -> anyhow::Result<i32> {
         humantime::format_duration(opts.warmup),
         humantime::format_duration(opts.max_time),
     );
-    let save = |report: &CapacityReport| -> anyhow::Result<()> {
-        if let Some(path) = &args.run.out {
-            let json = serde_json::to_string_pretty(report)? + "\n";
-            headroom_records::write_replacing(path, json.as_bytes()).with_context(|| {
-                format!("cannot write the capacity report to {}", path.display())
-            })?;
+}
+
+/// A step's line, once it is measured: its rate, p90, errors, verdict.
+fn print_step(step: &headroom_records::capacity::Step) {
+    let (p90, errors) = step.results.as_ref().map_or((0.0, 0.0), |r| {
+        (
+            r.summary.latency_ms.p90,
+            r.summary.requests.error_rate * 100.0,
+        )
+    });
+    let failed = step.failed_checks();
+    println!(
+        "{:.1} req/s, p90 {p90:.2} ms, errors {errors:.2} % — {}",
+        step.achieved,
+        if step.discarded {
+            let why = step
+                .results
+                .as_ref()
+                .map_or(String::new(), |r| r.generator_bound_reasons.join("; "));
+            format!("void, the generator could not keep up ({why}): trying this load again")
+        } else if step.passed {
+            "pass".to_string()
+        } else {
+            format!("FAIL: {}", failed.join(", "))
         }
-        Ok(())
-    };
+    );
+}
+
+/// The HTML report, the dashboard's copy of it, and the step table (or
+/// Markdown) on the terminal.
+fn write_reports(
+    args: &CapacityArgs,
+    report: &CapacityReport,
+    dashboard: Option<&super::dashboard::Dashboard>,
+) -> anyhow::Result<()> {
+    if let Some(path) = &args.run.reports.html {
+        super::report::write_file(
+            path,
+            "HTML report",
+            headroom_report::html::capacity_report(report).as_bytes(),
+        )?;
+    }
+    if let Some(d) = dashboard {
+        let report = report.clone();
+        d.feed
+            .offer_report(move || headroom_report::html::capacity_report(&report));
+    }
+    if args.run.reports.markdown {
+        print!("{}", capacity_table::steps(report).markdown());
+        println!("\n**{}**", report.verdict);
+    } else if !args.run.quiet {
+        let mut out = std::io::stdout().lock();
+        capacity_table::write(&mut out, report)?;
+        if let Some(path) = &args.run.out {
+            writeln!(out, "\ncapacity report written to {}", path.display())?;
+        }
+    }
+    Ok(())
+}
+
+pub fn capacity(args: CapacityArgs) -> anyhow::Result<i32> {
+    check_flags(&args)?;
+    let scenario = scenario_from_args(&args.run)?;
+    let plan = &scenario.plan;
+    let opts = scenario
+        .capacity
+        .overlay(&search_settings(&args))
+        .resolve()
+        .map_err(anyhow::Error::msg)?;
+    super::run::check_request_names(&opts.slo, plan, "the objective")?;
+    super::outputs::Outputs::from_args(&args.run).check_writable()?;
+    let stop = StopSignal::new();
+    install_interrupt(&stop)?;
+    let watch = watch_from_args(&args.run, plan)?;
+    let unit = headroom_capacity::unit(opts.axis, plan);
+    print_heading(plan, &opts, unit);
+    let save = |report: &CapacityReport| save_report(args.run.out.as_deref(), report);
     super::common::check_protocol(plan)?;
     let mut save_error = None;
     let exporter = super::metrics::Exporter::start(&args.run.metrics)?;
@@ -211,73 +297,20 @@ pub fn capacity(args: CapacityArgs) -> anyhow::Result<i32> {
                     if retest { " (re-test)" } else { "" }
                 );
             }
-            Event::Finished(step) => {
-                let (p90, errors) = step.results.as_ref().map_or((0.0, 0.0), |r| {
-                    (
-                        r.summary.latency_ms.p90,
-                        r.summary.requests.error_rate * 100.0,
-                    )
-                });
-                let failed = step.failed_checks();
-                println!(
-                    "{:.1} req/s, p90 {p90:.2} ms, errors {errors:.2} % — {}",
-                    step.achieved,
-                    if step.discarded {
-                        let why = step
-                            .results
-                            .as_ref()
-                            .map_or(String::new(), |r| r.generator_bound_reasons.join("; "));
-                        format!(
-                            "void, the generator could not keep up ({why}): trying this load again"
-                        )
-                    } else if step.passed {
-                        "pass".to_string()
-                    } else {
-                        format!("FAIL: {}", failed.join(", "))
-                    }
-                );
-            }
+            Event::Finished(step) => print_step(step),
         }
         let _ = std::io::stdout().flush();
     });
     drop(watch.server);
     super::metrics::finish(exporter);
     if let Some(d) = &dashboard {
-        d.feed.event(serde_json::json!({
-            "kind": "capacity",
-            "capacity": report.capacity,
-            "unit": report.unit,
-            "verdict": report.verdict,
-            "limited_by": report.limited_by,
-            "knee": report.knee,
-        }));
+        d.feed.event(answer_event(&report));
     }
     save(&report)?;
     if let Some(e) = save_error {
         eprintln!("warning: a snapshot of the search could not be written: {e:#}");
     }
-    if let Some(path) = &args.run.reports.html {
-        super::report::write_file(
-            path,
-            "HTML report",
-            headroom_report::html::capacity_report(&report).as_bytes(),
-        )?;
-    }
-    if let Some(d) = &dashboard {
-        let report = report.clone();
-        d.feed
-            .offer_report(move || headroom_report::html::capacity_report(&report));
-    }
-    if args.run.reports.markdown {
-        print!("{}", capacity_table::steps(&report).markdown());
-        println!("\n**{}**", report.verdict);
-    } else if !args.run.quiet {
-        let mut out = std::io::stdout().lock();
-        capacity_table::write(&mut out, &report)?;
-        if let Some(path) = &args.run.out {
-            writeln!(out, "\ncapacity report written to {}", path.display())?;
-        }
-    }
+    write_reports(&args, &report, dashboard.as_ref())?;
     // Everything written: the page may stay up (--dashboard-linger).
     if let Some(d) = dashboard {
         d.finish();

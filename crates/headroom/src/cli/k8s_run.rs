@@ -115,16 +115,7 @@ pub fn run(args: K8sRunArgs) -> anyhow::Result<i32> {
     let (Some(scenario_path), Some(shards)) = (&pods_args.scenario, pods_args.shards) else {
         bail!("give SCENARIO, --shards and --image");
     };
-    if let Some(flag) = pods_args.run_flags.iter().find(|f| {
-        SET_BY_THE_JOB
-            .iter()
-            .any(|s| *f == s || f.starts_with(&format!("{s}=")))
-    }) {
-        bail!(
-            "{flag} after `--`: the Job sets it for every pod (outputs, dashboard and metrics are \
-             `k8s run`'s own flags, for the merged run)"
-        );
-    }
+    check_run_flags(&pods_args.run_flags)?;
     // The plan the pods run, as they will build it: for the fleet's view,
     // thresholds and aborts.
     let (scenario, thresholds) = fleet_scenario(scenario_path, &pods_args.run_flags)?;
@@ -138,20 +129,7 @@ pub fn run(args: K8sRunArgs) -> anyhow::Result<i32> {
     check_room(&args, shards)?;
     let start = args.start_at.unwrap_or_else(|| SystemTime::now() + LEAD);
     let job = job_plan(pods_args, start)?;
-    let (config_map, job_manifest) = manifests(&job)?;
-    check_pod_security(k, ns, &job_manifest)?;
-    let list = serde_json::json!({
-        "apiVersion": "v1",
-        "kind": "List",
-        "items": [config_map, job_manifest],
-    });
-    apply(k, &list.to_string())?;
-    let _applied = Applied {
-        kubectl: k,
-        namespace: ns,
-        name: job.name.clone(),
-        keep: args.keep,
-    };
+    let _applied = apply_job(&job, (k, ns), args.keep)?;
     let quiet = args.fleet.quiet;
     if !quiet {
         eprintln!(
@@ -177,102 +155,35 @@ pub fn run(args: K8sRunArgs) -> anyhow::Result<i32> {
     let mut suspended = false;
     let mut last_poll: Option<Instant> = None;
     let mut last_progress = String::new();
-    let mut refused_since: Option<Instant> = None;
-    let mut list_failed = false;
-    let applied_at = Instant::now();
+    let mut job_pods = JobPods {
+        kubectl: k,
+        namespace: ns,
+        job: &job.name,
+        lines_to,
+        list_failed: false,
+        refused_since: None,
+        applied_at: Instant::now(),
+    };
     loop {
         let now = Instant::now();
         if stop.was_interrupted() && !suspended {
             suspended = true;
             suspend(k, ns, &job.name, "interrupted: stopping every pod");
         }
-        while let Ok((shard, line)) = lines.try_recv() {
-            let pod = &mut pods[shard];
-            match line {
-                Some(line) => {
-                    view.line(shard, &line);
-                    pod.log.push(line);
-                }
-                None => pod.log_done = true,
-            }
-        }
+        take_lines(&lines, &mut pods, view);
         if last_poll.is_none_or(|t| now.duration_since(t) >= POLL) {
             last_poll = Some(now);
-            // A failed listing (the API server busy, a token refreshed)
-            // is said once and tried again: the pods run on regardless,
-            // and those never seen running are given up in time.
-            let listed = match list_pods(k, ns, &job.name) {
-                Ok(listed) => listed,
-                Err(e) => {
-                    if !list_failed {
-                        eprintln!("headroom: warning: {e:#}; trying again every second");
-                    }
-                    list_failed = true;
-                    Vec::new()
-                }
-            };
-            if listed.is_empty() && now.duration_since(applied_at) > Duration::from_secs(5) {
-                // No pod at all: the Job's pods may be refused.
-                if let Some(why) = refused(k, ns, &job.name) {
-                    refused_since.get_or_insert(now);
-                    if now.duration_since(refused_since.unwrap_or(now)) > Duration::from_secs(10) {
-                        bail!("the Job's pods are refused: {why}");
-                    }
-                }
-            }
-            for (shard, state) in listed {
-                let Some(pod) = pods.get_mut(shard) else {
-                    continue;
-                };
-                let gone_to_new_pod = pod.name.as_ref().is_some_and(|n| *n != state.name);
-                if gone_to_new_pod && pod.followed {
-                    continue; // a replacement: the shard already ran
-                }
-                pod.name = Some(state.name.clone());
-                pod.phase = state.phase.clone();
-                pod.waiting = state.waiting.clone();
-                pod.node = state.node.clone();
-                if !pod.followed && matches!(pod.phase.as_str(), "Running" | "Succeeded" | "Failed")
-                {
-                    pod.followed = true;
-                    follow(k, ns, &state.name, shard, lines_to.clone())?;
-                }
-            }
             // Pods that have not started by the start plus --start-timeout
             // are given up (a suspended Job's unstarted pods at once).
             let give_up = suspended || now > start_instant + args.start_timeout;
-            for (shard, pod) in pods.iter_mut().enumerate() {
-                if !pod.followed && !pod.ended && give_up {
-                    pod.ended = true;
-                    let why = pod.waiting.clone().unwrap_or_else(|| pod.phase.clone());
-                    let why = format!(
-                        "never started ({})",
-                        if why.is_empty() { "no pod" } else { &why }
-                    );
-                    eprintln!(
-                        "headroom: shard {}/{shards} ({}) {why}: left out of the merge",
-                        shard + 1,
-                        pod.name.as_deref().unwrap_or("no pod")
-                    );
-                    view.ended(shard, Some(why));
-                }
-            }
+            job_pods.poll(&mut pods, now, give_up, view)?;
             let line = progress(&pods, now >= start_instant);
             if line != last_progress && !quiet {
                 eprintln!("headroom: pods {line}");
                 last_progress = line;
             }
         }
-        for (shard, pod) in pods.iter_mut().enumerate() {
-            if pod.followed && pod.log_done && !pod.ended {
-                pod.ended = true;
-                let has_results = results_in_log(&pod.log.join("\n")).is_some();
-                view.ended(
-                    shard,
-                    (!has_results).then(|| format!("no results in its log ({})", pod.phase)),
-                );
-            }
-        }
+        logs_ended(&mut pods, view);
         if let Some(breach) = view.tick(None) {
             if !suspended {
                 suspended = true;
@@ -287,6 +198,187 @@ pub fn run(args: K8sRunArgs) -> anyhow::Result<i32> {
     }
     view.finish(None);
 
+    let files = shard_files(&pods, args.shards_dir.as_deref(), shards)?;
+    finish_fleet(
+        files,
+        FleetEnd {
+            stop: &stop,
+            coordinator,
+            thresholds: &scenario.thresholds,
+            monitor: None,
+        },
+        outputs,
+    )
+}
+
+/// The Job and its ConfigMap applied (after the Pod Security check):
+/// deleted again when what is returned is dropped, unless `keep`.
+fn apply_job<'a>(
+    job: &headroom_k8s::JobPlan,
+    (k, ns): (&'a str, &'a str),
+    keep: bool,
+) -> anyhow::Result<Applied<'a>> {
+    let (config_map, job_manifest) = manifests(job)?;
+    check_pod_security(k, ns, &job_manifest)?;
+    let list = serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "List",
+        "items": [config_map, job_manifest],
+    });
+    apply(k, &list.to_string())?;
+    Ok(Applied {
+        kubectl: k,
+        namespace: ns,
+        name: job.name.clone(),
+        keep,
+    })
+}
+
+/// The lines the pods' logs gave since: each to the view and its pod.
+fn take_lines(
+    lines: &mpsc::Receiver<(usize, Option<String>)>,
+    pods: &mut [Pod],
+    view: &mut FleetView,
+) {
+    while let Ok((shard, line)) = lines.try_recv() {
+        let pod = &mut pods[shard];
+        match line {
+            Some(line) => {
+                view.line(shard, &line);
+                pod.log.push(line);
+            }
+            None => pod.log_done = true,
+        }
+    }
+}
+
+/// Refuses flags after `--` that the Job sets for every pod itself.
+fn check_run_flags(run_flags: &[String]) -> anyhow::Result<()> {
+    if let Some(flag) = run_flags.iter().find(|f| {
+        SET_BY_THE_JOB
+            .iter()
+            .any(|s| *f == s || f.starts_with(&format!("{s}=")))
+    }) {
+        bail!(
+            "{flag} after `--`: the Job sets it for every pod (outputs, dashboard and metrics are \
+             `k8s run`'s own flags, for the merged run)"
+        );
+    }
+    Ok(())
+}
+
+/// The Job's pods as the API server lists them: each one's log followed
+/// once it runs.
+struct JobPods<'a> {
+    kubectl: &'a str,
+    namespace: &'a str,
+    job: &'a str,
+    lines_to: mpsc::Sender<(usize, Option<String>)>,
+    /// A listing failed (said once).
+    list_failed: bool,
+    /// Since when the Job's pods are refused (no pod at all).
+    refused_since: Option<Instant>,
+    applied_at: Instant,
+}
+
+impl JobPods<'_> {
+    /// Lists the pods: each one's phase, its log followed once it runs;
+    /// with `give_up`, those not started are left out of the merge. Fails
+    /// when the Job's pods are refused for 10 s.
+    fn poll(
+        &mut self,
+        pods: &mut [Pod],
+        now: Instant,
+        give_up: bool,
+        view: &mut FleetView,
+    ) -> anyhow::Result<()> {
+        let pods_count = pods.len();
+        // A failed listing (the API server busy, a token refreshed)
+        // is said once and tried again: the pods run on regardless,
+        // and those never seen running are given up in time.
+        let listed = match list_pods(self.kubectl, self.namespace, self.job) {
+            Ok(listed) => listed,
+            Err(e) => {
+                if !self.list_failed {
+                    eprintln!("headroom: warning: {e:#}; trying again every second");
+                }
+                self.list_failed = true;
+                Vec::new()
+            }
+        };
+        if listed.is_empty() && now.duration_since(self.applied_at) > Duration::from_secs(5) {
+            // No pod at all: the Job's pods may be refused.
+            if let Some(why) = refused(self.kubectl, self.namespace, self.job) {
+                self.refused_since.get_or_insert(now);
+                if now.duration_since(self.refused_since.unwrap_or(now)) > Duration::from_secs(10) {
+                    bail!("the Job's pods are refused: {why}");
+                }
+            }
+        }
+        for (shard, state) in listed {
+            let Some(pod) = pods.get_mut(shard) else {
+                continue;
+            };
+            let gone_to_new_pod = pod.name.as_ref().is_some_and(|n| *n != state.name);
+            if gone_to_new_pod && pod.followed {
+                continue; // a replacement: the shard already ran
+            }
+            pod.name = Some(state.name.clone());
+            pod.phase = state.phase.clone();
+            pod.waiting = state.waiting.clone();
+            pod.node = state.node.clone();
+            if !pod.followed && matches!(pod.phase.as_str(), "Running" | "Succeeded" | "Failed") {
+                pod.followed = true;
+                follow(
+                    self.kubectl,
+                    self.namespace,
+                    &state.name,
+                    shard,
+                    self.lines_to.clone(),
+                )?;
+            }
+        }
+        for (shard, pod) in pods.iter_mut().enumerate() {
+            if !pod.followed && !pod.ended && give_up {
+                pod.ended = true;
+                let why = pod.waiting.clone().unwrap_or_else(|| pod.phase.clone());
+                let why = format!(
+                    "never started ({})",
+                    if why.is_empty() { "no pod" } else { &why }
+                );
+                eprintln!(
+                    "headroom: shard {}/{pods_count} ({}) {why}: left out of the merge",
+                    shard + 1,
+                    pod.name.as_deref().unwrap_or("no pod")
+                );
+                view.ended(shard, Some(why));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Pods whose log ended: each told to the view (without results, why).
+fn logs_ended(pods: &mut [Pod], view: &mut FleetView) {
+    for (shard, pod) in pods.iter_mut().enumerate() {
+        if pod.followed && pod.log_done && !pod.ended {
+            pod.ended = true;
+            let has_results = results_in_log(&pod.log.join("\n")).is_some();
+            view.ended(
+                shard,
+                (!has_results).then(|| format!("no results in its log ({})", pod.phase)),
+            );
+        }
+    }
+}
+
+/// The results each pod's log ends with, read back (and kept in
+/// `--shards-dir` when given).
+fn shard_files(
+    pods: &[Pod],
+    shards_dir: Option<&std::path::Path>,
+    shards: u32,
+) -> anyhow::Result<Vec<ShardFile>> {
     let mut files = Vec::new();
     for (shard, pod) in pods.iter().enumerate() {
         let name = pod
@@ -298,7 +390,7 @@ pub fn run(args: K8sRunArgs) -> anyhow::Result<i32> {
         };
         let results = serde_json::from_str(&json)
             .with_context(|| format!("{name}: the results in its log do not read back"))?;
-        if let Some(dir) = &args.shards_dir {
+        if let Some(dir) = shards_dir {
             std::fs::create_dir_all(dir)?;
             std::fs::write(
                 dir.join(format!("shard-{}-of-{shards}.json", shard + 1)),
@@ -310,16 +402,7 @@ pub fn run(args: K8sRunArgs) -> anyhow::Result<i32> {
             results,
         });
     }
-    finish_fleet(
-        files,
-        FleetEnd {
-            stop: &stop,
-            coordinator,
-            thresholds: &scenario.thresholds,
-            monitor: None,
-        },
-        outputs,
-    )
+    Ok(files)
 }
 
 /// Warns when the nodes cannot take every pod; refuses when a start time

@@ -146,11 +146,39 @@ pub fn finish(
     // The summary first: whatever happens to the files (a full disk), the
     // figures are on the terminal. Then the files, then the lines naming
     // them (or saying what could not be written, and where it went).
+    write_summary(&mut people, &results, outputs)?;
+    people.flush()?;
+    let (written, not_written) = write_files(&results, outputs, latency_intervals)?;
+    if !outputs.quiet && !outputs.markdown {
+        if !written.is_empty() {
+            writeln!(people)?;
+        }
+        for line in &written {
+            writeln!(people, "{line}")?;
+        }
+    }
+    people.flush()?;
+    drop(people);
+    for e in &not_written {
+        eprintln!("headroom: error: {e}");
+    }
+    if !not_written.is_empty() {
+        return Ok(EXIT_NOT_WRITTEN);
+    }
+    Ok(exit_code(&results, outputs, breached))
+}
+
+/// The run's summary (and its thresholds) for people, or its Markdown.
+fn write_summary(
+    people: &mut dyn std::io::Write,
+    results: &Results,
+    outputs: &Outputs,
+) -> anyhow::Result<()> {
     if outputs.markdown {
-        write!(people, "{}", super::report::run_markdown(&results))?;
+        write!(people, "{}", super::report::run_markdown(results))?;
     } else if !outputs.quiet {
-        let stdout = &mut people;
-        terminal::write_summary(stdout, &results)?;
+        let stdout = people;
+        terminal::write_summary(stdout, results)?;
         if !results.thresholds.is_empty() {
             writeln!(stdout, "\nThresholds:")?;
             for c in &results.thresholds {
@@ -163,7 +191,18 @@ pub fn finish(
             }
         }
     }
-    people.flush()?;
+    Ok(())
+}
+
+/// Every output file asked for (and the results to a coordinator, or as
+/// JSON on stdout): the lines naming what was written, and what could
+/// not be.
+fn write_files(
+    results: &Results,
+    outputs: &Outputs,
+    latency_intervals: &[String],
+) -> anyhow::Result<(Vec<String>, Vec<String>)> {
+    let json_to_stdout = outputs.out.is_some_and(is_stdout);
     let mut written = Vec::new();
     let mut not_written = Vec::new();
     let mut keep = |outcome: anyhow::Result<String>| match outcome {
@@ -173,12 +212,12 @@ pub fn finish(
     if let Some(reporter) = outputs.reporter {
         keep(
             reporter
-                .results(&serde_json::to_string(&results)?)
+                .results(&serde_json::to_string(results)?)
                 .map(|()| "results sent to the fleet's coordinator".to_string()),
         );
     }
     if let Some(path) = outputs.out {
-        let json = serde_json::to_string_pretty(&results)? + "\n";
+        let json = serde_json::to_string_pretty(results)? + "\n";
         if json_to_stdout {
             use std::io::Write;
             let mut stdout = std::io::stdout().lock();
@@ -192,7 +231,7 @@ pub fn finish(
         keep(write_silently(
             path,
             "HTML report",
-            html::run_report(&results).as_bytes(),
+            html::run_report(results).as_bytes(),
         ));
     }
     if let Some(feed) = &outputs.dashboard {
@@ -201,7 +240,7 @@ pub fn finish(
     }
     if let Some(dir) = outputs.csv {
         keep(
-            headroom_report::csv::write_run(dir, &results)
+            headroom_report::csv::write_run(dir, results)
                 .with_context(|| format!("cannot write CSV files into {}", dir.display()))
                 .map(|_| format!("CSV files written to {}", dir.display())),
         );
@@ -224,22 +263,13 @@ pub fn finish(
         );
         keep(write_silently(path, "JUnit XML", xml.as_bytes()));
     }
-    if !outputs.quiet && !outputs.markdown {
-        if !written.is_empty() {
-            writeln!(people)?;
-        }
-        for line in &written {
-            writeln!(people, "{line}")?;
-        }
-    }
-    people.flush()?;
-    drop(people);
-    for e in &not_written {
-        eprintln!("headroom: error: {e}");
-    }
-    if !not_written.is_empty() {
-        return Ok(EXIT_NOT_WRITTEN);
-    }
+    Ok((written, not_written))
+}
+
+/// The exit code of a run whose outputs were written: interrupted, no
+/// request sent, never connected, a shard (the fleet judges), stopped by
+/// an abort, thresholds breached, or OK.
+fn exit_code(results: &Results, outputs: &Outputs, breached: bool) -> i32 {
     let t = &results.summary.requests;
     let not_sent = results
         .summary
@@ -303,5 +333,5 @@ pub fn finish(
     } else {
         EXIT_OK
     };
-    Ok(exit_code)
+    exit_code
 }

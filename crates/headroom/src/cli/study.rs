@@ -89,12 +89,7 @@ pub fn run_study(
         sharded,
     };
     if let Some(feed) = &feed {
-        feed.event(json!({
-            "kind": "study_start",
-            "configs": loaded.configs.iter().map(|c| headroom_records::study::label(&loaded.servers[c.server].name, &c.params)).collect::<Vec<_>>(),
-            "repeat": loaded.repeat,
-            "objective": loaded.objective,
-        }));
+        feed.event(start_event(loaded));
     }
     println!(
         "headroom study: {} configurations × {} run(s); results in {}",
@@ -119,21 +114,7 @@ pub fn run_study(
             } => {
                 println!("  [{index}/{total}] {label} (run {round}): starting")
             }
-            Event::Finished { label, record } => {
-                let figures = record.results.as_ref().map_or(String::new(), |r| {
-                    format!(
-                        ": {:.1} req/s, p90 {:.2} ms, errors {:.2} %",
-                        r.summary.throughput_rps,
-                        r.summary.latency_ms.p90,
-                        r.summary.requests.error_rate * 100.0
-                    )
-                });
-                println!(
-                    "  {label} (run {round}): {}{figures}",
-                    record.status,
-                    round = record.round
-                );
-            }
+            Event::Finished { label, record } => print_finished(label, record),
             // study.csv beside study.json, rewritten with it after every run.
             Event::Saved(so_far) => {
                 let csv = out_dir.join("study.csv");
@@ -151,14 +132,29 @@ pub fn run_study(
     if let Some(e) = csv_error {
         return Err(e).with_context(|| format!("cannot write study.csv in {}", out_dir.display()));
     }
+    write_report(&report, reports, feed.as_ref())?;
+    print_table(&report, reports.markdown, &out_dir)?;
+    // Everything written: the page may stay up (--dashboard-linger).
+    if let Some(d) = dashboard {
+        d.finish();
+    }
+    Ok(exit_code(&report))
+}
+
+/// The HTML report, and the dashboard's last word and copy of it.
+fn write_report(
+    report: &headroom_records::study::StudyReport,
+    reports: &super::args::ReportArgs,
+    feed: Option<&Feed>,
+) -> anyhow::Result<()> {
     if let Some(path) = &reports.html {
         super::report::write_file(
             path,
             "HTML report",
-            headroom_report::html::study_report(&report).as_bytes(),
+            headroom_report::html::study_report(report).as_bytes(),
         )?;
     }
-    if let Some(feed) = &feed {
+    if let Some(feed) = feed {
         feed.event(json!({
             "kind": "study_end",
             "interrupted": report.interrupted,
@@ -167,29 +163,70 @@ pub fn run_study(
         let report = report.clone();
         feed.offer_report(move || headroom_report::html::study_report(&report));
     }
-    let mut stdout = std::io::stdout().lock();
-    if reports.markdown {
-        use std::io::Write;
-        write!(stdout, "{}", study_table::table(&report, false).markdown())?;
-    } else {
-        study_table::write(&mut stdout, &report)?;
-    }
+    Ok(())
+}
+
+/// The dashboard's first word on a study: its grid, repeats, objective.
+fn start_event(loaded: &Study) -> serde_json::Value {
+    let configs: Vec<String> = loaded
+        .configs
+        .iter()
+        .map(|c| headroom_records::study::label(&loaded.servers[c.server].name, &c.params))
+        .collect();
+    json!({
+        "kind": "study_start",
+        "configs": configs,
+        "repeat": loaded.repeat,
+        "objective": loaded.objective,
+    })
+}
+
+/// A run's line once it is done: its status and figures.
+fn print_finished(label: &str, record: &headroom_records::study::RunRecord) {
+    let figures = record.results.as_ref().map_or(String::new(), |r| {
+        format!(
+            ": {:.1} req/s, p90 {:.2} ms, errors {:.2} %",
+            r.summary.throughput_rps,
+            r.summary.latency_ms.p90,
+            r.summary.requests.error_rate * 100.0
+        )
+    });
+    println!(
+        "  {label} (run {round}): {}{figures}",
+        record.status,
+        round = record.round
+    );
+}
+
+/// The comparison table (or its Markdown), and where the results are.
+fn print_table(
+    report: &headroom_records::study::StudyReport,
+    markdown: bool,
+    out_dir: &std::path::Path,
+) -> anyhow::Result<()> {
     use std::io::Write;
+    let mut stdout = std::io::stdout().lock();
+    if markdown {
+        write!(stdout, "{}", study_table::table(report, false).markdown())?;
+    } else {
+        study_table::write(&mut stdout, report)?;
+    }
     writeln!(
         stdout,
         "\nresults written to {}/study.json and study.csv",
         out_dir.display()
     )?;
-    // Everything written: the page may stay up (--dashboard-linger).
-    if let Some(d) = dashboard {
-        d.finish();
-    }
+    Ok(())
+}
+
+/// Interrupted; no configuration measured (each one's status said); or OK.
+fn exit_code(report: &headroom_records::study::StudyReport) -> i32 {
     let measured = report.configs.iter().any(|c| {
         c.results
             .as_ref()
             .is_some_and(|r| r.summary.requests.total > 0)
     });
-    Ok(if report.interrupted {
+    if report.interrupted {
         exit_interrupted()
     } else if !measured {
         eprintln!("headroom: error: no configuration could be measured:");
@@ -199,7 +236,7 @@ pub fn run_study(
         EXIT_ERROR
     } else {
         EXIT_OK
-    })
+    }
 }
 
 /// A study's progress for the dashboard: each configuration's state, its

@@ -405,40 +405,13 @@ fn a_file_over_a_thousand_lines_says_why() {
     );
 }
 
-/// Functions still over 100 lines (crate-relative file, name, lines),
-/// each to be cut along its steps; none may grow, and none may join.
-/// A function cut below 100 leaves this list in the same change.
-const LONG_FUNCTIONS: [(&str, &str, usize); 29] = [
-    ("headroom/src/cli/k8s_run.rs", "run", 211),
-    ("headroom/src/cli/capacity.rs", "capacity", 184),
-    ("headroom/src/cli/outputs.rs", "finish", 182),
-    ("scenario/src/resolve/flow.rs", "steps", 175),
-    ("import/src/curl.rs", "import", 169),
-    ("scenario/src/resolve/mod.rs", "build", 164),
-    ("engine/src/lib.rs", "run_at", 152),
-    ("scenario/src/resolve/sockets.rs", "walk_sockets", 150),
-    ("import/src/gatling.rs", "injection", 149),
-    ("headroom/src/cli/study.rs", "run_study", 148),
-    ("records/src/server/findings.rs", "findings", 146),
-    ("report/src/html/mod.rs", "server_charts", 145),
-    ("records/src/study/rank.rs", "summarise", 144),
-    ("k8s/src/lib.rs", "manifests", 144),
-    ("import/src/postman.rs", "import", 139),
-    ("http/src/lib.rs", "exchange", 138),
-    ("monitor/src/proc.rs", "tree", 134),
-    ("scenario/src/resolve/checks.rs", "checks", 133),
-    ("import/src/jmx.rs", "import", 133),
-    ("engine/src/tasks/user/socket.rs", "open_socket", 132),
-    ("import/src/k6.rs", "scenarios", 131),
-    ("report/src/html/mod.rs", "timeline_charts", 127),
-    ("scenario/src/resolve/load.rs", "load", 126),
-    ("import/src/gatling.rs", "request", 121),
-    ("headroom/src/cli/fleet/serve.rs", "fleet", 121),
-    ("report/src/html/mod.rs", "study_report", 114),
-    ("measure/src/assemble.rs", "results", 109),
-    ("import/src/jmx.rs", "sampler", 108),
-    ("capacity/src/lib.rs", "report", 106),
-];
+/// Functions still over 100 lines (crate-relative file, name, lines):
+/// none may grow, and none may join. A function cut below 100 leaves this
+/// list in the same change. The one left is the task path's HTTP/1.1
+/// read of a response (`Connection::exchange`): its body loops are the
+/// per-request hot path, and a cut there adds a future's state per request
+/// — to be measured (`bench/`) before it is cut.
+const LONG_FUNCTIONS: [(&str, &str, usize); 1] = [("http/src/lib.rs", "exchange", 138)];
 
 /// `line` with string and character literals emptied and any `//`
 /// comment cut, so the braces left are the code's.

@@ -184,6 +184,114 @@ fn accept_queue_findings(timed: &[&Sample], cores: f64) -> Vec<Finding> {
     out
 }
 
+/// Memory available under its floor (and swap growing, if it did).
+fn memory_finding(samples: &[Sample]) -> Option<Finding> {
+    let low_memory = samples.iter().find(|s| {
+        s.machine.as_ref().is_some_and(|m| {
+            m.mem_total_bytes > 0
+                && (m.mem_available_bytes as f64) < MEMORY_LOW * m.mem_total_bytes as f64
+        })
+    });
+    if let Some(s) = low_memory {
+        let swap = |s: &Sample| s.machine.as_ref().map_or(0, |m| m.swap_used_bytes);
+        let grew = samples
+            .last()
+            .is_some_and(|last| swap(last) > swap(&samples[0]));
+        return Some(Finding {
+            kind: "memory".into(),
+            at_s: Some(s.t_s),
+            message: format!(
+                "memory available under {:.0} %{} from {}",
+                MEMORY_LOW * 100.0,
+                if grew { " and swap growing" } else { "" },
+                clock(s.t_s)
+            ),
+        });
+    }
+    None
+}
+
+/// A process of the server near its open-files limit.
+fn fds_finding(samples: &[Sample]) -> Option<Finding> {
+    let fds = samples.iter().find_map(|s| {
+        let f = s.server.as_ref()?.fd_fullest.as_ref()?;
+        (f.limit > 0 && f.fds as f64 >= FDS_NEAR_LIMIT * f.limit as f64).then(|| (s.t_s, f.clone()))
+    });
+    if let Some((at, f)) = fds {
+        let peak = samples
+            .iter()
+            .filter_map(|s| s.server.as_ref()?.fd_fullest.as_ref())
+            .filter(|x| x.pid == f.pid)
+            .map(|x| x.fds)
+            .max()
+            .unwrap_or(f.fds);
+        return Some(Finding {
+            kind: "fds".into(),
+            at_s: Some(at),
+            message: format!(
+                "fds at {peak} of {} (pid {}) from {}",
+                f.limit,
+                f.pid,
+                clock(at)
+            ),
+        });
+    }
+    None
+}
+
+/// The machine's listen queues overflowed (SYNs dropped).
+fn listen_queue_finding(samples: &[Sample]) -> Option<Finding> {
+    let overflows: u64 = samples
+        .iter()
+        .filter_map(|s| s.machine.as_ref())
+        .map(|m| m.listen_overflows)
+        .sum();
+    let drops: u64 = samples
+        .iter()
+        .filter_map(|s| s.machine.as_ref())
+        .map(|m| m.listen_drops)
+        .sum();
+    if overflows > 0 || drops > 0 {
+        let at = samples
+            .iter()
+            .find(|s| {
+                s.machine
+                    .as_ref()
+                    .is_some_and(|m| m.listen_overflows + m.listen_drops > 0)
+            })
+            .map(|s| s.t_s);
+        return Some(Finding {
+            kind: "listen_queue".into(),
+            at_s: at,
+            message: format!(
+                "listen queue overflowed {overflows} times ({drops} SYNs dropped) from {}",
+                clock(at.unwrap_or(0.0))
+            ),
+        });
+    }
+    None
+}
+
+/// Nothing of the server is left from some sample to the end (a restart
+/// that comes back is `server.restarts`, not an exit).
+fn exited_finding(samples: &[Sample]) -> Option<Finding> {
+    let down = |s: &Sample| s.server.as_ref().is_some_and(|t| !t.alive);
+    let last_up = samples.iter().rposition(|s| !down(s));
+    let first_down_for_good = match last_up {
+        Some(i) => samples.get(i + 1),
+        None => samples.first(),
+    };
+    if let Some(s) = first_down_for_good.filter(|s| down(s)) {
+        let pid = s.server.as_ref().map_or(0, |t| t.root_pid);
+        return Some(Finding {
+            kind: "server_exited".into(),
+            at_s: Some(s.t_s),
+            message: format!("server process {pid} exited before {}", clock(s.t_s)),
+        });
+    }
+    None
+}
+
 /// Findings from a run's samples. `generator_cores` is how many CPUs the
 /// generator may use.
 pub fn findings(samples: &[Sample], generator_cores: usize) -> Vec<Finding> {
@@ -225,96 +333,11 @@ pub fn findings(samples: &[Sample], generator_cores: usize) -> Vec<Finding> {
             ),
         });
     }
-    let low_memory = samples.iter().find(|s| {
-        s.machine.as_ref().is_some_and(|m| {
-            m.mem_total_bytes > 0
-                && (m.mem_available_bytes as f64) < MEMORY_LOW * m.mem_total_bytes as f64
-        })
-    });
-    if let Some(s) = low_memory {
-        let swap = |s: &Sample| s.machine.as_ref().map_or(0, |m| m.swap_used_bytes);
-        let grew = samples
-            .last()
-            .is_some_and(|last| swap(last) > swap(&samples[0]));
-        out.push(Finding {
-            kind: "memory".into(),
-            at_s: Some(s.t_s),
-            message: format!(
-                "memory available under {:.0} %{} from {}",
-                MEMORY_LOW * 100.0,
-                if grew { " and swap growing" } else { "" },
-                clock(s.t_s)
-            ),
-        });
-    }
-    let fds = samples.iter().find_map(|s| {
-        let f = s.server.as_ref()?.fd_fullest.as_ref()?;
-        (f.limit > 0 && f.fds as f64 >= FDS_NEAR_LIMIT * f.limit as f64).then(|| (s.t_s, f.clone()))
-    });
-    if let Some((at, f)) = fds {
-        let peak = samples
-            .iter()
-            .filter_map(|s| s.server.as_ref()?.fd_fullest.as_ref())
-            .filter(|x| x.pid == f.pid)
-            .map(|x| x.fds)
-            .max()
-            .unwrap_or(f.fds);
-        out.push(Finding {
-            kind: "fds".into(),
-            at_s: Some(at),
-            message: format!(
-                "fds at {peak} of {} (pid {}) from {}",
-                f.limit,
-                f.pid,
-                clock(at)
-            ),
-        });
-    }
-    let overflows: u64 = samples
-        .iter()
-        .filter_map(|s| s.machine.as_ref())
-        .map(|m| m.listen_overflows)
-        .sum();
-    let drops: u64 = samples
-        .iter()
-        .filter_map(|s| s.machine.as_ref())
-        .map(|m| m.listen_drops)
-        .sum();
-    if overflows > 0 || drops > 0 {
-        let at = samples
-            .iter()
-            .find(|s| {
-                s.machine
-                    .as_ref()
-                    .is_some_and(|m| m.listen_overflows + m.listen_drops > 0)
-            })
-            .map(|s| s.t_s);
-        out.push(Finding {
-            kind: "listen_queue".into(),
-            at_s: at,
-            message: format!(
-                "listen queue overflowed {overflows} times ({drops} SYNs dropped) from {}",
-                clock(at.unwrap_or(0.0))
-            ),
-        });
-    }
+    out.extend(memory_finding(samples));
+    out.extend(fds_finding(samples));
+    out.extend(listen_queue_finding(samples));
     out.extend(accept_queue_findings(&timed, cores));
-    // Exited: nothing of the server is left from some sample to the end
-    // (a restart that comes back is `server.restarts`, not an exit).
-    let down = |s: &Sample| s.server.as_ref().is_some_and(|t| !t.alive);
-    let last_up = samples.iter().rposition(|s| !down(s));
-    let first_down_for_good = match last_up {
-        Some(i) => samples.get(i + 1),
-        None => samples.first(),
-    };
-    if let Some(s) = first_down_for_good.filter(|s| down(s)) {
-        let pid = s.server.as_ref().map_or(0, |t| t.root_pid);
-        out.push(Finding {
-            kind: "server_exited".into(),
-            at_s: Some(s.t_s),
-            message: format!("server process {pid} exited before {}", clock(s.t_s)),
-        });
-    }
+    out.extend(exited_finding(samples));
     let gen_limit = CPU_SATURATED * generator_cores.max(1) as f64 * 100.0;
     if let Some((at, peak)) = sustained(
         &timed,

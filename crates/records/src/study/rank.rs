@@ -278,40 +278,69 @@ fn score(s: &ConfigStats, objective: Objective) -> (Spread, bool) {
 /// ranks the eligible ones, and names the winner.
 pub fn summarise(study: &Ranking, configs: &mut [ConfigReport], interrupted: bool) -> StudyReport {
     for c in configs.iter_mut() {
-        let ok: Vec<&Results> = c
+        fill_config(study, c);
+    }
+    let eligible = eligible_ranked(study, configs);
+    let ranking: Vec<String> = eligible.iter().map(|c| c.label.clone()).collect();
+    let mut within_noise = Vec::new();
+    let winner = eligible
+        .first()
+        .map(|best| winner(study, best, &eligible[1..], &mut within_noise));
+    StudyReport {
+        headroom_version: env!("CARGO_PKG_VERSION").into(),
+        study: study.study.clone(),
+        objective: study.objective,
+        error_budget: study.error_budget,
+        repeat: study.repeat,
+        configs: configs.to_vec(),
+        ranking,
+        winner,
+        within_noise,
+        interrupted,
+    }
+}
+
+/// A configuration's status, stats over its runs, and representative
+/// results (the median run by the objective).
+fn fill_config(study: &Ranking, c: &mut ConfigReport) {
+    let ok: Vec<&Results> = c
+        .runs
+        .iter()
+        .filter(|r| r.status == "ok")
+        .filter_map(|r| r.results.as_ref())
+        .collect();
+    c.status = match c.runs.iter().rev().find(|r| r.status != "ok") {
+        Some(bad) => bad.status.clone(),
+        None if c.runs.is_empty() => "not run".into(),
+        None => "ok".into(),
+    };
+    c.stats = stats(&ok, study.objective);
+    if let Some(st) = &mut c.stats {
+        let found: Vec<f64> = c
             .runs
             .iter()
             .filter(|r| r.status == "ok")
-            .filter_map(|r| r.results.as_ref())
+            .filter_map(|r| r.capacity.as_ref()?.capacity)
             .collect();
-        c.status = match c.runs.iter().rev().find(|r| r.status != "ok") {
-            Some(bad) => bad.status.clone(),
-            None if c.runs.is_empty() => "not run".into(),
-            None => "ok".into(),
-        };
-        c.stats = stats(&ok, study.objective);
-        if let Some(st) = &mut c.stats {
-            let found: Vec<f64> = c
-                .runs
-                .iter()
-                .filter(|r| r.status == "ok")
-                .filter_map(|r| r.capacity.as_ref()?.capacity)
-                .collect();
-            st.capacity = Spread::of(&found);
-        }
-        // The representative run: the median by the objective.
-        let mut ranked: Vec<&Results> = ok.clone();
-        let key = |r: &&Results| match study.objective {
-            Objective::Throughput => r.summary.throughput_rps,
-            Objective::MaxGap => event_gap_ms(r).unwrap_or(f64::MAX),
-            o => latency(r, o),
-        };
-        ranked.sort_by(|a, b| key(a).total_cmp(&key(b)));
-        c.results = ranked
-            .get(ranked.len().saturating_sub(1) / 2)
-            .map(|r| (*r).clone())
-            .or_else(|| c.runs.iter().rev().find_map(|r| r.results.clone()));
+        st.capacity = Spread::of(&found);
     }
+    // The representative run: the median by the objective.
+    let mut ranked: Vec<&Results> = ok.clone();
+    let key = |r: &&Results| match study.objective {
+        Objective::Throughput => r.summary.throughput_rps,
+        Objective::MaxGap => event_gap_ms(r).unwrap_or(f64::MAX),
+        o => latency(r, o),
+    };
+    ranked.sort_by(|a, b| key(a).total_cmp(&key(b)));
+    c.results = ranked
+        .get(ranked.len().saturating_sub(1) / 2)
+        .map(|r| (*r).clone())
+        .or_else(|| c.runs.iter().rev().find_map(|r| r.results.clone()));
+}
+
+/// The configurations that ran and kept within the error budget, best
+/// first by the objective.
+fn eligible_ranked<'c>(study: &Ranking, configs: &'c [ConfigReport]) -> Vec<&'c ConfigReport> {
     let mut eligible: Vec<&ConfigReport> = configs
         .iter()
         .filter(|c| {
@@ -343,81 +372,76 @@ pub fn summarise(study: &Ranking, configs: &mut [ConfigReport], interrupted: boo
             sa.median.total_cmp(&sb.median)
         }
     });
-    let ranking: Vec<String> = eligible.iter().map(|c| c.label.clone()).collect();
-    let mut within_noise = Vec::new();
-    let winner = eligible.first().map(|best| {
-        let s = best.stats.as_ref().expect("eligible has stats");
-        let (spread, _) = score(s, study.objective);
-        for other in &eligible[1..] {
-            let (o, _) = score(
-                other.stats.as_ref().expect("eligible has stats"),
-                study.objective,
-            );
-            if spread.overlaps(&o) {
-                within_noise.push(other.label.clone());
+    eligible
+}
+
+/// The winner, and why; the others within noise of it are added to
+/// `within_noise`.
+fn winner(
+    study: &Ranking,
+    best: &ConfigReport,
+    others: &[&ConfigReport],
+    within_noise: &mut Vec<String>,
+) -> Winner {
+    let s = best.stats.as_ref().expect("eligible has stats");
+    let (spread, _) = score(s, study.objective);
+    for other in others {
+        let (o, _) = score(
+            other.stats.as_ref().expect("eligible has stats"),
+            study.objective,
+        );
+        if spread.overlaps(&o) {
+            within_noise.push(other.label.clone());
+        }
+    }
+    let figure = match study.objective {
+        Objective::Throughput => format!("{:.1} req/s", spread.median),
+        Objective::Capacity => {
+            let unit = best
+                .runs
+                .iter()
+                .find_map(|r| r.capacity.as_ref())
+                .map_or("req/s", |c| c.unit.as_str());
+            format!("{:.1} {unit}", spread.median)
+        }
+        Objective::MaxGap => format!(
+            "{:.0} ms without an OK response, {} requests failed around events",
+            spread.median,
+            s.event_failed.unwrap_or(0)
+        ),
+        _ => format!("{:.2} ms", spread.median),
+    };
+    let mut reason = match best.runs.iter().find_map(|r| r.capacity.as_ref()) {
+        Some(cap) => format!("{}: {figure} at {}", study.objective.describe(), cap.slo),
+        None => format!(
+            "{}: {figure} with errors {:.2} % (budget {:.2} %)",
+            study.objective.describe(),
+            s.error_rate * 100.0,
+            study.error_budget * 100.0
+        ),
+    };
+    if spread.runs >= 2 {
+        reason.push_str(&format!(
+            " over {} runs (95 % CI {:.1}–{:.1})",
+            spread.runs, spread.low, spread.high
+        ));
+    }
+    if !within_noise.is_empty() {
+        reason.push_str(&format!(
+            "; within noise of {} — not a clear winner{}",
+            within_noise.join(", "),
+            if spread.runs < 2 {
+                " (one run each: use repeat = 3 to tell them apart)"
+            } else {
+                ""
             }
-        }
-        let figure = match study.objective {
-            Objective::Throughput => format!("{:.1} req/s", spread.median),
-            Objective::Capacity => {
-                let unit = best
-                    .runs
-                    .iter()
-                    .find_map(|r| r.capacity.as_ref())
-                    .map_or("req/s", |c| c.unit.as_str());
-                format!("{:.1} {unit}", spread.median)
-            }
-            Objective::MaxGap => format!(
-                "{:.0} ms without an OK response, {} requests failed around events",
-                spread.median,
-                s.event_failed.unwrap_or(0)
-            ),
-            _ => format!("{:.2} ms", spread.median),
-        };
-        let mut reason = match best.runs.iter().find_map(|r| r.capacity.as_ref()) {
-            Some(cap) => format!("{}: {figure} at {}", study.objective.describe(), cap.slo),
-            None => format!(
-                "{}: {figure} with errors {:.2} % (budget {:.2} %)",
-                study.objective.describe(),
-                s.error_rate * 100.0,
-                study.error_budget * 100.0
-            ),
-        };
-        if spread.runs >= 2 {
-            reason.push_str(&format!(
-                " over {} runs (95 % CI {:.1}–{:.1})",
-                spread.runs, spread.low, spread.high
-            ));
-        }
-        if !within_noise.is_empty() {
-            reason.push_str(&format!(
-                "; within noise of {} — not a clear winner{}",
-                within_noise.join(", "),
-                if spread.runs < 2 {
-                    " (one run each: use repeat = 3 to tell them apart)"
-                } else {
-                    ""
-                }
-            ));
-        }
-        Winner {
-            server: best.server.clone(),
-            params: best.params.clone(),
-            label: best.label.clone(),
-            reason,
-        }
-    });
-    StudyReport {
-        headroom_version: env!("CARGO_PKG_VERSION").into(),
-        study: study.study.clone(),
-        objective: study.objective,
-        error_budget: study.error_budget,
-        repeat: study.repeat,
-        configs: configs.to_vec(),
-        ranking,
-        winner,
-        within_noise,
-        interrupted,
+        ));
+    }
+    Winner {
+        server: best.server.clone(),
+        params: best.params.clone(),
+        label: best.label.clone(),
+        reason,
     }
 }
 

@@ -11,6 +11,7 @@
 //! - [`svg`]: bars and the heat-map, inline SVG.
 
 pub mod charts;
+mod server_charts;
 pub mod svg;
 
 use crate::table::Table;
@@ -21,6 +22,7 @@ use headroom_records::capacity::CapacityReport;
 use headroom_records::results::Results;
 use headroom_records::study::StudyReport;
 use maud::{html, Markup, PreEscaped, DOCTYPE};
+use server_charts::server_charts;
 use svg::{BarChart, Heatmap};
 
 const CSS: &str = r#"
@@ -184,16 +186,70 @@ fn event_charts(r: &Results) -> Vec<Markup> {
         .collect()
 }
 
+/// WebSockets and event streams: messages each way per second, and the
+/// sockets open.
+fn sockets_chart(r: &Results) -> Markup {
+    let t = |f: &dyn Fn(&TimelinePoint) -> f64| over_time(&r.timeline, f);
+    // Counts per second: whole seconds only.
+    let c = |f: &dyn Fn(&TimelinePoint) -> f64| over_time(whole_seconds(r), f);
+    let mut sockets = LineChart::new(
+        "Sockets and messages",
+        "time since start (s)",
+        "messages per second",
+    );
+    sockets.series.push(Series::new(
+        "sent",
+        c(&|p| p.messages_sent.unwrap_or(0) as f64),
+    ));
+    sockets.series.push(Series::new(
+        "received",
+        c(&|p| p.messages_received.unwrap_or(0) as f64),
+    ));
+    sockets
+        .series
+        .push(Series::new("sockets open", t(&|p| p.sockets_open.unwrap_or(0) as f64)).right());
+    sockets.y2_label = Some("sockets open".into());
+    sockets.markers = event_markers(r);
+    sockets.render()
+}
+
+/// Each request's p95 and its OK and KO responses per second, when the
+/// timeline keeps each request's seconds.
+fn per_request_charts(r: &Results) -> [Markup; 2] {
+    let t = |f: &dyn Fn(&TimelinePoint) -> f64| over_time(&r.timeline, f);
+    // Counts per second: whole seconds only.
+    let c = |f: &dyn Fn(&TimelinePoint) -> f64| over_time(whole_seconds(r), f);
+    let names: Vec<&str> = r.config.requests.iter().map(|q| q.name.as_str()).collect();
+    let mut lat = LineChart::new(
+        "p95 latency by request",
+        "time since start (s)",
+        "latency (ms)",
+    );
+    let mut thr = LineChart::new(
+        "Responses per second by request (KO dashed, right axis)",
+        "time since start (s)",
+        "OK responses per second",
+    );
+    for (i, name) in names.iter().enumerate() {
+        let at = |p: &TimelinePoint| p.per_request.get(i).cloned().unwrap_or_default();
+        lat.series
+            .push(Series::new(name, t(&|p| at(p).p95_ms.unwrap_or(f64::NAN))));
+        thr.series
+            .push(Series::new(&format!("{name} OK"), c(&|p| at(p).ok as f64)));
+        thr.series
+            .push(Series::new(&format!("{name} KO"), c(&|p| at(p).failed as f64)).right());
+    }
+    thr.y2_label = Some("KO per second".into());
+    lat.markers = event_markers(r);
+    thr.markers = event_markers(r);
+    [lat.render(), thr.render()]
+}
+
 fn timeline_charts(r: &Results) -> Vec<Markup> {
     let tl = &r.timeline;
-    let t = |f: &dyn Fn(&TimelinePoint) -> f64| -> Vec<(f64, f64)> {
-        tl.iter().map(|p| (p.t_s as f64, f(p))).collect()
-    };
+    let t = |f: &dyn Fn(&TimelinePoint) -> f64| over_time(&r.timeline, f);
     // Counts per second: whole seconds only.
-    let whole = whole_seconds(r);
-    let c = |f: &dyn Fn(&TimelinePoint) -> f64| -> Vec<(f64, f64)> {
-        whole.iter().map(|p| (p.t_s as f64, f(p))).collect()
-    };
+    let c = |f: &dyn Fn(&TimelinePoint) -> f64| over_time(whole_seconds(r), f);
     let mut charts = Vec::new();
     let mut lat = LineChart::new(
         "Latency over time (from the intended send time)",
@@ -228,25 +284,7 @@ fn timeline_charts(r: &Results) -> Vec<Markup> {
     charts.push(thr.render());
 
     if r.sockets.is_some() {
-        let mut sockets = LineChart::new(
-            "Sockets and messages",
-            "time since start (s)",
-            "messages per second",
-        );
-        sockets.series.push(Series::new(
-            "sent",
-            c(&|p| p.messages_sent.unwrap_or(0) as f64),
-        ));
-        sockets.series.push(Series::new(
-            "received",
-            c(&|p| p.messages_received.unwrap_or(0) as f64),
-        ));
-        sockets
-            .series
-            .push(Series::new("sockets open", t(&|p| p.sockets_open.unwrap_or(0) as f64)).right());
-        sockets.y2_label = Some("sockets open".into());
-        sockets.markers = event_markers(r);
-        charts.push(sockets.render());
+        charts.push(sockets_chart(r));
     }
 
     let mut err = LineChart::new(
@@ -267,31 +305,7 @@ fn timeline_charts(r: &Results) -> Vec<Markup> {
     err.markers = event_markers(r);
     charts.push(err.render());
     if tl.iter().any(|p| !p.per_request.is_empty()) {
-        let names: Vec<&str> = r.config.requests.iter().map(|q| q.name.as_str()).collect();
-        let mut lat = LineChart::new(
-            "p95 latency by request",
-            "time since start (s)",
-            "latency (ms)",
-        );
-        let mut thr = LineChart::new(
-            "Responses per second by request (KO dashed, right axis)",
-            "time since start (s)",
-            "OK responses per second",
-        );
-        for (i, name) in names.iter().enumerate() {
-            let at = |p: &TimelinePoint| p.per_request.get(i).cloned().unwrap_or_default();
-            lat.series
-                .push(Series::new(name, t(&|p| at(p).p95_ms.unwrap_or(f64::NAN))));
-            thr.series
-                .push(Series::new(&format!("{name} OK"), c(&|p| at(p).ok as f64)));
-            thr.series
-                .push(Series::new(&format!("{name} KO"), c(&|p| at(p).failed as f64)).right());
-        }
-        thr.y2_label = Some("KO per second".into());
-        lat.markers = event_markers(r);
-        thr.markers = event_markers(r);
-        charts.push(lat.render());
-        charts.push(thr.render());
+        charts.extend(per_request_charts(r));
     }
     if tl.iter().any(|p| p.offered.is_some()) {
         let mut rate = LineChart::new(
@@ -308,152 +322,6 @@ fn timeline_charts(r: &Results) -> Vec<Markup> {
         rate.series.push(Series::new("OK", c(&|p| p.ok as f64)));
         rate.markers = event_markers(r);
         charts.push(rate.render());
-    }
-    charts
-}
-
-fn server_charts(r: &Results) -> Vec<Markup> {
-    let Some(server) = &r.server else {
-        return Vec::new();
-    };
-    let samples = &server.samples;
-    let pts =
-        |f: &dyn Fn(&headroom_records::server::sample::Sample) -> Option<f64>| -> Vec<(f64, f64)> {
-            samples
-                .iter()
-                .filter_map(|s| f(s).map(|v| (s.t_s, v)))
-                .collect()
-        };
-    let alive = |s: &headroom_records::server::sample::Sample| s.server.clone().filter(|t| t.alive);
-    let mut charts = Vec::new();
-    let mut cpu = LineChart::new(
-        "CPU",
-        "time since start (s)",
-        "CPU (% of one core; machine: % of all cores)",
-    );
-    let watched = samples.iter().any(|s| s.server.is_some());
-    if watched {
-        cpu.series
-            .push(Series::new("server", pts(&|s| alive(s).map(|t| t.cpu_pct))));
-    }
-    cpu.series.push(Series::new(
-        "machine busy",
-        pts(&|s| s.machine.as_ref().map(|m| 100.0 - m.cpu_idle_pct)),
-    ));
-    cpu.series.push(Series::new(
-        "generator",
-        pts(&|s| s.generator.as_ref().map(|g| g.cpu_pct)),
-    ));
-    cpu.markers = event_markers(r);
-    charts.push(cpu.render());
-    let mut mem = LineChart::new("Memory", "time since start (s)", "MiB");
-    if watched {
-        mem.series.push(Series::new(
-            "server RSS",
-            pts(&|s| alive(s).map(|t| t.rss_bytes as f64 / 1048576.0)),
-        ));
-    }
-    mem.series.push(Series::new(
-        "generator RSS",
-        pts(&|s| s.generator.as_ref().map(|g| g.rss_bytes as f64 / 1048576.0)),
-    ));
-    mem.markers = event_markers(r);
-    charts.push(mem.render());
-    let mut fds = LineChart::new(
-        "Open files and load",
-        "time since start (s)",
-        "open file descriptors",
-    );
-    if watched {
-        fds.series.push(Series::new(
-            "server fds",
-            pts(&|s| alive(s).map(|t| t.fds as f64)),
-        ));
-    }
-    fds.series.push(Series::new(
-        "generator fds",
-        pts(&|s| s.generator.as_ref().map(|g| g.fds as f64)),
-    ));
-    fds.series.push(
-        Series::new(
-            "load average (1 min)",
-            pts(&|s| s.machine.as_ref().map(|m| m.load1)),
-        )
-        .right(),
-    );
-    fds.y2_label = Some("load average".into());
-    fds.markers = event_markers(r);
-    charts.push(fds.render());
-    // Each listening socket's accept queue against its limit: what fills
-    // when every worker is busy.
-    let addresses: std::collections::BTreeSet<String> = samples
-        .iter()
-        .filter_map(|s| s.server.as_ref())
-        .flat_map(|t| t.accept_queues.iter().map(|q| q.address.clone()))
-        .collect();
-    // ... and what waits inside the server, as its probes tell (Puma's
-    // backlog, Passenger's request queue, haproxy's backend queues).
-    let inside = pts(&|s| s.probe_queued());
-    if !addresses.is_empty() || !inside.is_empty() {
-        let mut queues = LineChart::new(
-            "Accept queues",
-            "time since start (s)",
-            "connections waiting for a worker",
-        );
-        if !inside.is_empty() {
-            queues
-                .series
-                .push(Series::new("queued inside the server (probes)", inside));
-        }
-        for address in &addresses {
-            let queue = |s: &headroom_records::server::sample::Sample| {
-                alive(s)?
-                    .accept_queues
-                    .into_iter()
-                    .find(|q| &q.address == address)
-            };
-            queues.series.push(Series::new(
-                address,
-                pts(&|s| queue(s).map(|q| q.depth as f64)),
-            ));
-            let limit = pts(&|s| queue(s).map(|q| q.limit as f64));
-            // The limit only where the queue came near it: a 4096 line
-            // would flatten a queue of 14.
-            let depth_peak = pts(&|s| queue(s).map(|q| q.depth as f64))
-                .iter()
-                .map(|p| p.1)
-                .fold(0.0, f64::max);
-            if limit.iter().any(|p| depth_peak >= p.1 / 2.0) {
-                queues
-                    .series
-                    .push(Series::new(&format!("{address} limit"), limit));
-            }
-        }
-        queues.markers = event_markers(r);
-        charts.push(queues.render());
-    }
-    // Each probe's gauges, one chart per probe.
-    let kinds: std::collections::BTreeSet<&String> =
-        samples.iter().flat_map(|s| s.probes.keys()).collect();
-    for kind in kinds {
-        let names: std::collections::BTreeSet<&String> = samples
-            .iter()
-            .filter_map(|s| s.probes.get(kind))
-            .flat_map(|g| g.keys())
-            .collect();
-        let mut gauges = LineChart::new(
-            &format!("The server's own gauges: {kind} probe"),
-            "time since start (s)",
-            "as the server reports them",
-        );
-        for name in names {
-            gauges.series.push(Series::new(
-                name,
-                pts(&|s| s.probes.get(kind).and_then(|g| g.get(name)).copied()),
-            ));
-        }
-        gauges.markers = event_markers(r);
-        charts.push(gauges.render());
     }
     charts
 }
@@ -588,6 +456,11 @@ fn errors_table(r: &Results) -> Table {
 
 /// The timeline without a last second the run only partly covered: its
 /// counts are a fraction of a second's, drawn they would read as a drop.
+/// `(t_s, f(point))` for each of `points`: a series over time.
+fn over_time(points: &[TimelinePoint], f: &dyn Fn(&TimelinePoint) -> f64) -> Vec<(f64, f64)> {
+    points.iter().map(|p| (p.t_s as f64, f(p))).collect()
+}
+
 fn whole_seconds(r: &Results) -> &[TimelinePoint] {
     let tl = &r.timeline;
     match tl.last() {
@@ -669,15 +542,11 @@ pub fn run_report(r: &Results) -> String {
 
 /// The report of a study: the comparison, charts across configurations
 /// and, for a two-parameter grid, a heat-map.
-pub fn study_report(report: &StudyReport) -> String {
-    let winner = report.winner.as_ref().map(|w| w.label.clone());
-    let configs: Vec<&headroom_records::study::ConfigReport> = report.configs.iter().collect();
-    let highlight = winner
-        .as_ref()
-        .and_then(|w| configs.iter().position(|c| &c.label == w));
-    // One server: its name on every bar says nothing; show the parameters.
+/// Each configuration's name under its bar: with one server, its name on
+/// every bar says nothing, so the parameters alone.
+fn bar_labels(configs: &[&headroom_records::study::ConfigReport]) -> Vec<String> {
     let one_server = configs.windows(2).all(|w| w[0].server == w[1].server);
-    let labels: Vec<String> = configs
+    configs
         .iter()
         .map(|c| {
             let short = c.label.strip_prefix(&c.server).map(str::trim);
@@ -686,7 +555,25 @@ pub fn study_report(report: &StudyReport) -> String {
                 _ => c.label.clone(),
             }
         })
-        .collect();
+        .collect()
+}
+
+/// A configuration's capacity over its repeats (the median); NaN, a gap,
+/// when none was found.
+fn median_capacity(c: &headroom_records::study::ConfigReport) -> f64 {
+    c.stats
+        .as_ref()
+        .and_then(|s| s.capacity)
+        .map_or(f64::NAN, |s| s.median)
+}
+
+pub fn study_report(report: &StudyReport) -> String {
+    let winner = report.winner.as_ref().map(|w| w.label.clone());
+    let configs: Vec<&headroom_records::study::ConfigReport> = report.configs.iter().collect();
+    let highlight = winner
+        .as_ref()
+        .and_then(|w| configs.iter().position(|c| &c.label == w));
+    let labels = bar_labels(&configs);
     let figure = |f: &dyn Fn(&Results) -> f64| -> Vec<f64> {
         configs
             .iter()
@@ -719,15 +606,7 @@ pub fn study_report(report: &StudyReport) -> String {
     };
     let mut charts = Vec::new();
     if report.objective == headroom_records::study::Objective::Capacity {
-        let caps: Vec<f64> = configs
-            .iter()
-            .map(|c| {
-                c.stats
-                    .as_ref()
-                    .and_then(|s| s.capacity)
-                    .map_or(f64::NAN, |s| s.median)
-            })
-            .collect();
+        let caps: Vec<f64> = configs.iter().map(|c| median_capacity(c)).collect();
         charts.push(bar(
             "Capacity within the objective",
             "capacity (axis unit)",

@@ -56,61 +56,15 @@ impl Builder<'_> {
                     }
                 }
             } else if let Some(p) = &c.json_path {
-                let Some(path) = self.json_path(a, p, &r.name) else {
+                let Some(check) = self.json_check(r, c, p) else {
                     continue;
                 };
-                let (expect, d) = match (&c.equals, c.exists) {
-                    (Some(serde_json::Value::String(v)), None) if v.contains("{{") => {
-                        let Some(t) = self.template(a, "equals", v) else {
-                            continue;
-                        };
-                        (JsonExpect::EqualsText(t), format!("json {p} == {v:?}"))
-                    }
-                    (Some(v), None) => (JsonExpect::Equals(v.clone()), format!("json {p} == {v}")),
-                    (None, Some(e)) => (
-                        JsonExpect::Exists(e),
-                        format!("json {p} {}", if e { "exists" } else { "absent" }),
-                    ),
-                    (None, None) => (JsonExpect::Exists(true), format!("json {p} exists")),
-                    (Some(_), Some(_)) => {
-                        self.problem(a, "json_path", p, format!("request `{}`: a json_path check takes `equals` or `exists`, not both", r.name));
-                        continue;
-                    }
-                };
-                (CheckKind::Json { path, expect }, d)
+                check
             } else if let Some(h) = &c.header {
-                let text = match &c.equals {
-                    Some(serde_json::Value::String(v)) => Some(v.clone()),
-                    other => other.as_ref().map(|v| v.to_string()),
+                let Some(check) = self.header_check(r, c, h) else {
+                    continue;
                 };
-                // An expected value may use the user's variables.
-                let want = match text.as_deref().map(|v| self.template(a, "equals", v)) {
-                    Some(None) => continue,
-                    Some(t) => t,
-                    None => None,
-                };
-                let (expect, d) = match (want, c.present) {
-                    (Some(t), None) => (
-                        HeaderExpect::Equals(t),
-                        format!("header {h} == {:?}", text.unwrap_or_default()),
-                    ),
-                    (None, Some(p)) => (
-                        HeaderExpect::Present(p),
-                        format!("header {h} {}", if p { "present" } else { "absent" }),
-                    ),
-                    (None, None) => (HeaderExpect::Present(true), format!("header {h} present")),
-                    (Some(_), Some(_)) => {
-                        self.problem(a, "header", h, format!("request `{}`: a header check takes `equals` or `present`, not both", r.name));
-                        continue;
-                    }
-                };
-                (
-                    CheckKind::Header {
-                        name: h.clone(),
-                        expect,
-                    },
-                    d,
-                )
+                check
             } else {
                 let t = c.response_time_under.as_deref().unwrap_or_default();
                 let Some(bound) = self.duration(a, "response_time_under", t) else {
@@ -141,6 +95,87 @@ impl Builder<'_> {
             out.push(Check { id, kind });
         }
         out
+    }
+
+    /// A `json_path` check: `equals` a value (or a template), or `exists`.
+    fn json_check(&mut self, r: &RawRequest, c: &RawCheck, p: &str) -> Option<(CheckKind, String)> {
+        let a = Some(r.name.as_str());
+        let path = self.json_path(a, p, &r.name)?;
+        let (expect, d) = match (&c.equals, c.exists) {
+            (Some(serde_json::Value::String(v)), None) if v.contains("{{") => {
+                let t = self.template(a, "equals", v)?;
+                (JsonExpect::EqualsText(t), format!("json {p} == {v:?}"))
+            }
+            (Some(v), None) => (JsonExpect::Equals(v.clone()), format!("json {p} == {v}")),
+            (None, Some(e)) => (
+                JsonExpect::Exists(e),
+                format!("json {p} {}", if e { "exists" } else { "absent" }),
+            ),
+            (None, None) => (JsonExpect::Exists(true), format!("json {p} exists")),
+            (Some(_), Some(_)) => {
+                self.problem(
+                    a,
+                    "json_path",
+                    p,
+                    format!(
+                        "request `{}`: a json_path check takes `equals` or `exists`, not both",
+                        r.name
+                    ),
+                );
+                return None;
+            }
+        };
+        Some((CheckKind::Json { path, expect }, d))
+    }
+
+    /// A `header` check: `equals` a value (or a template), or `present`.
+    fn header_check(
+        &mut self,
+        r: &RawRequest,
+        c: &RawCheck,
+        h: &str,
+    ) -> Option<(CheckKind, String)> {
+        let a = Some(r.name.as_str());
+        let text = match &c.equals {
+            Some(serde_json::Value::String(v)) => Some(v.clone()),
+            other => other.as_ref().map(|v| v.to_string()),
+        };
+        // An expected value may use the user's variables.
+        let want = match text.as_deref().map(|v| self.template(a, "equals", v)) {
+            Some(None) => return None,
+            Some(t) => t,
+            None => None,
+        };
+        let (expect, d) = match (want, c.present) {
+            (Some(t), None) => (
+                HeaderExpect::Equals(t),
+                format!("header {h} == {:?}", text.unwrap_or_default()),
+            ),
+            (None, Some(p)) => (
+                HeaderExpect::Present(p),
+                format!("header {h} {}", if p { "present" } else { "absent" }),
+            ),
+            (None, None) => (HeaderExpect::Present(true), format!("header {h} present")),
+            (Some(_), Some(_)) => {
+                self.problem(
+                    a,
+                    "header",
+                    h,
+                    format!(
+                        "request `{}`: a header check takes `equals` or `present`, not both",
+                        r.name
+                    ),
+                );
+                return None;
+            }
+        };
+        Some((
+            CheckKind::Header {
+                name: h.to_string(),
+                expect,
+            },
+            d,
+        ))
     }
 
     fn json_path(

@@ -74,6 +74,110 @@ impl Builder<'_> {
         Flow::Sessions(sessions)
     }
 
+    /// Whether a step is one kind of step, with only the settings its kind
+    /// takes (each problem located).
+    fn step_shape_ok(&mut self, session: &str, n: &str, st: &RawStep) -> bool {
+        let a = Some(session);
+        let mut kinds = vec![
+            st.request.is_some(),
+            st.think.is_some(),
+            st.repeat.is_some(),
+            st.choice.is_some(),
+            st.feed.is_some(),
+            st.ws.is_some(),
+            st.sse.is_some(),
+            st.send.is_some(),
+            st.send_binary.is_some(),
+            st.hold.is_some(),
+            st.close.is_some(),
+        ];
+        // `expect` alone waits; beside ws, sse or send it is theirs.
+        kinds.push(st.expect.is_some() && !kinds[5..9].contains(&true));
+        if kinds.iter().filter(|&&k| k).count() != 1 {
+            self.problem(a, "steps", "steps", format!(
+                "session `{session}` step {n}: each step has exactly one of request, think, repeat (with steps), choice, feed, ws, sse, send, send_binary, expect, hold, close"
+            ));
+            return false;
+        }
+        if st.every.is_some() && st.repeat.is_none() {
+            self.problem(
+                a,
+                "every",
+                "every",
+                format!("session `{session}` step {n}: `every` goes with `repeat`"),
+            );
+        }
+        if st.name.is_some() && !is_socket_step(st) {
+            self.problem(
+                a,
+                "name",
+                "name",
+                format!("session `{session}` step {n}: `name` goes with ws, sse, send, send_binary, expect or hold (a request's name is its own)"),
+            );
+        }
+        // Socket steps are checked by their own builder.
+        if st.steps.is_some() && st.repeat.is_none() && !is_socket_step(st) {
+            self.problem(
+                a,
+                "steps",
+                "steps",
+                format!("session `{session}` step {n}: `steps` goes with `repeat`"),
+            );
+        }
+        true
+    }
+
+    /// A step that sends a request, by its name (with the nearest name
+    /// suggested when there is none such).
+    /// A pause, or a random pause within a range (`1s..3s`).
+    fn think_step(&mut self, (session, n): (&str, &str), think: &str) -> Option<Step> {
+        let a = Some(session);
+        let (lo, hi) = match think.split_once("..") {
+            Some((lo, hi)) => (lo, hi),
+            None => (think, think),
+        };
+        let (Some(min), Some(max)) = (self.duration(a, "think", lo), self.duration(a, "think", hi))
+        else {
+            return None;
+        };
+        if min > max {
+            self.problem(
+                a,
+                "think",
+                think,
+                format!("session `{session}` step {n}: think range `{think}` runs backwards"),
+            );
+            return None;
+        }
+        Some(Step::Think { min, max })
+    }
+
+    fn request_step(
+        &mut self,
+        (session, n): (&str, &str),
+        name: &str,
+        scenario: &RawScenario,
+    ) -> Option<Step> {
+        if let Some(idx) = scenario.requests.iter().position(|r| r.name == name) {
+            return Some(Step::Request(idx));
+        }
+        let near = scenario
+            .requests
+            .iter()
+            .map(|r| (strsim::jaro_winkler(name, &r.name), &r.name))
+            .filter(|(s, _)| *s > 0.7)
+            .max_by(|a, b| a.0.total_cmp(&b.0))
+            .map(|(_, k)| format!(" — did you mean `{k}`?"))
+            .unwrap_or_default();
+        self.problem(
+            Some(session),
+            "request",
+            name,
+            format!("session `{session}` step {n}: no request named `{name}`{near}"),
+        );
+        None
+    }
+
     /// `prefix`: where these steps are in the session (`3.` inside step 3).
     fn steps(
         &mut self,
@@ -86,42 +190,8 @@ impl Builder<'_> {
         let mut out = Vec::new();
         for (i, st) in raw.iter().enumerate() {
             let n = format!("{prefix}{}", i + 1);
-            let mut kinds = vec![
-                st.request.is_some(),
-                st.think.is_some(),
-                st.repeat.is_some(),
-                st.choice.is_some(),
-                st.feed.is_some(),
-                st.ws.is_some(),
-                st.sse.is_some(),
-                st.send.is_some(),
-                st.send_binary.is_some(),
-                st.hold.is_some(),
-                st.close.is_some(),
-            ];
-            // `expect` alone waits; beside ws, sse or send it is theirs.
-            kinds.push(st.expect.is_some() && !kinds[5..9].contains(&true));
-            if kinds.iter().filter(|&&k| k).count() != 1 {
-                self.problem(a, "steps", "steps", format!(
-                    "session `{session}` step {n}: each step has exactly one of request, think, repeat (with steps), choice, feed, ws, sse, send, send_binary, expect, hold, close"
-                ));
+            if !self.step_shape_ok(session, &n, st) {
                 continue;
-            }
-            if st.every.is_some() && st.repeat.is_none() {
-                self.problem(
-                    a,
-                    "every",
-                    "every",
-                    format!("session `{session}` step {n}: `every` goes with `repeat`"),
-                );
-            }
-            if st.name.is_some() && !is_socket_step(st) {
-                self.problem(
-                    a,
-                    "name",
-                    "name",
-                    format!("session `{session}` step {n}: `name` goes with ws, sse, send, send_binary, expect or hold (a request's name is its own)"),
-                );
             }
             if is_socket_step(st) {
                 let built = self.socket_step(
@@ -136,58 +206,10 @@ impl Builder<'_> {
                 }
                 continue;
             }
-            if st.steps.is_some() && st.repeat.is_none() {
-                self.problem(
-                    a,
-                    "steps",
-                    "steps",
-                    format!("session `{session}` step {n}: `steps` goes with `repeat`"),
-                );
-            }
             if let Some(name) = &st.request {
-                match scenario.requests.iter().position(|r| &r.name == name) {
-                    Some(idx) => out.push(Step::Request(idx)),
-                    None => {
-                        let near = scenario
-                            .requests
-                            .iter()
-                            .map(|r| (strsim::jaro_winkler(name, &r.name), &r.name))
-                            .filter(|(s, _)| *s > 0.7)
-                            .max_by(|a, b| a.0.total_cmp(&b.0))
-                            .map(|(_, k)| format!(" — did you mean `{k}`?"))
-                            .unwrap_or_default();
-                        self.problem(
-                            a,
-                            "request",
-                            name,
-                            format!(
-                                "session `{session}` step {n}: no request named `{name}`{near}"
-                            ),
-                        );
-                    }
-                }
+                out.extend(self.request_step((session, &n), name, scenario));
             } else if let Some(think) = &st.think {
-                let (lo, hi) = match think.split_once("..") {
-                    Some((lo, hi)) => (lo, hi),
-                    None => (think.as_str(), think.as_str()),
-                };
-                let (Some(min), Some(max)) =
-                    (self.duration(a, "think", lo), self.duration(a, "think", hi))
-                else {
-                    continue;
-                };
-                if min > max {
-                    self.problem(
-                        a,
-                        "think",
-                        think,
-                        format!(
-                            "session `{session}` step {n}: think range `{think}` runs backwards"
-                        ),
-                    );
-                    continue;
-                }
-                out.push(Step::Think { min, max });
+                out.extend(self.think_step((session, &n), think));
             } else if let Some(times) = st.repeat {
                 let Some(inner) = &st.steps else {
                     self.problem(

@@ -16,11 +16,8 @@ impl Builder<'_> {
     ) -> (Option<Load>, Option<u64>, Option<Duration>) {
         let l = raw.cloned().unwrap_or_default();
         let a = Some("[load]").filter(|_| raw.is_some());
-        let d = |b: &mut Self, field: &str, v: &Option<String>| {
-            v.as_deref().and_then(|t| b.duration(a, field, t))
-        };
-        let duration = d(self, "duration", &l.duration);
-        let graceful_stop = d(self, "graceful_stop", &l.graceful_stop);
+        let duration = self.optional_duration(a, "duration", &l.duration);
+        let graceful_stop = self.optional_duration(a, "graceful_stop", &l.graceful_stop);
         if l.max_requests == Some(0) {
             self.problem(
                 a,
@@ -30,111 +27,142 @@ impl Builder<'_> {
             );
         }
         let load = match l.model() {
-            Model::Closed => {
-                for (set, field) in [
-                    (l.rate.is_some(), "rate"),
-                    (l.users.is_some(), "users"),
-                    (l.users_per_second.is_some(), "users_per_second"),
-                    (l.over.is_some(), "over"),
-                    (l.max_connections.is_some(), "max_connections"),
-                ] {
-                    if set {
-                        self.problem(a, field, field, format!(
-                            "load.{field} is for the open model, but model is \"closed\" (use vus, ramp_up, duration, iterations, think_time)"
-                        ));
-                    }
-                }
-                let stages = match &l.stages {
-                    Some(raw) => self.user_stages(raw, &l, duration, a),
-                    None => Vec::new(),
-                };
-                let vus = if stages.is_empty() {
-                    l.vus.unwrap_or(ClosedLoad::DEFAULT_USERS)
-                } else {
-                    UserStage::peak(&stages).max(1)
-                };
-                if vus == 0 {
-                    self.problem(a, "vus", "vus", "load.vus: must be at least 1".into());
-                }
-                let bounded =
-                    duration.is_some() || l.iterations.is_some() || l.max_requests.is_some();
-                let duration = if !stages.is_empty() {
-                    Some(UserStage::total(&stages))
-                } else if bounded {
-                    duration
-                } else {
-                    Some(DEFAULT_DURATION)
-                };
-                Some(Load::Closed(ClosedLoad {
-                    vus,
-                    ramp_up: d(self, "ramp_up", &l.ramp_up).unwrap_or_default(),
-                    duration,
-                    iterations: l.iterations,
-                    think_time: d(self, "think_time", &l.think_time).unwrap_or_default(),
-                    stages,
-                }))
-            }
-            Model::Open => {
-                for (set, field) in [
-                    (l.vus.is_some(), "vus"),
-                    (l.ramp_up.is_some(), "ramp_up"),
-                    (l.iterations.is_some(), "iterations"),
-                    (l.think_time.is_some(), "think_time"),
-                ] {
-                    if set {
-                        self.problem(a, field, field, format!(
-                            "load.{field} is for the closed model, but model is \"open\" (use rate, stages, users + over, or users_per_second; cap concurrency with max_connections)"
-                        ));
-                    }
-                }
-                let forms = [
-                    l.rate.is_some(),
-                    l.stages.is_some(),
-                    l.users.is_some() || l.over.is_some(),
-                    l.users_per_second.is_some(),
-                ];
-                let stages = match forms.iter().filter(|&&f| f).count() {
-                    0 => {
-                        self.problem(a, "model", "open", "the open model needs one of: rate (+ duration), stages, users + over, users_per_second (+ duration)".into());
-                        None
-                    }
-                    1 => self.open_stages(&l, duration, a),
-                    _ => {
-                        self.problem(
-                            a,
-                            "rate",
-                            "rate",
-                            "give only one of: rate, stages, users + over, users_per_second".into(),
-                        );
-                        None
-                    }
-                };
-                if l.max_connections == Some(0) {
-                    self.problem(
-                        a,
-                        "max_connections",
-                        "max_connections",
-                        "load.max_connections: must be at least 1".into(),
-                    );
-                }
-                stages.and_then(|stages| match Schedule::new(stages) {
-                    Ok(schedule) => Some(Load::Open(OpenLoad {
-                        // Set again once the flow is known: sessions'
-                        // arrivals are users too.
-                        users: l.users.is_some() || l.users_per_second.is_some(),
-                        schedule,
-                        max_connections: l
-                            .max_connections
-                            .map_or(DEFAULT_MAX_CONNECTIONS, |c| c as usize),
-                    })),
-                    Err(e) => {
-                        self.problem(a, "stages", "stages", format!("load: {e}"));
-                        None
-                    }
-                })
-            }
+            Model::Closed => Some(Load::Closed(self.closed_load(&l, duration, a))),
+            Model::Open => self.open_load(&l, duration, a),
         };
         (load, l.max_requests, graceful_stop)
+    }
+
+    /// The closed model: users (or user stages), ramp-up, a duration or
+    /// iterations, think time; open-model settings refused.
+    fn closed_load(
+        &mut self,
+        l: &RawLoad,
+        duration: Option<Duration>,
+        a: Option<&str>,
+    ) -> ClosedLoad {
+        for (set, field) in [
+            (l.rate.is_some(), "rate"),
+            (l.users.is_some(), "users"),
+            (l.users_per_second.is_some(), "users_per_second"),
+            (l.over.is_some(), "over"),
+            (l.max_connections.is_some(), "max_connections"),
+        ] {
+            if set {
+                self.problem(a, field, field, format!(
+                    "load.{field} is for the open model, but model is \"closed\" (use vus, ramp_up, duration, iterations, think_time)"
+                ));
+            }
+        }
+        let stages = match &l.stages {
+            Some(raw) => self.user_stages(raw, l, duration, a),
+            None => Vec::new(),
+        };
+        let vus = if stages.is_empty() {
+            l.vus.unwrap_or(ClosedLoad::DEFAULT_USERS)
+        } else {
+            UserStage::peak(&stages).max(1)
+        };
+        if vus == 0 {
+            self.problem(a, "vus", "vus", "load.vus: must be at least 1".into());
+        }
+        let bounded = duration.is_some() || l.iterations.is_some() || l.max_requests.is_some();
+        let duration = if !stages.is_empty() {
+            Some(UserStage::total(&stages))
+        } else if bounded {
+            duration
+        } else {
+            Some(DEFAULT_DURATION)
+        };
+        ClosedLoad {
+            vus,
+            ramp_up: self
+                .optional_duration(a, "ramp_up", &l.ramp_up)
+                .unwrap_or_default(),
+            duration,
+            iterations: l.iterations,
+            think_time: self
+                .optional_duration(a, "think_time", &l.think_time)
+                .unwrap_or_default(),
+            stages,
+        }
+    }
+
+    /// The open model: one of a rate, stages, users over a duration or
+    /// users per second, and the pool's cap; closed-model settings
+    /// refused.
+    fn open_load(
+        &mut self,
+        l: &RawLoad,
+        duration: Option<Duration>,
+        a: Option<&str>,
+    ) -> Option<Load> {
+        for (set, field) in [
+            (l.vus.is_some(), "vus"),
+            (l.ramp_up.is_some(), "ramp_up"),
+            (l.iterations.is_some(), "iterations"),
+            (l.think_time.is_some(), "think_time"),
+        ] {
+            if set {
+                self.problem(a, field, field, format!(
+                    "load.{field} is for the closed model, but model is \"open\" (use rate, stages, users + over, or users_per_second; cap concurrency with max_connections)"
+                ));
+            }
+        }
+        let forms = [
+            l.rate.is_some(),
+            l.stages.is_some(),
+            l.users.is_some() || l.over.is_some(),
+            l.users_per_second.is_some(),
+        ];
+        let stages = match forms.iter().filter(|&&f| f).count() {
+            0 => {
+                self.problem(a, "model", "open", "the open model needs one of: rate (+ duration), stages, users + over, users_per_second (+ duration)".into());
+                None
+            }
+            1 => self.open_stages(l, duration, a),
+            _ => {
+                self.problem(
+                    a,
+                    "rate",
+                    "rate",
+                    "give only one of: rate, stages, users + over, users_per_second".into(),
+                );
+                None
+            }
+        };
+        if l.max_connections == Some(0) {
+            self.problem(
+                a,
+                "max_connections",
+                "max_connections",
+                "load.max_connections: must be at least 1".into(),
+            );
+        }
+        stages.and_then(|stages| match Schedule::new(stages) {
+            Ok(schedule) => Some(Load::Open(OpenLoad {
+                // Set again once the flow is known: sessions'
+                // arrivals are users too.
+                users: l.users.is_some() || l.users_per_second.is_some(),
+                schedule,
+                max_connections: l
+                    .max_connections
+                    .map_or(DEFAULT_MAX_CONNECTIONS, |c| c as usize),
+            })),
+            Err(e) => {
+                self.problem(a, "stages", "stages", format!("load: {e}"));
+                None
+            }
+        })
+    }
+
+    fn optional_duration(
+        &mut self,
+        a: Option<&str>,
+        field: &str,
+        v: &Option<String>,
+    ) -> Option<Duration> {
+        v.as_deref().and_then(|t| self.duration(a, field, t))
     }
 
     /// Closed-model stages over user counts (k6's ramping-vus).

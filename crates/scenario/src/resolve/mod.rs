@@ -15,9 +15,11 @@ use headroom_engine::plan::{
     DEFAULT_REQUEST_TIMEOUT,
 };
 use headroom_http::tls::{TlsClient, TlsOptions};
+use headroom_http::Endpoint;
 use headroom_objectives::abort::AbortRule;
 use headroom_objectives::capacity::Settings;
 use headroom_objectives::slo::Slo;
+use std::time::Duration;
 
 mod builder;
 mod checks;
@@ -48,45 +50,26 @@ impl Builder<'_> {
     pub fn build(mut self, raw: &RawScenario, label: &str) -> Result<Scenario, Vec<Problem>> {
         let http = raw.http.clone().unwrap_or_default();
         let keep_alive = http.keep_alive.unwrap_or(true);
-        let connect_timeout = http
-            .connect_timeout
-            .as_deref()
-            .and_then(|t| self.duration(None, "connect_timeout", t))
-            .unwrap_or(DEFAULT_CONNECT_TIMEOUT);
-        let request_timeout = http
-            .timeout
-            .as_deref()
-            .and_then(|t| self.duration(None, "timeout", t))
-            .unwrap_or(DEFAULT_REQUEST_TIMEOUT);
-        if http.threads == Some(0) {
-            self.problem(
-                None,
-                "threads",
-                "threads",
-                "http.threads: must be at least 1".into(),
-            );
-        }
-
-        let (load, max_requests, graceful_stop) = self.load(raw.load.as_ref());
+        let (connect_timeout, request_timeout) = self.timeouts(&http);
+        self.check_http_limits(&http);
+        let (mut load, max_requests, graceful_stop) = self.load(raw.load.as_ref());
         let feeders = self.feeders(&raw.feeders);
         // Socket steps' handshakes and awaited messages are requests too,
         // after the file's own.
         let (socket_requests, socket_names) = self.socket_requests(raw);
-        let with_sockets;
-        let raw_requests = if socket_requests.is_empty() {
-            raw
-        } else {
-            let mut all = raw.clone();
-            all.requests.extend(socket_requests);
-            with_sockets = all;
-            &with_sockets
+        let raw_requests = match socket_requests.is_empty() {
+            true => std::borrow::Cow::Borrowed(raw),
+            false => std::borrow::Cow::Owned(RawScenario {
+                requests: [raw.requests.clone(), socket_requests].concat(),
+                ..raw.clone()
+            }),
         };
-        let routes = self.routes(raw_requests);
-        let endpoint = self.endpoint(raw_requests, &routes);
+        let routes = self.routes(&raw_requests);
+        let endpoint = self.endpoint(&raw_requests, &routes);
         let mut check_names = Vec::new();
         let mut requests = match &endpoint {
             Some(endpoint) => self.requests(
-                raw_requests,
+                &raw_requests,
                 &http,
                 (endpoint, &routes),
                 keep_alive,
@@ -94,22 +77,6 @@ impl Builder<'_> {
             ),
             None => Vec::new(),
         };
-        if http.max_connections_per_host == Some(0) {
-            self.problem(
-                None,
-                "max_connections_per_host",
-                "max_connections_per_host",
-                "http.max_connections_per_host: must be at least 1".into(),
-            );
-        }
-        if http.max_streams == Some(0) {
-            self.problem(
-                None,
-                "max_streams",
-                "max_streams",
-                "http.max_streams: must be at least 1".into(),
-            );
-        }
         self.variables(raw, &feeders);
         sockets::label_messages(&mut requests, &socket_names);
         let flow = self.flow(
@@ -121,42 +88,12 @@ impl Builder<'_> {
                 default_within: request_timeout,
             },
         );
-        let mut load = load;
         if let (Some(Load::Open(open)), Flow::Sessions(_)) = (&mut load, &flow) {
             open.users = true;
         }
-        let tls = endpoint
-            .as_ref()
-            .filter(|e| e.https)
-            .and_then(|e| self.tls(raw.tls.as_ref(), &e.host));
-        let http3 = http.version.is_some_and(|v| v.0 == HttpVersion::Http3);
-        if http3 && endpoint.as_ref().is_some_and(|e| !e.https) {
-            self.problem(
-                None,
-                "version",
-                "version",
-                "http.version = \"3\": HTTP/3 runs over QUIC, which is always TLS — the base \
-                 URL must be https://"
-                    .into(),
-            );
-        }
-        if http.zero_rtt == Some(true) && !http3 {
-            self.problem(
-                None,
-                "zero_rtt",
-                "zero_rtt",
-                "http.zero_rtt: 0-RTT is QUIC's — set version = \"3\" (--http3)".into(),
-            );
-        }
-        if raw.tls.is_some() && endpoint.as_ref().is_some_and(|e| !e.https) {
-            self.problem(
-                None,
-                "[tls]",
-                "tls",
-                "[tls] is set but the base URL is not https://".into(),
-            );
-        }
-
+        let https = endpoint.as_ref().filter(|e| e.https);
+        let tls = https.and_then(|e| self.tls(raw.tls.as_ref(), &e.host));
+        self.check_transport(raw, &http, endpoint.as_ref());
         let capacity = self.capacity(raw.capacity.as_ref());
         let (thresholds, aborts) = self.thresholds(raw.thresholds.as_ref(), &requests);
         let events = load
@@ -208,6 +145,81 @@ impl Builder<'_> {
             aborts,
             capacity,
         })
+    }
+
+    /// `[http] connect_timeout` and `timeout`, or their defaults.
+    fn timeouts(&mut self, http: &RawHttp) -> (Duration, Duration) {
+        let connect_timeout = http
+            .connect_timeout
+            .as_deref()
+            .and_then(|t| self.duration(None, "connect_timeout", t))
+            .unwrap_or(DEFAULT_CONNECT_TIMEOUT);
+        let request_timeout = http
+            .timeout
+            .as_deref()
+            .and_then(|t| self.duration(None, "timeout", t))
+            .unwrap_or(DEFAULT_REQUEST_TIMEOUT);
+        (connect_timeout, request_timeout)
+    }
+
+    /// `[http]`'s counts that must be at least 1.
+    fn check_http_limits(&mut self, http: &RawHttp) {
+        if http.threads == Some(0) {
+            self.problem(
+                None,
+                "threads",
+                "threads",
+                "http.threads: must be at least 1".into(),
+            );
+        }
+        if http.max_connections_per_host == Some(0) {
+            self.problem(
+                None,
+                "max_connections_per_host",
+                "max_connections_per_host",
+                "http.max_connections_per_host: must be at least 1".into(),
+            );
+        }
+        if http.max_streams == Some(0) {
+            self.problem(
+                None,
+                "max_streams",
+                "max_streams",
+                "http.max_streams: must be at least 1".into(),
+            );
+        }
+    }
+
+    /// The transport the file asks for fits its base URL: HTTP/3 and
+    /// `[tls]` need https://, 0-RTT needs HTTP/3.
+    fn check_transport(&mut self, raw: &RawScenario, http: &RawHttp, endpoint: Option<&Endpoint>) {
+        let http3 = http.version.is_some_and(|v| v.0 == HttpVersion::Http3);
+        if http3 && endpoint.is_some_and(|e| !e.https) {
+            self.problem(
+                None,
+                "version",
+                "version",
+                "http.version = \"3\": HTTP/3 runs over QUIC, which is always TLS — the base \
+                 URL must be https://"
+                    .into(),
+            );
+        }
+        if http.zero_rtt == Some(true) && !http3 {
+            self.problem(
+                None,
+                "zero_rtt",
+                "zero_rtt",
+                "http.zero_rtt: 0-RTT is QUIC's — set version = \"3\" (--http3)".into(),
+            );
+        }
+        if raw.tls.is_some() && endpoint.is_some_and(|e| !e.https) {
+            self.problem(
+                None,
+                "[tls]",
+                "tls",
+                "[tls] is set but the base URL is not https://".into(),
+            );
+        }
     }
 
     fn tls(&mut self, raw: Option<&RawTls>, host: &str) -> Option<TlsClient> {

@@ -160,36 +160,9 @@ impl Builder<'_> {
                 expect: None,
             };
             if let Some((kind, target)) = &opening {
-                let mut headers = st.headers.clone().unwrap_or_default();
-                let protocol: &[(&str, &str)] = match kind {
-                    SocketKind::WebSocket => &[
-                        ("Upgrade", "websocket"),
-                        ("Connection", "Upgrade"),
-                        ("Sec-WebSocket-Version", "13"),
-                    ],
-                    SocketKind::EventStream => &[
-                        ("Accept", "text/event-stream"),
-                        ("Cache-Control", "no-cache"),
-                    ],
-                };
-                for (k, v) in protocol {
-                    if !headers.keys().any(|h| h.eq_ignore_ascii_case(k)) {
-                        headers.insert(k.to_string(), v.to_string());
-                    }
-                }
-                let word = match kind {
-                    SocketKind::WebSocket => "ws",
-                    SocketKind::EventStream => "sse",
-                };
-                let name = match &st.name {
-                    Some(n) => n.clone(),
-                    None => format!("{label} {word} {target}"),
-                };
-                out.push(RawRequest {
-                    headers: Some(headers),
-                    ..entry(&name, target)
-                });
-                entries.handshake = Some(name);
+                let request = handshake_request(st, *kind, target, &label);
+                entries.handshake = Some(request.name.clone());
+                out.push(request);
                 *open = Some((*kind, target.clone()));
             } else if st.headers.is_some() {
                 self.problem(
@@ -222,16 +195,7 @@ impl Builder<'_> {
                 );
             }
             if let Some(expect) = &st.expect {
-                let sends = st.send.is_some() || st.send_binary.is_some();
-                let name = match (&st.name, opening.is_some()) {
-                    (Some(n), true) => format!("{n} expect"),
-                    (Some(n), false) => n.clone(),
-                    (None, true) => {
-                        format!("{} expect", entries.handshake.as_deref().unwrap_or(&label))
-                    }
-                    (None, false) if sends => format!("{label} send"),
-                    (None, false) => format!("{label} expect"),
-                };
+                let name = expect_name(st, opening.is_some(), entries.handshake.as_deref(), &label);
                 out.push(RawRequest {
                     checks: message_checks(expect),
                     extracts: st.extract.clone().unwrap_or_default(),
@@ -246,32 +210,46 @@ impl Builder<'_> {
                     format!("session `{session}` step {path}: `extract` takes from the message an `expect` waits for — add one"),
                 );
             }
-            match (&st.ping_every, st.hold.is_some(), kind) {
-                (None, _, _) => {}
-                (Some(_), false, _) => self.problem(
-                    a,
-                    "ping_every",
-                    "ping_every",
-                    format!("session `{session}` step {path}: `ping_every` goes with `hold`"),
-                ),
-                (Some(_), true, SocketKind::EventStream) => self.problem(
-                    a,
-                    "ping_every",
-                    "ping_every",
-                    format!("session `{session}` step {path}: pings are WebSocket's — `ping_every` needs a `ws` socket"),
-                ),
-                (Some(_), true, SocketKind::WebSocket) => {
-                    // Each ping's round trip is an entry, like a message's.
-                    let name = st.name.clone().unwrap_or_else(|| format!("{label} ping"));
-                    out.push(entry(&name, &target));
-                    entries.expect = Some(name);
-                }
+            if let Some(ping) = self.ping_entry((session, &path), st, (kind, &target), &label) {
+                entries.expect = Some(ping.name.clone());
+                out.push(ping);
             }
             if st.close.is_some() {
                 *open = None;
             }
             names.insert(key(session, &path), entries);
         }
+    }
+
+    /// A held WebSocket's pings (`ping_every`): each round trip is an
+    /// entry, like a message's. `None` without pings, or where they do not
+    /// belong (a problem said).
+    fn ping_entry(
+        &mut self,
+        (session, path): (&str, &str),
+        st: &RawStep,
+        (kind, target): (SocketKind, &str),
+        label: &str,
+    ) -> Option<RawRequest> {
+        let a = Some(session);
+        let misplaced = match (&st.ping_every, st.hold.is_some(), kind) {
+            (None, _, _) => return None,
+            (Some(_), true, SocketKind::WebSocket) => {
+                let name = st.name.clone().unwrap_or_else(|| format!("{label} ping"));
+                return Some(entry(&name, target));
+            }
+            (Some(_), false, _) => "`ping_every` goes with `hold`",
+            (Some(_), true, SocketKind::EventStream) => {
+                "pings are WebSocket's — `ping_every` needs a `ws` socket"
+            }
+        };
+        self.problem(
+            a,
+            "ping_every",
+            "ping_every",
+            format!("session `{session}` step {path}: {misplaced}"),
+        );
+        None
     }
 
     /// The engine's step for socket step `st` (at `path` of `session`).
@@ -379,5 +357,51 @@ pub(super) fn label_messages(requests: &mut [RequestSpec], names: &SocketNames) 
             .to_string();
             spec.encoded.clear();
         }
+    }
+}
+/// The entry of the message a socket step waits for: after the step's
+/// name or its handshake's, and what it does (`send`, `expect`).
+fn expect_name(st: &RawStep, opens: bool, handshake: Option<&str>, label: &str) -> String {
+    let sends = st.send.is_some() || st.send_binary.is_some();
+    match (&st.name, opens) {
+        (Some(n), true) => format!("{n} expect"),
+        (Some(n), false) => n.clone(),
+        (None, true) => format!("{} expect", handshake.unwrap_or(label)),
+        (None, false) if sends => format!("{label} send"),
+        (None, false) => format!("{label} expect"),
+    }
+}
+
+/// The handshake that opens socket step `st`'s socket: the protocol's
+/// headers (unless the step sets them), named after the step.
+fn handshake_request(st: &RawStep, kind: SocketKind, target: &str, label: &str) -> RawRequest {
+    let mut headers = st.headers.clone().unwrap_or_default();
+    let protocol: &[(&str, &str)] = match kind {
+        SocketKind::WebSocket => &[
+            ("Upgrade", "websocket"),
+            ("Connection", "Upgrade"),
+            ("Sec-WebSocket-Version", "13"),
+        ],
+        SocketKind::EventStream => &[
+            ("Accept", "text/event-stream"),
+            ("Cache-Control", "no-cache"),
+        ],
+    };
+    for (k, v) in protocol {
+        if !headers.keys().any(|h| h.eq_ignore_ascii_case(k)) {
+            headers.insert(k.to_string(), v.to_string());
+        }
+    }
+    let word = match kind {
+        SocketKind::WebSocket => "ws",
+        SocketKind::EventStream => "sse",
+    };
+    let name = match &st.name {
+        Some(n) => n.clone(),
+        None => format!("{label} {word} {target}"),
+    };
+    RawRequest {
+        headers: Some(headers),
+        ..entry(&name, target)
     }
 }

@@ -5,11 +5,12 @@
 //! recorder's socket figures as it happens.
 
 use super::{Control, User};
-use crate::connections::Claim;
+use crate::connections::{Claim, Origin};
 use crate::metrics::{ErrorClass, Outcome};
 use crate::plan::check::ResponseView;
 use crate::plan::socket::{MessageExpect, Ping, SocketKind, SocketStep, CLOSE_WAIT, SSE_RECONNECT};
 use crate::plan::template::Template;
+use crate::plan::RequestSpec;
 use crate::shared::{InFlight, Shared};
 use crate::tasks::timeout::timed;
 use base64::Engine as _;
@@ -17,6 +18,7 @@ use headroom_http::exchange::{self, Phase};
 use headroom_http::sse::{self, EventParser, EventStream};
 use headroom_http::websocket::{self, Incoming, WebSocket};
 use headroom_http::{Capture, Failure};
+use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 /// An open socket and its place under the origin's connection cap.
@@ -145,32 +147,11 @@ impl User {
             Ok(found) => found,
             Err(unreachable) => return failed(in_flight, unreachable.0),
         };
-        let cookie = crate::cookies::header(self.jar.as_deref(), &origin, spec, target);
-        // Kept alive: the server's answer decides (a 101 keeps it).
-        let wire = self.script.write_request(
-            shared,
-            spec,
-            (target, &origin.host_header),
-            (true, cookie.as_deref()),
-            &mut self.wire,
-        );
-        let wire = match wire {
-            Ok(wire) => spec.wire(wire, &self.wire).to_vec(),
-            Err(class) => return failed(in_flight, class),
-        };
-        // A WebSocket key is new for every handshake; an event stream
-        // that reconnects says where it left off.
-        let key = (kind == SocketKind::WebSocket).then(websocket::new_key);
-        let mut request = Vec::new();
-        match (&key, &last_id) {
-            (Some(key), _) => {
-                headroom_http::with_header(&wire, ("Sec-WebSocket-Key", key), &mut request)
-            }
-            (None, Some(id)) => {
-                headroom_http::with_header(&wire, ("Last-Event-ID", id), &mut request)
-            }
-            (None, None) => request = wire,
-        }
+        let (request, key) =
+            match self.handshake(shared, (spec, &origin, target), kind, last_id.as_deref()) {
+                Ok(handshake) => handshake,
+                Err(class) => return failed(in_flight, class),
+            };
         in_flight.sent_at(now);
         let mut conn = match self.connect(shared, &origin, index).await {
             Ok(conn) => conn,
@@ -197,30 +178,17 @@ impl User {
             Ok(Ok(head)) => head,
         };
         let done = Instant::now();
-        let mut outcome = Outcome {
-            status: Some(head.status),
-            bytes: head.len as u64,
-            ..Default::default()
-        };
-        self.script.judge(
+        let answer = self.answered(
             shared,
-            &mut self.jar,
             (spec, index, &origin, target),
-            head.status,
+            (kind, key.as_deref()),
+            &head,
             (now, done),
-            &mut outcome,
         );
-        let opened = match &key {
-            Some(key) => websocket::accepted(head.status, key, &self.script.captured),
-            None => sse::is_event_stream(head.status, self.script.captured.header("content-type")),
+        let (outcome, opened) = match answer {
+            Ok(outcome) => (outcome, true),
+            Err(refused) => (refused, false),
         };
-        if !opened {
-            outcome.error = Some(match kind {
-                SocketKind::WebSocket => ErrorClass::WsUpgradeRefused,
-                SocketKind::EventStream => ErrorClass::SseRefused,
-            });
-            outcome.failed_check = None;
-        }
         in_flight.finish_at(done, outcome);
         if !opened {
             return Err(Control::EndIteration);
@@ -245,6 +213,79 @@ impl User {
             SocketKind::EventStream => recorder.sockets().opened_sse += 1,
         }
         Ok(done)
+    }
+
+    /// The handshake's answer judged (checks, cookies) and whether it
+    /// opened the socket: `Ok` with its outcome, or `Err` with the
+    /// outcome of a refused upgrade or stream.
+    fn answered(
+        &mut self,
+        shared: &Shared,
+        (spec, index, origin, target): (&RequestSpec, usize, &Rc<Origin>, &str),
+        (kind, key): (SocketKind, Option<&str>),
+        head: &headroom_http::response::Head,
+        (sent, done): (Instant, Instant),
+    ) -> Result<Outcome, Outcome> {
+        let mut outcome = Outcome {
+            status: Some(head.status),
+            bytes: head.len as u64,
+            ..Default::default()
+        };
+        self.script.judge(
+            shared,
+            &mut self.jar,
+            (spec, index, origin, target),
+            head.status,
+            (sent, done),
+            &mut outcome,
+        );
+        let opened = match key {
+            Some(key) => websocket::accepted(head.status, key, &self.script.captured),
+            None => sse::is_event_stream(head.status, self.script.captured.header("content-type")),
+        };
+        if opened {
+            return Ok(outcome);
+        }
+        outcome.error = Some(match kind {
+            SocketKind::WebSocket => ErrorClass::WsUpgradeRefused,
+            SocketKind::EventStream => ErrorClass::SseRefused,
+        });
+        outcome.failed_check = None;
+        Err(outcome)
+    }
+
+    /// The handshake request as it goes out, with its WebSocket key (new
+    /// for every handshake) or, for an event stream that reconnects,
+    /// where it left off. Kept alive: the server's answer decides (a 101
+    /// keeps it).
+    fn handshake(
+        &mut self,
+        shared: &Shared,
+        (spec, origin, target): (&RequestSpec, &Origin, &str),
+        kind: SocketKind,
+        last_id: Option<&str>,
+    ) -> Result<(Vec<u8>, Option<String>), ErrorClass> {
+        let cookie = crate::cookies::header(self.jar.as_deref(), origin, spec, target);
+        let wire = self.script.write_request(
+            shared,
+            spec,
+            (target, &origin.host_header),
+            (true, cookie.as_deref()),
+            &mut self.wire,
+        )?;
+        let wire = spec.wire(wire, &self.wire).to_vec();
+        let key = (kind == SocketKind::WebSocket).then(websocket::new_key);
+        let mut request = Vec::new();
+        match (&key, last_id) {
+            (Some(key), _) => {
+                headroom_http::with_header(&wire, ("Sec-WebSocket-Key", key), &mut request)
+            }
+            (None, Some(id)) => {
+                headroom_http::with_header(&wire, ("Last-Event-ID", id), &mut request)
+            }
+            (None, None) => request = wire,
+        }
+        Ok((request, key))
     }
 
     /// Sends a message on the WebSocket, then waits for `expect`.

@@ -55,15 +55,7 @@ pub fn fleet(args: FleetArgs) -> anyhow::Result<i32> {
             .spawn(move || serve(&server, shards, token.as_deref(), &stop_why, &posts_to))?;
     }
     if !quiet {
-        let bound = server
-            .server_addr()
-            .to_ip()
-            .map_or(args.listen.to_string(), |a| a.to_string());
-        eprintln!(
-            "headroom: coordinating {shards} shards at http://{bound}/ — start each with \
-             `headroom run {} --shard K/{shards} --start-at T --report-to http://{bound}`",
-            args.scenario.display()
-        );
+        say_where(&server, &args);
     }
     let mut coordinator = Coordinator::start(
         &scenario,
@@ -119,6 +111,37 @@ pub fn fleet(args: FleetArgs) -> anyhow::Result<i32> {
         std::thread::sleep(Duration::from_millis(50));
     }
     view.finish(None);
+    let files = shard_files(results);
+    finish_fleet(
+        files,
+        FleetEnd {
+            stop: &stop,
+            coordinator,
+            thresholds: &scenario.thresholds,
+            monitor: None,
+        },
+        outputs,
+    )
+}
+
+/// Where the coordinator listens, and how to start a shard that reports
+/// to it.
+fn say_where(server: &tiny_http::Server, args: &FleetArgs) {
+    let shards = args.shards;
+    let bound = server
+        .server_addr()
+        .to_ip()
+        .map_or(args.listen.to_string(), |a| a.to_string());
+    eprintln!(
+        "headroom: coordinating {shards} shards at http://{bound}/ — start each with \
+         `headroom run {} --shard K/{shards} --start-at T --report-to http://{bound}`",
+        args.scenario.display()
+    );
+}
+
+/// The shards' results that read back, named by shard.
+fn shard_files(results: Vec<Option<String>>) -> Vec<ShardFile> {
+    let shards = results.len();
     let mut files = Vec::new();
     for (k, json) in results.into_iter().enumerate() {
         let Some(json) = json else { continue };
@@ -133,16 +156,7 @@ pub fn fleet(args: FleetArgs) -> anyhow::Result<i32> {
             ),
         }
     }
-    finish_fleet(
-        files,
-        FleetEnd {
-            stop: &stop,
-            coordinator,
-            thresholds: &scenario.thresholds,
-            monitor: None,
-        },
-        outputs,
-    )
+    files
 }
 
 /// Answers the shards' POSTs until the coordinator ends.
