@@ -15,6 +15,9 @@ requests.
 
 Usage: bench/instructions.py [--connections 50] [--cache]
                              [--headroom target/release/headroom] [--no-wrk]
+                             [--engine auto|tasks]
+  --engine  which of headroom's HTTP/1.1 paths: the event loop (auto, the
+            default for plain requests) or a task per user (tasks)
   --cache   cachegrind with its cache and branch simulation (adds L1 data
             and instruction misses and mispredicted branches per request:
             what a request touches that is not in the CPU cache; the
@@ -60,23 +63,26 @@ def main():
     ap.add_argument("--cache", action="store_true")
     ap.add_argument("--headroom", default="target/release/headroom")
     ap.add_argument("--no-wrk", action="store_true")
+    ap.add_argument("--engine", choices=["auto", "tasks"], default="auto")
     a = ap.parse_args()
     for tool in ("nginx", "valgrind", "taskset") + (() if a.no_wrk else ("wrk",)):
         if not shutil.which(tool): sys.exit(f"{tool} not found: apt-get install -y nginx-light valgrind wrk")
     d = tempfile.mkdtemp(prefix="headroom-instr-")
     port = free_port(); url = f"http://127.0.0.1:{port}/"
-    nginx = start_nginx(d, port, access_log=False)
+    nginx = start_nginx(d, port, access_log=False, tls=False)
     try:
         runs = {}
         for n in (20_000, 60_000):
             cmd = [a.headroom, "run", "--url", url, "-c", str(a.connections), "-n", str(n),
                    "--threads", "1", "--quiet", "--out", os.path.join(d, "r.json")]
+            if a.engine != "auto":
+                cmd += ["--engine", a.engine]
             runs[n] = valgrind(cmd, a.cache, d)[:4]
         instr = (runs[60_000][0] - runs[20_000][0]) / 40_000
         misses = (runs[60_000][1] - runs[20_000][1]) / 40_000
         code_misses = (runs[60_000][2] - runs[20_000][2]) / 40_000
         mispredicts = (runs[60_000][3] - runs[20_000][3]) / 40_000
-        line = f"headroom: {instr:,.0f} instructions per request"
+        line = f"headroom ({a.engine}): {instr:,.0f} instructions per request"
         if a.cache:
             line += (f", {misses:.1f} L1 data misses, {code_misses:.1f} L1 instruction misses and"
                      f" {mispredicts:.1f} mispredicted branches per request")

@@ -56,7 +56,7 @@ def main():
             sys.exit(f"{tool} not found: apt-get install -y nginx-light wrk util-linux linux-perf")
     d = tempfile.mkdtemp(prefix="headroom-usercpu-")
     port = free_port(); url = f"http://127.0.0.1:{port}/"
-    nginx = start_nginx(d, port, access_log=False)
+    nginx = start_nginx(d, port, access_log=False, tls=False)
     tools = {"wrk": None, "headroom": a.headroom}
     if a.baseline:
         tools["baseline"] = a.baseline

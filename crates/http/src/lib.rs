@@ -953,7 +953,29 @@ impl Connection {
             captured.keep_head(&self.buf[..head.len], want);
         }
         // Body bytes are appended to `body` only when a check needs them.
-        let mut body = want.body.then_some(&mut captured.body);
+        let body = want.body.then_some(&mut captured.body);
+        let keep_alive = self.read_body(&head, body, &mut received).await?;
+        if !self.buf.is_empty() {
+            return Err(Failure::MalformedResponse);
+        }
+        self.completed += 1;
+        Ok(Response {
+            status: head.status,
+            bytes: received,
+            keep_alive,
+        })
+    }
+
+    /// The body of the response whose `head` starts the buffer, read by
+    /// its framing; `body` keeps what of it a check needs. Adds the bytes
+    /// read to `received`; whether the connection may carry another
+    /// request.
+    async fn read_body(
+        &mut self,
+        head: &response::Head,
+        mut body: Option<&mut Vec<u8>>,
+        received: &mut u64,
+    ) -> Result<bool, Failure> {
         fn keep(body: &mut Option<&mut Vec<u8>>, data: &[u8]) {
             if let Some(body) = body.as_mut() {
                 append_limited(body, data, MAX_CAPTURED_BODY);
@@ -978,7 +1000,7 @@ impl Connection {
                         if n == 0 {
                             return Err(Failure::ClosedMidResponse);
                         }
-                        received += n as u64;
+                        *received += n as u64;
                         if n as u64 > remaining {
                             keep(&mut body, &self.buf[..remaining as usize]);
                             self.buf.drain(..remaining as usize);
@@ -1005,7 +1027,7 @@ impl Connection {
                     if n == 0 {
                         return Err(Failure::ClosedMidResponse);
                     }
-                    received += n as u64;
+                    *received += n as u64;
                     let used = decoder
                         .feed_into(
                             &self.buf,
@@ -1025,22 +1047,14 @@ impl Connection {
                     if n == 0 {
                         break;
                     }
-                    received += n as u64;
+                    *received += n as u64;
                     keep(&mut body, &self.buf);
                     self.buf.clear();
                 }
                 keep_alive = false;
             }
         }
-        if !self.buf.is_empty() {
-            return Err(Failure::MalformedResponse);
-        }
-        self.completed += 1;
-        Ok(Response {
-            status: head.status,
-            bytes: received,
-            keep_alive,
-        })
+        Ok(keep_alive)
     }
 }
 
