@@ -126,6 +126,25 @@ pub enum Engine {
     Tasks,
 }
 
+impl Engine {
+    /// Every choice: the one list `--engine` takes its values from.
+    pub const ALL: [Engine; 2] = [Self::Auto, Self::Tasks];
+
+    /// Their names as written (`--engine`'s values).
+    pub const NAMES: [&'static str; 2] = [Self::ALL[0].as_str(), Self::ALL[1].as_str()];
+
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Auto => "auto",
+            Self::Tasks => "tasks",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Engine> {
+        Self::ALL.into_iter().find(|e| e.as_str() == text)
+    }
+}
+
 /// `--stale-connection-retry`: one of the rules of an exchange.
 pub use headroom_http::exchange::StaleRetry;
 

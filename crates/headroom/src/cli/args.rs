@@ -196,7 +196,7 @@ pub struct RunArgs {
     /// per user or arrival — or `tasks`, a task per user or arrival always
     /// [default: auto]. results.json says which ran
     /// (`meta.generator_engine`).
-    #[arg(long, value_name = "ENGINE", value_parser = ["auto", "tasks"])]
+    #[arg(long, value_name = "ENGINE", value_parser = headroom_engine::plan::Engine::NAMES)]
     pub engine: Option<String>,
 
     /// Bounds of the response-time distribution in ms.

@@ -128,8 +128,13 @@ pub fn scenario_from_args(args: &RunArgs) -> anyhow::Result<Scenario> {
     if let Some(local) = &args.local_address {
         scenario.plan.local_addresses = local.0.clone();
     }
-    if args.engine.as_deref() == Some("tasks") {
-        scenario.plan.engine = headroom_engine::plan::Engine::Tasks;
+    // clap took only the engines' names.
+    if let Some(engine) = args
+        .engine
+        .as_deref()
+        .and_then(headroom_engine::plan::Engine::parse)
+    {
+        scenario.plan.engine = engine;
     }
     for event in &args.events {
         if scenario.plan.event_time(event.at).is_none() {
