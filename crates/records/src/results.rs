@@ -698,24 +698,6 @@ impl Retried {
             quic_0rtt_rejected: n(ConnectionEvent::RetriedZeroRttRejected),
         }
     }
-
-    /// Requests sent once more, for any reason.
-    pub fn total(&self) -> u64 {
-        let Retried {
-            stale,
-            h2_refused,
-            h2_goaway_unprocessed,
-            h3_refused,
-            h3_goaway_unprocessed,
-            quic_0rtt_rejected,
-        } = *self;
-        stale
-            + h2_refused
-            + h2_goaway_unprocessed
-            + h3_refused
-            + h3_goaway_unprocessed
-            + quic_0rtt_rejected
-    }
 }
 
 impl std::ops::AddAssign for Retried {

@@ -361,6 +361,11 @@ fn rejected_streams_are_sent_again_and_counted() {
     );
     let retried = r.results()["connections"]["h3_refused"].as_u64().unwrap();
     assert!(retried > 0, "{counts:?}");
+    // The same retries, by reason, in `requests.retried`.
+    assert_eq!(
+        r.results()["requests"]["retried"]["h3_refused"].as_u64(),
+        Some(retried)
+    );
     assert_eq!(
         retried + r.error("h3_refused"),
         counts["rejected"],
@@ -479,6 +484,12 @@ fn zero_rtt_resumes_connections_and_refused_early_data_is_sent_again() {
                 Some(1),
                 "{}",
                 results["connections"]
+            );
+            assert_eq!(
+                results["requests"]["retried"]["quic_0rtt_rejected"].as_u64(),
+                Some(1),
+                "{}",
+                results["requests"]
             );
         }
     }
