@@ -376,8 +376,13 @@ fn passenger_request_queue_is_probed() {
             return Err(format!("probe errors: {}", server["errors"]));
         }
         // 12 users, 1 served at a time: about 11 wait in Passenger's queue.
+        // Passenger's snapshot can hold the request it is handing to its
+        // process both in the wait list and as a session (seen: 12 waiting
+        // and 1 session, and 12 waiting while the process spawned), so the
+        // bound is the users plus that one; counting the pool's and the
+        // group's lists twice would show ~22.
         let peak = queue.iter().copied().fold(0.0, f64::max);
-        assert!(peak <= 12.0, "more waiting than users: {queue:?}");
+        assert!(peak <= 13.0, "more waiting than users: {queue:?}");
         if peak < 6.0 {
             return Err(format!("queue samples {queue:?}: {server}"));
         }
