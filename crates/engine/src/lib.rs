@@ -189,16 +189,18 @@ pub fn run_at(
     start: Start,
     mut on_second: impl FnMut(Progress),
 ) -> RunOutcome {
-    let (joined, start) = (start.joined(Instant::now()), start.at());
-    let plan = negotiate::settle(plan);
-    let threads = plan.effective_threads();
-    let plan = Arc::new(plan);
+    let mut plan = negotiate::settle(plan);
     // The run's own signal: its hard stop (or a feeder running dry) ends
     // this run only, never the caller's signal, so a study or a capacity
     // search goes on to its next run. The caller's stops are passed on.
     let caller = stop;
     let stop = &StopSignal::new();
     stop.follow(caller);
+    let mut script_calls = crate::metrics::ScriptStats::default();
+    let scripts = setup(&mut plan, stop, &mut script_calls);
+    let (joined, start) = (start.joined(Instant::now()), start.at());
+    let threads = plan.effective_threads();
+    let plan = Arc::new(plan);
     let (tx, rx) = mpsc::channel();
     // A shard's budget is its share of the plan's.
     let budget = plan
@@ -255,11 +257,15 @@ pub fn run_at(
     }
     let end = finished.last_done.unwrap_or_else(Instant::now);
     let crate::metrics::aggregate::Finished {
-        total,
+        mut total,
         per_request,
         mut timeline,
         latency_intervals,
     } = aggregate.finish();
+    if let Some(engine) = scripts {
+        teardown(&engine, &plan, &mut script_calls);
+    }
+    total.scripts += &script_calls;
     set_offered(&plan, &mut timeline);
     RunOutcome {
         started_at,
@@ -278,6 +284,59 @@ pub fn run_at(
         late_by: joined - start,
         waited_for_connection: finished.waited_for_connection,
         trace: crate::metrics::trace::Trace::merge(finished.traces),
+    }
+}
+
+/// The script's `setup()`, once before the load: what it returns becomes
+/// every user's `ctx.data`. A setup that fails stops the run before any
+/// request, saying why. The engine is kept for `teardown()`.
+fn setup(
+    plan: &mut Plan,
+    stop: &StopSignal,
+    calls: &mut crate::metrics::ScriptStats,
+) -> Option<headroom_js::Worker> {
+    use crate::metrics::scripts::CallEnd;
+    let program = plan.scripts.clone()?;
+    if !program.exports("setup") && !program.exports("teardown") {
+        return None;
+    }
+    let engine = match headroom_js::Worker::new(&program, None, program.seed.unwrap_or(0)) {
+        Ok(engine) => engine,
+        Err(problems) => {
+            stop.stop_because(format!("the scenario's script: {}", problems.join("; ")));
+            return None;
+        }
+    };
+    if program.exports("setup") {
+        let started = Instant::now();
+        let result = engine.run_export("setup", None);
+        let ns = started.elapsed().as_nanos() as u64;
+        match result {
+            Ok(data) => {
+                calls.record("setup", ns, CallEnd::Returned);
+                plan.script_data = data;
+            }
+            Err(e) => {
+                calls.record("setup", ns, CallEnd::Threw(&e.to_string()));
+                stop.stop_because(format!("setup() failed: {e}"));
+            }
+        }
+    }
+    Some(engine)
+}
+
+/// The script's `teardown(data)`, once after the load.
+fn teardown(engine: &headroom_js::Worker, plan: &Plan, calls: &mut crate::metrics::ScriptStats) {
+    use crate::metrics::scripts::CallEnd;
+    if !plan.scripts.as_ref().is_some_and(|p| p.exports("teardown")) {
+        return;
+    }
+    let started = Instant::now();
+    let result = engine.run_export("teardown", plan.script_data.as_deref());
+    let ns = started.elapsed().as_nanos() as u64;
+    match result {
+        Ok(_) => calls.record("teardown", ns, CallEnd::Returned),
+        Err(e) => calls.record("teardown", ns, CallEnd::Threw(&e.to_string())),
     }
 }
 

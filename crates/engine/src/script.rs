@@ -81,8 +81,18 @@ pub(crate) struct Script {
     /// (buffers reused from one request to the next).
     pub captured: Captured,
     at: Position,
-    /// In a session: a frame per level of nested steps (repeat, choice).
+    /// In a session: a frame per level of nested steps (repeat, choice,
+    /// if, while).
     frames: Vec<Frame>,
+    /// The user's variables object in the worker's script engine (a plan
+    /// with scripts).
+    js: Option<headroom_js::User>,
+    /// The last response's status (0: none yet, or it failed without
+    /// one): what scripts read as `ctx.response.status`.
+    last_status: u16,
+    /// An `after` hook asked to end the iteration or the user: taken at
+    /// the next step.
+    pending: headroom_js::Flow,
 }
 
 impl Script {
@@ -95,6 +105,9 @@ impl Script {
             captured: Captured::default(),
             at: Position::Idle,
             frames: Vec::new(),
+            js: shared.js.as_ref().map(|w| w.user()),
+            last_status: 0,
+            pending: headroom_js::Flow::Continue,
         }
     }
 
@@ -105,6 +118,11 @@ impl Script {
         self.vars.clear();
         self.feeder_cursors.iter_mut().for_each(|c| *c = 0);
         self.at = Position::Idle;
+        self.last_status = 0;
+        self.pending = headroom_js::Flow::Continue;
+        if let Some(js) = &mut self.js {
+            js.reset();
+        }
     }
 
     /// An iteration is under way (its steps are not all done).
@@ -158,19 +176,29 @@ impl Script {
             feeder_cursors,
             at,
             frames,
+            js,
+            captured,
+            last_status,
+            pending,
             ..
         } = self;
-        let action = match at {
-            Position::Idle => Action::Done,
-            Position::Mix(pending) => pending.take().map_or(Action::Done, Action::Request),
-            Position::Session(pick) => {
+        let action = match (std::mem::take(pending), at) {
+            (headroom_js::Flow::EndUser, _) => Action::Stop,
+            (headroom_js::Flow::EndIteration, _) | (_, Position::Idle) => Action::Done,
+            (_, Position::Mix(pending)) => pending.take().map_or(Action::Done, Action::Request),
+            (_, Position::Session(pick)) => {
                 let Flow::Sessions(sessions) = &shared.plan.flow else {
                     unreachable!("a session iteration runs a plan of sessions");
                 };
                 let root = &sessions[*pick].steps;
-                next_step(shared, root, frames, now, |i| {
-                    feed(shared, i, vars, feeder_cursors)
-                })
+                let mut effects = Effects {
+                    vars,
+                    feeder_cursors,
+                    js,
+                    captured,
+                    status: *last_status,
+                };
+                next_step(shared, root, frames, now, &mut effects)
             }
         };
         if matches!(action, Action::Done) {
@@ -212,13 +240,22 @@ impl Script {
     /// Request `spec` for this send, to `target` on `host`, with this
     /// user's variables (see [`RequestSpec::render`]), into `out`.
     pub fn write_request(
-        &self,
+        &mut self,
         shared: &Shared,
         spec: &RequestSpec,
         (target, host): (&str, &str),
         (keep_alive, cookie): (bool, Option<&str>),
         out: &mut Vec<u8>,
     ) -> Result<Wire, ErrorClass> {
+        if let Some(code) = spec.before {
+            return self.write_scripted(
+                shared,
+                (spec, code),
+                (target, host),
+                (keep_alive, cookie),
+                out,
+            );
+        }
         let mut rng = shared.rng.borrow_mut();
         spec.render(
             &mut self.scope(&mut rng),
@@ -228,6 +265,76 @@ impl Script {
             cookie,
             out,
         )
+    }
+
+    /// Request `spec` as its `before` hook (script code `code`) leaves it:
+    /// rendered into parts, handed to the script, then written. A hook
+    /// that fails sends nothing (`script_error`).
+    fn write_scripted(
+        &mut self,
+        shared: &Shared,
+        (spec, code): (&RequestSpec, usize),
+        (target, host): (&str, &str),
+        (keep_alive, cookie): (bool, Option<&str>),
+        out: &mut Vec<u8>,
+    ) -> Result<Wire, ErrorClass> {
+        let scheme = if shared.plan.tls.is_some() {
+            "https"
+        } else {
+            "http"
+        };
+        let origin = format!("{scheme}://{host}");
+        let mut request = {
+            let mut rng = shared.rng.borrow_mut();
+            let mut scope = self.scope(&mut rng);
+            spec.parts(&mut scope, &origin, target, cookie)
+        };
+        let Script { vars, js, .. } = self;
+        let mut effects = Effects {
+            vars,
+            feeder_cursors: &mut [],
+            js,
+            captured: &Captured::default(),
+            status: 0,
+        };
+        let called = effects.js(shared, code, Some(&mut request));
+        let Some(called) = called else {
+            return Err(ErrorClass::ScriptError);
+        };
+        self.pending = called.flow;
+        // The path and query may change; the origin was chosen already.
+        let target = match request.url.strip_prefix(&origin) {
+            Some(rest) if rest.is_empty() || rest.starts_with('/') || rest.starts_with('?') => rest,
+            _ if request.url.starts_with('/') => request.url.as_str(),
+            _ => {
+                let message = format!(
+                    "a before hook may change the URL's path and query, not its origin (`{}`)",
+                    request.url
+                );
+                let label = &shared.js.as_ref().expect("a plan with scripts").labels()[code];
+                shared.recorder.borrow_mut().scripts().record(
+                    label,
+                    0,
+                    crate::metrics::scripts::CallEnd::Threw(&message),
+                );
+                return Err(ErrorClass::ScriptError);
+            }
+        };
+        out.clear();
+        let sets_host = request
+            .headers
+            .iter()
+            .any(|(k, _)| k.eq_ignore_ascii_case("host"));
+        let host = (!sets_host).then_some(host);
+        let mut head = headroom_http::RequestWriter::start(out, &request.method, target, host);
+        for (name, value) in &request.headers {
+            head.header(name, |out| out.extend_from_slice(value.as_bytes()));
+        }
+        head.finish(keep_alive, |out| {
+            out.extend_from_slice(request.body.as_bytes())
+        })
+        .map_err(|_| ErrorClass::InvalidHeaderValue)?;
+        Ok(Wire::Rendered)
     }
 
     /// Status expectation, checks, extractions and cookies for the
@@ -251,10 +358,56 @@ impl Script {
                 .borrow_mut()
                 .limit_reached(index, LimitReached::BodyCapture, 1);
         }
+        self.last_status = status;
         outcome.error = spec.expect.check(status);
-        if spec.checks.is_empty() && spec.extracts.is_empty() {
-            return;
+        if !spec.checks.is_empty() || !spec.extracts.is_empty() {
+            self.checks_and_extractions(shared, spec, status, (intended, done), outcome);
         }
+        if let Some((code, check)) = spec.after {
+            self.after_hook(shared, (code, check), status, outcome);
+        }
+    }
+
+    /// A request's `after` hook: a failure it reports (or a throw) fails
+    /// the request's check of the hook, unless it failed already.
+    fn after_hook(
+        &mut self,
+        shared: &Shared,
+        (code, check): (usize, u32),
+        status: u16,
+        outcome: &mut Outcome,
+    ) {
+        let Script {
+            vars, js, captured, ..
+        } = self;
+        let mut effects = Effects {
+            vars,
+            feeder_cursors: &mut [],
+            js,
+            captured,
+            status,
+        };
+        let failed = match effects.js(shared, code, None) {
+            Some(called) => {
+                self.pending = called.flow;
+                called.failed.is_some()
+            }
+            None => true,
+        };
+        if failed && outcome.error.is_none() {
+            outcome.error = Some(ErrorClass::CheckFailed);
+            outcome.failed_check = Some(check);
+        }
+    }
+
+    fn checks_and_extractions(
+        &mut self,
+        shared: &Shared,
+        spec: &RequestSpec,
+        status: u16,
+        (intended, done): (Instant, Instant),
+        outcome: &mut Outcome,
+    ) {
         let latency = done.saturating_duration_since(intended);
         let view = ResponseView::new(status, &self.captured, latency);
         if outcome.error.is_none() {
@@ -289,7 +442,7 @@ fn next_step<'p>(
     root: &'p [Step],
     frames: &mut Vec<Frame>,
     now: Instant,
-    mut feed: impl FnMut(usize) -> bool,
+    effects: &mut Effects,
 ) -> Action<'p> {
     loop {
         let Some(depth) = frames.len().checked_sub(1) else {
@@ -304,6 +457,19 @@ fn next_step<'p>(
             };
             let holder = &steps_at(root, &frames[..parent])[frames[parent].at];
             let frame = &mut frames[parent];
+            if let Step::While { cond, max, .. } = holder {
+                frame.round += 1;
+                if frame.round < *max {
+                    match effects.condition(shared, *cond) {
+                        Ok(true) => {
+                            frames.push(Frame::first(now));
+                            continue;
+                        }
+                        Ok(false) => {}
+                        Err(end) => return end,
+                    }
+                }
+            }
             if let Step::Repeat { times, every, .. } = holder {
                 frame.round += 1;
                 if frame.round < *times {
@@ -361,10 +527,35 @@ fn next_step<'p>(
             }
             Step::Feed(i) => {
                 frame.at += 1;
-                if !feed(*i) {
+                if !effects.feed(shared, *i) {
                     return Action::Stop;
                 }
             }
+            Step::Js(code) => {
+                frame.at += 1;
+                match effects.js(shared, *code, None).map(|c| c.flow) {
+                    Some(headroom_js::Flow::Continue) => {}
+                    Some(headroom_js::Flow::EndUser) => return Action::Stop,
+                    // A step that failed ends its iteration.
+                    Some(headroom_js::Flow::EndIteration) | None => return Action::Done,
+                }
+            }
+            Step::If { cond, .. } => match effects.condition(shared, *cond) {
+                Ok(holds) => {
+                    frame.branch = usize::from(!holds);
+                    frames.push(Frame::first(now));
+                }
+                Err(end) => return end,
+            },
+            Step::While { max: 0, .. } => frame.at += 1,
+            Step::While { cond, .. } => match effects.condition(shared, *cond) {
+                Ok(true) => {
+                    frame.round = 0;
+                    frames.push(Frame::first(now));
+                }
+                Ok(false) => frame.at += 1,
+                Err(end) => return end,
+            },
             Step::Socket(step) => {
                 frame.at += 1;
                 return Action::Socket(step);
@@ -380,8 +571,80 @@ fn steps_at<'p>(root: &'p [Step], outer: &[Frame]) -> &'p [Step] {
         .fold(root, |list, frame| match &list[frame.at] {
             Step::Repeat { steps, .. } => steps,
             Step::Choice(branches) => &branches[frame.branch].1,
-            other => unreachable!("a frame leads into a repeat or a choice, not {other:?}"),
+            Step::If { then, .. } if frame.branch == 0 => then,
+            Step::If { otherwise, .. } => otherwise,
+            Step::While { steps, .. } => steps,
+            other => unreachable!("a frame leads into nested steps, not {other:?}"),
         })
+}
+
+/// What a session's steps may touch beside their place: the user's
+/// variables and feeder positions, its script engine object, and the last
+/// response.
+struct Effects<'a> {
+    vars: &'a mut Vars,
+    feeder_cursors: &'a mut [u64],
+    js: &'a mut Option<headroom_js::User>,
+    captured: &'a Captured,
+    status: u16,
+}
+
+impl Effects<'_> {
+    fn feed(&mut self, shared: &Shared, index: usize) -> bool {
+        feed(shared, index, self.vars, self.feeder_cursors)
+    }
+
+    /// Runs script code `code` for this user, counted under its label;
+    /// `None` when it failed (the failure counted, with where and why).
+    fn js(
+        &mut self,
+        shared: &Shared,
+        code: usize,
+        request: Option<&mut headroom_js::Request>,
+    ) -> Option<headroom_js::Called> {
+        use crate::metrics::scripts::CallEnd;
+        let worker = shared
+            .js
+            .as_ref()
+            .expect("a plan with scripts has an engine");
+        let user = self
+            .js
+            .as_mut()
+            .expect("a plan with scripts gives each user an object");
+        let response = (request.is_none()).then_some(headroom_js::Response {
+            status: self.status,
+            headers: &self.captured.headers,
+            body: &self.captured.body,
+        });
+        let result = worker.call(code, user, self.vars, response, request);
+        let label = &worker.labels()[code];
+        let mut recorder = shared.recorder.borrow_mut();
+        let scripts = recorder.scripts();
+        match result {
+            Ok(called) => {
+                let end = match &called.failed {
+                    Some(message) => CallEnd::Failed(message),
+                    None => CallEnd::Returned,
+                };
+                scripts.record(label, called.cpu_ns, end);
+                Some(called)
+            }
+            Err(e) => {
+                scripts.record(label, e.cpu_ns, CallEnd::Threw(&e.to_string()));
+                None
+            }
+        }
+    }
+
+    /// A condition's answer, or how the iteration ends instead (it failed,
+    /// or asked to end).
+    fn condition<'p>(&mut self, shared: &Shared, code: usize) -> Result<bool, Action<'p>> {
+        match self.js(shared, code, None) {
+            Some(c) if c.flow == headroom_js::Flow::Continue => Ok(c.truthy),
+            Some(c) if c.flow == headroom_js::Flow::EndUser => Err(Action::Stop),
+            _ => Err(Action::Done),
+        }
+    }
 }
 
 /// Takes the next row of feeder `index` into `vars`; `false` when it ran

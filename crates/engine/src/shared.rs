@@ -42,6 +42,9 @@ pub(crate) struct Shared {
     /// HTTP/2: each request without templates as HTTP/2 sends it, made on
     /// its first send (index = the plan's request).
     h2_requests: RefCell<Vec<Option<H2Request>>>,
+    /// The worker's script engine, when the plan has scripts (its users'
+    /// variables objects live in it).
+    pub js: Option<headroom_js::Worker>,
 }
 
 impl Shared {
@@ -93,6 +96,10 @@ impl Shared {
             connects: std::cell::Cell::new(id),
             origins: Origins::new(&plan, per_host_cap(&plan, id, workers)),
             h2_requests: RefCell::new(vec![None; plan.requests.len()]),
+            js: plan
+                .scripts
+                .as_ref()
+                .map(|program| script_engine(program, &plan, id)),
             plan,
         }
         .with_first_arrival()
@@ -269,4 +276,19 @@ impl Drop for InFlight<'_> {
             self.record(Instant::now(), &outcome);
         }
     }
+}
+
+/// Worker `id`'s script engine: the program was compiled when the plan was
+/// built, so it loads; its `Math.random` follows the program's seed (one
+/// stream per worker and shard), or a fresh one.
+fn script_engine(program: &headroom_js::Program, plan: &Plan, id: usize) -> headroom_js::Worker {
+    let seed = match program.seed {
+        Some(seed) => seed
+            .wrapping_add((id as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15))
+            .wrapping_add(u64::from(plan.shard.index) << 32),
+        None => fastrand::u64(..),
+    };
+    headroom_js::Worker::new(program, plan.script_data.as_deref(), seed).unwrap_or_else(|e| {
+        panic!("the scenario's scripts compiled when the plan was built, yet: {e:?}")
+    })
 }

@@ -580,6 +580,24 @@ pub fn with_header(request: &[u8], (name, value): (&str, &str), out: &mut Vec<u8
     out.extend_from_slice(&request[head_end..]);
 }
 
+/// An encoded request's header fields (request line left out) and body,
+/// as text: what a script sees of a request the plan encoded once.
+pub fn split_request(request: &[u8]) -> (Vec<(String, String)>, String) {
+    let head_end = request
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .unwrap_or(request.len());
+    let head = String::from_utf8_lossy(&request[..head_end]);
+    let headers = head
+        .split("\r\n")
+        .skip(1)
+        .filter_map(|line| line.split_once(':'))
+        .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
+        .collect();
+    let body = request.get(head_end + 4..).unwrap_or_default();
+    (headers, String::from_utf8_lossy(body).into_owned())
+}
+
 /// `n` in decimal, written into the end of `buf`.
 fn decimal(mut n: usize, buf: &mut [u8; 20]) -> &[u8] {
     let mut at = buf.len();

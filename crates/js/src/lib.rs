@@ -88,6 +88,9 @@ pub struct Program {
     pub file: Option<ScriptFile>,
     pub code: Vec<Code>,
     pub limits: Limits,
+    /// `Math.random`'s seed (each worker thread draws its own stream from
+    /// it); `None`: a fresh seed each run.
+    pub seed: Option<u64>,
 }
 
 /// Deepest JavaScript recursion, in bytes of the engine's stack: a runaway
@@ -217,8 +220,11 @@ impl User {
 
 /// One engine of a worker thread, its program loaded.
 pub struct Worker {
-    // Values of the engine first: they are dropped before it.
+    // Values of the engine first: they are dropped before it (QuickJS
+    // aborts on a value outliving its runtime).
     dispatch: Persistent<Function<'static>>,
+    /// The module's namespace, for `setup` and `teardown`.
+    namespace: Option<Persistent<Object<'static>>>,
     users: Persistent<Array<'static>>,
     view: Rc<ViewCell>,
     context: Context,
@@ -228,7 +234,7 @@ pub struct Worker {
     labels: Vec<String>,
     origins: Vec<String>,
     free: Rc<std::cell::RefCell<Vec<u32>>>,
-    next_slot: u32,
+    next_slot: std::cell::Cell<u32>,
 }
 
 /// The response a call may read, set only while the call runs.
@@ -320,10 +326,12 @@ impl Worker {
         let budget = Budget::new();
         let (runtime, context) = engine(&budget).map_err(one)?;
         let view = Rc::new(ViewCell::default());
-        let (dispatch, users) = context.with(|ctx| load(&ctx, program, data, seed, &view))?;
+        let (dispatch, users, namespace) =
+            context.with(|ctx| load(&ctx, program, data, seed, &view))?;
         Ok(Worker {
             dispatch,
             users,
+            namespace,
             view,
             context,
             _runtime: runtime,
@@ -339,7 +347,7 @@ impl Worker {
                 })
                 .collect(),
             free: Rc::default(),
-            next_slot: 0,
+            next_slot: std::cell::Cell::new(0),
         })
     }
 
@@ -349,10 +357,11 @@ impl Worker {
     }
 
     /// A new user's variables object.
-    pub fn user(&mut self) -> User {
+    pub fn user(&self) -> User {
         let slot = self.free.borrow_mut().pop().unwrap_or_else(|| {
-            self.next_slot += 1;
-            self.next_slot - 1
+            let slot = self.next_slot.get();
+            self.next_slot.set(slot + 1);
+            slot
         });
         let mut user = User {
             slot,
@@ -452,6 +461,49 @@ impl Worker {
         })
     }
 
+    /// Calls the file's exported `name` (`setup`, `teardown`) with `arg`
+    /// (JSON) under the same budgets; what it returned, as JSON.
+    pub fn run_export(&self, name: &str, arg: Option<&str>) -> Result<Option<String>, ScriptError> {
+        let budget = &self.budget;
+        budget
+            .deadline
+            .set(Some(Instant::now() + self.limits.call_time));
+        budget
+            .cap
+            .set(budget.used.get().saturating_add(self.limits.call_memory));
+        budget.interrupted.set(false);
+        budget.refused.set(false);
+        let result = self
+            .context
+            .with(|ctx| -> Result<Option<String>, (Option<String>, String)> {
+                let internal =
+                    |e: rquickjs::Error| (None, format!("headroom's script engine: {e}"));
+                let Some(namespace) = &self.namespace else {
+                    return Ok(None);
+                };
+                let namespace = namespace.clone().restore(&ctx).map_err(internal)?;
+                let Ok(f) = namespace.get::<_, Function>(name) else {
+                    return Ok(None);
+                };
+                let arg = match arg {
+                    Some(json) => ctx.json_parse(json).map_err(internal)?,
+                    None => Value::new_undefined(ctx.clone()),
+                };
+                let value: Value = f.call((arg,)).map_err(|e| self.thrown(&ctx, e))?;
+                let json = ctx
+                    .json_stringify(value)
+                    .map_err(|e| self.thrown(&ctx, e))?;
+                json.map(|s| s.to_string()).transpose().map_err(internal)
+            });
+        budget.deadline.set(None);
+        budget.cap.set(usize::MAX);
+        result.map_err(|(at, message)| ScriptError {
+            at: at.unwrap_or_else(|| name.to_string()),
+            message,
+            cpu_ns: 0,
+        })
+    }
+
     /// What a throw, an interrupt or a refused allocation was, and where.
     fn thrown(&self, ctx: &Ctx<'_>, e: rquickjs::Error) -> (Option<String>, String) {
         let caught = CaughtError::from_error(ctx, e);
@@ -487,13 +539,19 @@ fn thread_cpu_ns() -> u64 {
 
 /// The prelude, the module, each inline piece compiled to a function, and
 /// the dispatcher over them.
+type Loaded = (
+    Persistent<Function<'static>>,
+    Persistent<Array<'static>>,
+    Option<Persistent<Object<'static>>>,
+);
+
 fn load(
     ctx: &Ctx<'_>,
     program: &Program,
     data: Option<&str>,
     seed: u64,
     view: &Rc<ViewCell>,
-) -> Result<(Persistent<Function<'static>>, Persistent<Array<'static>>), Vec<String>> {
+) -> Result<Loaded, Vec<String>> {
     let one = |e: rquickjs::Error| vec![e.to_string()];
     stdlib::install(ctx, seed).map_err(one)?;
     let namespace = match &program.file {
@@ -528,6 +586,7 @@ fn load(
     Ok((
         Persistent::save(ctx, dispatch),
         Persistent::save(ctx, users),
+        namespace.map(|n| Persistent::save(ctx, n)),
     ))
 }
 
@@ -556,18 +615,16 @@ fn compile<'js>(
             } else {
                 code.clone()
             };
+            // One line before the code's first: its lines keep their numbers.
             let source = format!(
-                "(function (ctx) {{ const vars = ctx.vars, response = ctx.response, request = ctx.request, data = ctx.data;\n{body}\n}})"
+                "(function (ctx) {{ const vars = ctx.vars, response = ctx.response, request = ctx.request, data = ctx.data; {body}\n}})"
             );
             let mut options = EvalOptions::default();
             options.global = true;
             options.strict = false;
             options.filename = Some(origin.clone());
-            ctx.eval_with_options(source, options).map_err(|e| {
-                let e = located(ctx, e, origin, true);
-                // The wrapper's first line is not the user's.
-                e.replace(&format!("{origin}:2:"), &format!("{origin}:"))
-            })
+            ctx.eval_with_options(source, options)
+                .map_err(|e| located(ctx, e, origin, true))
         }
     }
 }

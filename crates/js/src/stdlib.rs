@@ -113,12 +113,14 @@ fn encode(ctx: &Ctx<'_>, bytes: &[u8], how: Option<&str>) -> Result<String> {
         "base64url" | "url" => b64::URL_SAFE.encode(bytes),
         "base64rawurl" | "rawurl" => b64::URL_SAFE_NO_PAD.encode(bytes),
         "rawstd" => b64::STANDARD_NO_PAD.encode(bytes),
-        other => return Err(Exception::throw_type(
-            ctx,
-            &format!(
+        other => {
+            return Err(Exception::throw_type(
+                ctx,
+                &format!(
                 "unknown output encoding `{other}` (hex, base64, base64url, base64rawurl, rawstd)"
             ),
-        )),
+            ))
+        }
     })
 }
 

@@ -42,6 +42,7 @@ fn shop(code: Vec<Code>) -> Program {
             call_time: Duration::from_millis(200),
             call_memory: 16 << 20,
         },
+        seed: None,
     }
 }
 
@@ -68,7 +69,7 @@ fn exports_are_listed_and_a_syntax_error_is_located() {
 
 #[test]
 fn pick_product_reads_the_response_and_sets_a_variable() {
-    let mut w = Worker::new(&shop(vec![export("pickProduct")]), None, 7).unwrap();
+    let w = Worker::new(&shop(vec![export("pickProduct")]), None, 7).unwrap();
     let mut user = w.user();
     let mut vars = Vars::default();
     let body = br#"{"products":[{"id":"a","stock":0},{"id":"b","stock":3}]}"#;
@@ -96,7 +97,6 @@ fn pick_product_reads_the_response_and_sets_a_variable() {
 #[test]
 fn sign_sets_headers_with_k6s_hmac() {
     let w = Worker::new(&shop(vec![export("sign")]), None, 7).unwrap();
-    let mut w = w;
     let mut user = w.user();
     let mut request = Request {
         method: "POST".into(),
@@ -127,7 +127,7 @@ fn stdlib_hex(bytes: &[u8]) -> String {
 
 #[test]
 fn variables_cross_both_ways_and_each_user_has_its_own() {
-    let mut w = Worker::new(&shop(vec![export("count")]), None, 7).unwrap();
+    let w = Worker::new(&shop(vec![export("count")]), None, 7).unwrap();
     let (mut a, mut b) = (w.user(), w.user());
     let (mut va, mut vb) = (Vars::default(), Vars::default());
     va.insert("n".into(), "41".into());
@@ -150,7 +150,7 @@ fn variables_cross_both_ways_and_each_user_has_its_own() {
 
 #[test]
 fn a_throw_is_located_at_its_line() {
-    let mut w = Worker::new(&shop(vec![export("boom")]), None, 7).unwrap();
+    let w = Worker::new(&shop(vec![export("boom")]), None, 7).unwrap();
     let mut user = w.user();
     let e = w
         .call(0, &mut user, &mut Vars::default(), None, None)
@@ -161,7 +161,7 @@ fn a_throw_is_located_at_its_line() {
 
 #[test]
 fn an_endless_loop_is_stopped_at_its_budget_and_the_engine_goes_on() {
-    let mut w = Worker::new(&shop(vec![export("spin"), export("count")]), None, 7).unwrap();
+    let w = Worker::new(&shop(vec![export("spin"), export("count")]), None, 7).unwrap();
     let mut user = w.user();
     let started = Instant::now();
     let e = w
@@ -177,7 +177,7 @@ fn an_endless_loop_is_stopped_at_its_budget_and_the_engine_goes_on() {
 
 #[test]
 fn a_call_that_allocates_without_end_is_refused_and_the_engine_goes_on() {
-    let mut w = Worker::new(&shop(vec![export("hog"), export("count")]), None, 7).unwrap();
+    let w = Worker::new(&shop(vec![export("hog"), export("count")]), None, 7).unwrap();
     let mut user = w.user();
     let e = w
         .call(0, &mut user, &mut Vars::default(), None, None)
@@ -199,7 +199,7 @@ fn inline_conditions_and_their_syntax_errors() {
         code: vec![cond("Number(vars.total) > 100")],
         ..Program::default()
     };
-    let mut w = Worker::new(&program, None, 1).unwrap();
+    let w = Worker::new(&program, None, 1).unwrap();
     let mut user = w.user();
     let mut vars = Vars::default();
     vars.insert("total".into(), "120.5".into());
@@ -224,7 +224,7 @@ fn setup_data_is_frozen_and_shared() {
         }],
         ..Program::default()
     };
-    let mut w = Worker::new(&program, Some(r#"{"token":"abc"}"#), 1).unwrap();
+    let w = Worker::new(&program, Some(r#"{"token":"abc"}"#), 1).unwrap();
     let mut user = w.user();
     let mut vars = Vars::default();
     w.call(0, &mut user, &mut vars, None, None).unwrap();
@@ -251,7 +251,7 @@ fn the_standard_library_matches_known_digests() {
         ..Program::default()
     };
     let run = |seed| {
-        let mut w = Worker::new(&program, None, seed).unwrap();
+        let w = Worker::new(&program, None, seed).unwrap();
         let mut user = w.user();
         let mut vars = Vars::default();
         w.call(0, &mut user, &mut vars, None, None).unwrap();
@@ -291,10 +291,28 @@ fn scripts_cannot_reach_files_or_the_environment() {
             }],
             ..Program::default()
         };
-        let mut w = Worker::new(&program, None, 1).unwrap();
+        let w = Worker::new(&program, None, 1).unwrap();
         let mut user = w.user();
         let mut vars = Vars::default();
         w.call(0, &mut user, &mut vars, None, None).unwrap();
         assert_eq!(vars["x"], "undefined", "{code}");
     }
+}
+
+#[test]
+fn setup_and_teardown_are_called_with_json() {
+    let program = Program {
+        file: Some(ScriptFile {
+            name: "t.js".into(),
+            source: "export function setup() { return { token: 'abc', n: 2 }; }\nexport function teardown(data) { if (data.n !== 2) throw new Error('no data'); }\n".into(),
+        }),
+        ..Program::default()
+    };
+    let w = Worker::new(&program, None, 1).unwrap();
+    let data = w.run_export("setup", None).unwrap().unwrap();
+    assert_eq!(data, r#"{"token":"abc","n":2}"#);
+    w.run_export("teardown", Some(&data)).unwrap();
+    let e = w.run_export("teardown", Some("{}")).unwrap_err();
+    assert_eq!(e.at, "t.js:2", "{e}");
+    assert_eq!(w.run_export("absent", None).unwrap(), None);
 }

@@ -14,11 +14,13 @@
 pub mod aggregate;
 pub mod histogram;
 mod recorder;
+pub mod scripts;
 pub mod spill;
 pub mod trace;
 pub mod wire;
 
 pub use recorder::{Interval, Outcome, Recorder, RequestCounts, WorkerReport};
+pub use scripts::ScriptStats;
 
 use hdrhistogram::Histogram;
 use std::ops::AddAssign;
@@ -63,6 +65,10 @@ pub enum ErrorClass {
     /// was not sent (it would have injected a header, ended the head early
     /// or been invalid).
     InvalidHeaderValue,
+    /// The request's `before` script threw, or ran past its time or
+    /// memory budget: the request was not sent. (An `after` script that
+    /// fails fails the request's check of that name: the server had it.)
+    ScriptError,
     /// HTTP/2: the server reset the stream with REFUSED_STREAM (it never
     /// reached the application), and it was not sent again.
     H2Refused,
@@ -138,7 +144,7 @@ pub enum ErrorClass {
 }
 
 impl ErrorClass {
-    pub const COUNT: usize = 39;
+    pub const COUNT: usize = 40;
     pub const ALL: [ErrorClass; Self::COUNT] = [
         Self::ConnectRefused,
         Self::ConnectTimeout,
@@ -154,6 +160,7 @@ impl ErrorClass {
         Self::MalformedResponse,
         Self::MalformedRequest,
         Self::InvalidHeaderValue,
+        Self::ScriptError,
         Self::H2Refused,
         Self::H2GoawayUnprocessed,
         Self::H2StreamReset,
@@ -202,6 +209,7 @@ impl ErrorClass {
             Self::MalformedResponse => "malformed_response",
             Self::MalformedRequest => "malformed_request",
             Self::InvalidHeaderValue => "invalid_header_value",
+            Self::ScriptError => "script_error",
             Self::H2Refused => "h2_refused",
             Self::H2GoawayUnprocessed => "h2_goaway_unprocessed",
             Self::H2StreamReset => "h2_stream_reset",
@@ -257,6 +265,7 @@ impl ErrorClass {
             Self::InvalidHeaderValue => {
                 "a rendered header value held a line break or control character: not sent"
             }
+            Self::ScriptError => "the request's before script failed: not sent (see scripts)",
             Self::H2Refused => "HTTP/2 stream refused by the server (REFUSED_STREAM), not retried",
             Self::H2GoawayUnprocessed => {
                 "HTTP/2 stream left unprocessed by the server's GOAWAY, not retried"
@@ -319,6 +328,7 @@ impl ErrorClass {
                 | Self::InvalidUrl
                 | Self::MalformedRequest
                 | Self::InvalidHeaderValue
+                | Self::ScriptError
                 | Self::H2Refused
                 | Self::H2GoawayUnprocessed
                 | Self::H2NotNegotiated
@@ -369,6 +379,8 @@ pub struct Stats {
     pub quic: QuicStats,
     /// WebSocket and server-sent-event streams (see [`SocketStats`]).
     pub sockets: SocketStats,
+    /// The scenario's scripts, per function (see [`ScriptStats`]).
+    pub scripts: ScriptStats,
 }
 
 /// What a run's WebSockets and server-sent-event streams carried, counted
@@ -637,6 +649,7 @@ impl Stats {
             limits_reached: [0; LimitReached::COUNT],
             quic: QuicStats::default(),
             sockets: SocketStats::default(),
+            scripts: ScriptStats::default(),
         }
     }
 
@@ -696,6 +709,7 @@ impl AddAssign<&Stats> for Stats {
             limits_reached,
             quic,
             sockets,
+            scripts,
         } = other;
         self.requests += requests;
         self.attempts += attempts;
@@ -716,6 +730,7 @@ impl AddAssign<&Stats> for Stats {
         add_counts(&mut self.limits_reached, limits_reached);
         self.quic += quic;
         self.sockets += sockets;
+        self.scripts += scripts;
     }
 }
 

@@ -190,6 +190,10 @@ impl Recorder {
     }
 
     /// The current second's socket counts, to add what just happened to.
+    pub fn scripts(&mut self) -> &mut crate::ScriptStats {
+        &mut self.current.stats.scripts
+    }
+
     pub fn sockets(&mut self) -> &mut crate::SocketStats {
         self.advance_to(Instant::now());
         &mut self.current.stats.sockets

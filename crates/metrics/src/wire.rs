@@ -40,6 +40,8 @@ pub struct StatsWire {
     pub limits_reached: Vec<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sockets: Option<SocketStats>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub scripts: BTreeMap<String, crate::scripts::FunctionWire>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -92,6 +94,7 @@ impl From<&Stats> for StatsWire {
             // QUIC's own counters stay in the final results (see above).
             quic: _,
             sockets: k,
+            scripts,
         } = s;
         StatsWire {
             requests: s.requests,
@@ -115,6 +118,7 @@ impl From<&Stats> for StatsWire {
             connection_events: s.connection_events.to_vec(),
             limits_reached: s.limits_reached.to_vec(),
             sockets: (!k.is_empty()).then(|| k.clone()),
+            scripts: scripts.to_wire(),
         }
     }
 }
@@ -153,6 +157,12 @@ impl StatsWire {
         if let Some(k) = &self.sockets {
             s.sockets = k.clone();
         }
+        s.scripts = crate::ScriptStats::from_wire(&self.scripts).map_err(|source| {
+            WireError::Histogram {
+                field: "scripts",
+                source,
+            }
+        })?;
         Ok(s)
     }
 }

@@ -57,6 +57,38 @@ pub struct RawScenario {
     /// `["HOST:PORT:ADDRESS"]`, or a table `{ "HOST:PORT" = "ADDRESS" }`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resolve: Option<RawRoutes>,
+    /// `[script]`: the JavaScript file whose exported functions steps
+    /// (`js`) and hooks (`before`, `after`) call, and the budgets of a call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub script: Option<RawScript>,
+}
+
+/// `[script]`: a JavaScript module next to the scenario, and what one call
+/// of a script may take.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawScript {
+    /// The module (relative to the scenario): its exported functions are
+    /// what `js`, `before` and `after` name; `setup()` runs once before
+    /// the load (its return value is every user's `ctx.data`),
+    /// `teardown(data)` once after.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file: Option<String>,
+    /// Longest one call may run (default 100ms); past it the call is
+    /// stopped and counted as a script error.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<lenient::DurationText>")]
+    pub timeout: Option<String>,
+    /// Memory one call may add, in MiB (default 64); past it the call is
+    /// stopped and counted as a script error.
+    #[serde(default, with = "lenient", skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<lenient::Lenient<u32>>")]
+    pub memory_mib: Option<u32>,
+    /// Seed of `Math.random` and `crypto.uuidv4` (default: a fresh one
+    /// each run), so a run's random choices can be repeated.
+    #[serde(default, with = "lenient", skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<lenient::Lenient<u64>>")]
+    pub seed: Option<u64>,
 }
 
 /// `--connect-to` / `--resolve` rules in a scenario file: curl's strings,
@@ -515,6 +547,16 @@ pub struct RawRequest {
     /// Values taken from the response into the user's variables.
     #[serde(default, rename = "extract", skip_serializing_if = "Vec::is_empty")]
     pub extracts: Vec<RawExtract>,
+    /// Script run before each send: an exported function's name, or
+    /// statements. `ctx.request` (method, url, headers, body) may be
+    /// changed: a signature, a timestamp, a nonce.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub before: Option<String>,
+    /// Script run after each response (`ctx.response`): `ctx.fail(message)`
+    /// or `return false` fails the request as check `after: NAME`; it may
+    /// set variables (custom extraction).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after: Option<String>,
 }
 
 /// Exactly one of: `status`, `body_contains`, `body_regex`, `json_path`
@@ -597,7 +639,8 @@ pub struct RawSession {
 
 /// Exactly one of: `request` (a request's name), `think` ("1s" or a range
 /// "1s..3s"), `repeat` (with `steps`), `choice` (weighted branches),
-/// `feed` (a feeder's name: take its next row); on a socket: `ws` or `sse`
+/// `feed` (a feeder's name: take its next row), `js` (script), `if` (with
+/// `steps`, and `else`), `while` (with `steps`, and `max`); on a socket: `ws` or `sse`
 /// (open one), `send` / `send_binary` (a message), `expect` alone (wait
 /// for a message), `hold` (stay connected), `close` (with a code).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -614,9 +657,28 @@ pub struct RawStep {
     #[serde(default, with = "lenient", skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Option<lenient::Lenient<u32>>")]
     pub repeat: Option<u32>,
-    /// The steps `repeat` runs.
+    /// The steps `repeat`, `if` or `while` runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub steps: Option<Vec<RawStep>>,
+    /// Run script code: a function `[script] file` exports (called with
+    /// `ctx`), or statements (`vars.n = Number(vars.n) + 1`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub js: Option<String>,
+    /// A JavaScript condition (`vars`, `response`, `data` in scope): run
+    /// `steps` when it holds, else `else`.
+    #[serde(default, rename = "if", skip_serializing_if = "Option::is_none")]
+    pub if_: Option<String>,
+    /// With `if`: the steps run when it does not hold.
+    #[serde(default, rename = "else", skip_serializing_if = "Option::is_none")]
+    pub else_: Option<Vec<RawStep>>,
+    /// A JavaScript condition: run `steps` again while it holds (asked
+    /// before each round), at most `max` rounds.
+    #[serde(default, rename = "while", skip_serializing_if = "Option::is_none")]
+    pub while_: Option<String>,
+    /// With `while`: most rounds (default 100); the loop ends there.
+    #[serde(default, with = "lenient", skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<lenient::Lenient<u32>>")]
+    pub max: Option<u32>,
     /// Run one of these branches, picked by weight.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub choice: Option<Vec<RawBranch>>,

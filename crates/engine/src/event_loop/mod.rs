@@ -117,6 +117,10 @@ fn any_socket(steps: &[PlanStep]) -> bool {
         PlanStep::Socket(_) => true,
         PlanStep::Repeat { steps, .. } => any_socket(steps),
         PlanStep::Choice(branches) => branches.iter().any(|(_, b)| any_socket(b)),
+        PlanStep::If {
+            then, otherwise, ..
+        } => any_socket(then) || any_socket(otherwise),
+        PlanStep::While { steps, .. } => any_socket(steps),
         _ => false,
     })
 }
@@ -130,8 +134,13 @@ fn scripted(plan: &Plan) -> bool {
             && r.checks.is_empty()
             && r.extracts.is_empty()
             && r.capture == Default::default()
+            && r.before.is_none()
+            && r.after.is_none()
     });
-    !(matches!(plan.flow, Flow::Mix) && plain_requests && plan.feeders.is_empty())
+    !(matches!(plan.flow, Flow::Mix)
+        && plain_requests
+        && plan.feeders.is_empty()
+        && plan.scripts.is_none())
 }
 
 /// A scenario's user: its script, and the target rendered for the

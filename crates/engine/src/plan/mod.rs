@@ -106,6 +106,12 @@ pub struct Plan {
     /// (its merge needs them); otherwise they are not kept, so a long run's
     /// memory stays flat.
     pub keep_second_histograms: bool,
+    /// The scenario's scripts (`[script]`, `js`, `if`, `while`, `before`,
+    /// `after`): the code steps and hooks refer to by index.
+    pub scripts: Option<Arc<headroom_js::Program>>,
+    /// What the script's `setup()` returned, as JSON (set by the run, for
+    /// every user's `ctx.data`).
+    pub script_data: Option<String>,
 }
 
 /// HTTP/2 streams in flight per connection unless a plan says otherwise
@@ -231,6 +237,8 @@ impl Plan {
             checks: Vec::new(),
             extracts: Vec::new(),
             capture: Capture::default(),
+            before: None,
+            after: None,
         };
         Ok(Plan {
             endpoint,
@@ -262,6 +270,8 @@ impl Plan {
             max_streams: DEFAULT_MAX_STREAMS,
             zero_rtt: false,
             keep_second_histograms: false,
+            scripts: None,
+            script_data: None,
         })
     }
 
@@ -367,7 +377,11 @@ impl Plan {
                 Step::Repeat { steps, .. } => first(steps),
                 Step::Choice(branches) => branches.iter().find_map(|(_, s)| first(s)),
                 Step::Socket(socket::SocketStep::Open { handshake, .. }) => Some(*handshake),
-                Step::Think { .. } | Step::Feed(_) | Step::Socket(_) => None,
+                Step::If {
+                    then, otherwise, ..
+                } => first(then).or_else(|| first(otherwise)),
+                Step::While { steps, .. } => first(steps),
+                Step::Think { .. } | Step::Feed(_) | Step::Socket(_) | Step::Js(_) => None,
             })
         }
         match &self.flow {
@@ -560,6 +574,10 @@ impl Session {
                 Step::Feed(f) => *f == i,
                 Step::Repeat { steps, .. } => any(steps, i),
                 Step::Choice(branches) => branches.iter().any(|(_, b)| any(b, i)),
+                Step::If {
+                    then, otherwise, ..
+                } => any(then, i) || any(otherwise, i),
+                Step::While { steps, .. } => any(steps, i),
                 _ => false,
             })
         }
@@ -586,6 +604,22 @@ pub enum Step {
     Feed(usize),
     /// A step on the user's WebSocket or event stream.
     Socket(socket::SocketStep),
+    /// Run script code `plan.scripts.code[i]` (it may end the iteration
+    /// or the user).
+    Js(usize),
+    /// Run `then` when condition `cond` (script code) holds, else
+    /// `otherwise`.
+    If {
+        cond: usize,
+        then: Vec<Step>,
+        otherwise: Vec<Step>,
+    },
+    /// Run `steps` while condition `cond` holds, at most `max` rounds.
+    While {
+        cond: usize,
+        steps: Vec<Step>,
+        max: u32,
+    },
 }
 
 #[derive(Clone, Debug)]
@@ -612,6 +646,11 @@ pub struct RequestSpec {
     pub extracts: Vec<Extract>,
     /// What of the response the checks and extractions need.
     pub capture: Capture,
+    /// Script code run before each send (it may change the method, URL's
+    /// path, headers and body) and after each response (a failure it
+    /// reports fails check `after.1`, id `after.0`).
+    pub before: Option<usize>,
+    pub after: Option<(usize, u32)>,
 }
 
 /// The parts of a request that are rendered for each send.
@@ -625,6 +664,46 @@ pub struct RequestTemplate {
 impl RequestSpec {
     pub fn is_head(&self) -> bool {
         self.method.eq_ignore_ascii_case("HEAD")
+    }
+
+    /// This send's request in parts, as a `before` hook sees it: the URL
+    /// on `origin`, the headers and body rendered (the plan's encoded
+    /// request read back when it has no template), the cookie added.
+    pub fn parts(
+        &self,
+        scope: &mut Scope,
+        origin: &str,
+        target: &str,
+        cookie: Option<&str>,
+    ) -> headroom_js::Request {
+        let text = |t: &template::Template, scope: &mut Scope| {
+            let mut out = Vec::new();
+            t.render(scope, &mut out);
+            String::from_utf8(out)
+                .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
+        };
+        let (mut headers, body) = match &self.template {
+            Some(t) => (
+                t.headers
+                    .iter()
+                    .map(|(k, v)| (k.clone(), text(v, scope)))
+                    .collect(),
+                text(&t.body, scope),
+            ),
+            None => headroom_http::split_request(&self.encoded),
+        };
+        headers.retain(|(k, _)| {
+            !k.eq_ignore_ascii_case("host") && !k.eq_ignore_ascii_case("content-length")
+        });
+        if let Some(cookie) = cookie {
+            headers.push(("Cookie".into(), cookie.into()));
+        }
+        headroom_js::Request {
+            method: self.method.clone(),
+            url: format!("{origin}{target}"),
+            headers,
+            body,
+        }
     }
 
     /// The target rendered for this send, when it is a template (a path,

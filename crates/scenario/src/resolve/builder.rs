@@ -18,6 +18,8 @@ pub struct Builder<'a> {
     pub(super) problems: Problems<'a>,
     /// Largest feeder file read (`--max-feeder-size`).
     pub max_feeder_bytes: u64,
+    /// The scenario's scripts as its sections add code.
+    pub(super) scripts: super::scripts::Scripts,
 }
 
 impl<'a> Builder<'a> {
@@ -26,6 +28,7 @@ impl<'a> Builder<'a> {
             dir,
             problems: Problems::new(text),
             max_feeder_bytes: headroom_engine::plan::feeder::DEFAULT_MAX_FEEDER_BYTES,
+            scripts: Default::default(),
         }
     }
 

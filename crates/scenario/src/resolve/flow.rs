@@ -93,11 +93,28 @@ impl Builder<'_> {
         ];
         // `expect` alone waits; beside ws, sse or send it is theirs.
         kinds.push(st.expect.is_some() && !kinds[5..9].contains(&true));
+        kinds.extend([st.js.is_some(), st.if_.is_some(), st.while_.is_some()]);
         if kinds.iter().filter(|&&k| k).count() != 1 {
             self.problem(a, "steps", "steps", format!(
-                "session `{session}` step {n}: each step has exactly one of request, think, repeat (with steps), choice, feed, ws, sse, send, send_binary, expect, hold, close"
+                "session `{session}` step {n}: each step has exactly one of request, think, repeat (with steps), choice, feed, js, if (with steps), while (with steps), ws, sse, send, send_binary, expect, hold, close"
             ));
             return false;
+        }
+        if st.else_.is_some() && st.if_.is_none() {
+            self.problem(
+                a,
+                "else",
+                "else",
+                format!("session `{session}` step {n}: `else` goes with `if`"),
+            );
+        }
+        if st.max.is_some() && st.while_.is_none() {
+            self.problem(
+                a,
+                "max",
+                "max",
+                format!("session `{session}` step {n}: `max` goes with `while`"),
+            );
         }
         if st.every.is_some() && st.repeat.is_none() {
             self.problem(
@@ -116,12 +133,15 @@ impl Builder<'_> {
             );
         }
         // Socket steps are checked by their own builder.
-        if st.steps.is_some() && st.repeat.is_none() && !is_socket_step(st) {
+        let holds_steps = st.repeat.is_some() || st.if_.is_some() || st.while_.is_some();
+        if st.steps.is_some() && !holds_steps && !is_socket_step(st) {
             self.problem(
                 a,
                 "steps",
                 "steps",
-                format!("session `{session}` step {n}: `steps` goes with `repeat`"),
+                format!(
+                    "session `{session}` step {n}: `steps` goes with `repeat`, `if` or `while`"
+                ),
             );
         }
         true
@@ -176,6 +196,53 @@ impl Builder<'_> {
             format!("session `{session}` step {n}: no request named `{name}`{near}"),
         );
         None
+    }
+
+    /// An `if` (with `steps` and `else`) or a `while` (with `steps`,
+    /// bounded by `max`): its condition is script code.
+    fn control_step(
+        &mut self,
+        (session, n): (&str, &str),
+        st: &RawStep,
+        scenario: &RawScenario,
+        (feeders, sockets): (&[Arc<Feeder>], &SocketContext),
+    ) -> Option<Step> {
+        let a = Some(session);
+        let (key, cond) = match (&st.if_, &st.while_) {
+            (Some(c), _) => ("if", c),
+            (None, Some(c)) => ("while", c),
+            (None, None) => unreachable!("a control step has if or while"),
+        };
+        let Some(inner) = &st.steps else {
+            self.problem(
+                a,
+                key,
+                cond,
+                format!("session `{session}` step {n}: `{key}` needs `steps`"),
+            );
+            return None;
+        };
+        let origin = format!("session `{session}` step {n} ({key})");
+        let cond = self.script_code((a, key), cond, true, origin);
+        let inner_at = format!("{n}.");
+        let steps = self.steps((session, &inner_at), inner, scenario, (feeders, sockets));
+        if key == "while" {
+            return Some(Step::While {
+                cond,
+                steps,
+                max: st.max.unwrap_or(super::scripts::DEFAULT_WHILE_MAX),
+            });
+        }
+        let else_at = format!("{n}/else.");
+        let otherwise = match &st.else_ {
+            Some(e) => self.steps((session, &else_at), e, scenario, (feeders, sockets)),
+            None => Vec::new(),
+        };
+        Some(Step::If {
+            cond,
+            then: steps,
+            otherwise,
+        })
     }
 
     /// `prefix`: where these steps are in the session (`3.` inside step 3).
@@ -258,6 +325,11 @@ impl Builder<'_> {
                     })
                     .collect();
                 out.push(Step::Choice(branches));
+            } else if let Some(code) = &st.js {
+                let origin = format!("session `{session}` step {n}");
+                out.push(Step::Js(self.script_code((a, "js"), code, false, origin)));
+            } else if st.if_.is_some() || st.while_.is_some() {
+                out.extend(self.control_step((session, &n), st, scenario, (feeders, sockets)));
             } else if let Some(feed) = &st.feed {
                 match feeders.iter().position(|f| &f.name == feed) {
                     Some(idx) => out.push(Step::Feed(idx)),

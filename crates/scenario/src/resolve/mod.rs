@@ -28,6 +28,7 @@ mod flow;
 mod load;
 mod objectives;
 mod requests;
+mod scripts;
 mod sockets;
 
 pub use builder::Builder;
@@ -54,6 +55,7 @@ impl Builder<'_> {
         self.check_http_limits(&http);
         let (mut load, max_requests, graceful_stop) = self.load(raw.load.as_ref());
         let feeders = self.feeders(&raw.feeders);
+        self.script_section(raw);
         // Socket steps' handshakes and awaited messages are requests too,
         // after the file's own.
         let (socket_requests, socket_names) = self.socket_requests(raw);
@@ -77,7 +79,7 @@ impl Builder<'_> {
             ),
             None => Vec::new(),
         };
-        self.variables(raw, &feeders);
+        self.request_hooks(raw, &mut requests, &mut check_names);
         sockets::label_messages(&mut requests, &socket_names);
         let flow = self.flow(
             raw,
@@ -88,6 +90,8 @@ impl Builder<'_> {
                 default_within: request_timeout,
             },
         );
+        // After the flow: its script steps may set variables too.
+        self.variables(raw, &feeders);
         if let (Some(Load::Open(open)), Flow::Sessions(_)) = (&mut load, &flow) {
             open.users = true;
         }
@@ -100,6 +104,7 @@ impl Builder<'_> {
             .as_ref()
             .map(|l| self.events(&raw.events, l))
             .unwrap_or_default();
+        let scripts = self.script_program(&mut requests);
 
         let problems = std::mem::replace(&mut self.problems, Problems::new(""));
         problems.into_result(())?;
@@ -138,6 +143,8 @@ impl Builder<'_> {
                 .max_streams
                 .unwrap_or(headroom_engine::plan::DEFAULT_MAX_STREAMS),
             keep_second_histograms: false,
+            scripts,
+            script_data: None,
         };
         Ok(Scenario {
             plan,

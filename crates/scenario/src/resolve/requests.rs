@@ -283,6 +283,9 @@ impl Builder<'_> {
             checks,
             extracts,
             capture,
+            // Set by `request_hooks`.
+            before: None,
+            after: None,
         })
     }
 
@@ -490,6 +493,8 @@ impl Builder<'_> {
         for r in &raw.requests {
             known.extend(r.extracts.iter().map(|x| x.name.clone()));
         }
+        // Variables a script sets (`vars.name`, `vars["name"]`).
+        known.extend(self.script_variables());
         let mut seen = BTreeSet::new();
         for r in &raw.requests {
             let mut texts: Vec<&str> = Vec::new();

@@ -1,0 +1,224 @@
+//! `[script]` and the code steps and hooks run: the file read and compiled
+//! once here (a syntax error is a problem before any load, at its
+//! file:line:column), each `js`, `if`, `while`, `before` and `after` turned
+//! into a piece of the program the engine runs — a function the file
+//! exports, or code written inline.
+
+use super::builder::Builder;
+use crate::raw::{RawScenario, RawScript};
+use headroom_engine::plan::RequestSpec;
+use headroom_js::{Code, Limits, Program, ScriptFile};
+use std::sync::Arc;
+
+/// The program as the file's sections add to it.
+#[derive(Default)]
+pub(super) struct Scripts {
+    file: Option<ScriptFile>,
+    /// The functions the file exports.
+    exports: Vec<String>,
+    code: Vec<Code>,
+    limits: Limits,
+    seed: Option<u64>,
+    /// The file was given but could not be used (a problem says why):
+    /// names in it are not looked for.
+    broken: bool,
+}
+
+/// Most rounds of a `while` without a `max`.
+pub(super) const DEFAULT_WHILE_MAX: u32 = 100;
+
+fn is_identifier(text: &str) -> bool {
+    let mut chars = text.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_' || c == '$')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '$')
+}
+
+impl Builder<'_> {
+    /// `[script]`: the file read and compiled, the budgets.
+    pub(super) fn script_section(&mut self, raw: &RawScenario) {
+        let Some(section) = &raw.script else {
+            return;
+        };
+        let RawScript {
+            file,
+            timeout,
+            memory_mib,
+            seed,
+        } = section;
+        let mut scripts = Scripts {
+            seed: *seed,
+            ..Scripts::default()
+        };
+        if let Some(t) = timeout {
+            if let Some(d) = self.duration(Some("script"), "timeout", t) {
+                scripts.limits.call_time = d;
+            }
+        }
+        if let Some(mib) = memory_mib {
+            scripts.limits.call_memory = (*mib as usize) << 20;
+        }
+        if let Some(name) = file {
+            let path = self.path(name);
+            match std::fs::read_to_string(&path) {
+                Ok(source) => {
+                    let file = ScriptFile {
+                        name: name.clone(),
+                        source,
+                    };
+                    match headroom_js::exports(&file) {
+                        Ok(exports) => scripts.exports = exports,
+                        Err(e) => {
+                            scripts.broken = true;
+                            self.problem(Some("script"), "file", name, format!("script: {e}"));
+                        }
+                    }
+                    scripts.file = Some(file);
+                }
+                Err(e) => {
+                    scripts.broken = true;
+                    self.problem(
+                        Some("script"),
+                        "file",
+                        name,
+                        format!("script: cannot read {}: {e}", path.display()),
+                    );
+                }
+            }
+        }
+        self.scripts = scripts;
+    }
+
+    /// The piece of code `text` runs (a condition when `expression`),
+    /// written at `origin`: its index in the program.
+    pub(super) fn script_code(
+        &mut self,
+        (anchor, key): (Option<&str>, &str),
+        text: &str,
+        expression: bool,
+        origin: String,
+    ) -> usize {
+        let code = if !expression && is_identifier(text.trim()) {
+            let name = text.trim();
+            let scripts = &self.scripts;
+            if !scripts.exports.iter().any(|e| e == name) && !scripts.broken {
+                let message = match &scripts.file {
+                    Some(f) => format!(
+                        "{origin}: {} exports no function `{name}` (it exports: {})",
+                        f.name,
+                        if scripts.exports.is_empty() {
+                            "none".to_string()
+                        } else {
+                            scripts.exports.join(", ")
+                        }
+                    ),
+                    None => format!(
+                        "{origin}: `{name}` names a function, but there is no [script] file"
+                    ),
+                };
+                self.problem(anchor, key, name, message);
+            }
+            Code::Export(name.to_string())
+        } else {
+            Code::Inline {
+                code: text.to_string(),
+                expression,
+                origin,
+            }
+        };
+        let code_list = &mut self.scripts.code;
+        match code_list.iter().position(|c| *c == code) {
+            Some(i) => i,
+            None => {
+                code_list.push(code);
+                code_list.len() - 1
+            }
+        }
+    }
+
+    /// The variables the scripts name (`vars.name`, `vars["name"]`): what
+    /// templates may use beside feeders and extractions.
+    pub(super) fn script_variables(&self) -> Vec<String> {
+        let pattern =
+            regex::Regex::new(r#"vars\s*(?:\.\s*([A-Za-z_$][\w$]*)|\[\s*["']([^"']+)["']\s*\])"#)
+                .expect("a valid pattern");
+        let scripts = &self.scripts;
+        let texts =
+            scripts
+                .file
+                .iter()
+                .map(|f| f.source.as_str())
+                .chain(scripts.code.iter().filter_map(|c| match c {
+                    Code::Inline { code, .. } => Some(code.as_str()),
+                    Code::Export(_) => None,
+                }));
+        texts
+            .flat_map(|t| pattern.captures_iter(t).collect::<Vec<_>>())
+            .filter_map(|c| c.get(1).or_else(|| c.get(2)))
+            .map(|m| m.as_str().to_string())
+            .collect()
+    }
+
+    /// `before` and `after` of each request of the file: hooks, and the
+    /// check an `after` failure counts under.
+    pub(super) fn request_hooks(
+        &mut self,
+        raw: &RawScenario,
+        requests: &mut [RequestSpec],
+        check_names: &mut Vec<String>,
+    ) {
+        for (r, spec) in raw.requests.iter().zip(requests.iter_mut()) {
+            let anchor = Some(r.name.as_str());
+            if let Some(before) = &r.before {
+                let origin = format!("request `{}` before", r.name);
+                spec.before = Some(self.script_code((anchor, "before"), before, false, origin));
+            }
+            if let Some(after) = &r.after {
+                let origin = format!("request `{}` after", r.name);
+                let code = self.script_code((anchor, "after"), after, false, origin);
+                let label = self.scripts.code[code].label();
+                check_names.push(format!("after: {label}"));
+                spec.after = Some((code, (check_names.len() - 1) as u32));
+            }
+        }
+    }
+
+    /// The program, once every section added its code: each inline piece
+    /// compiled (its problems located by its text). Requests then keep
+    /// their response's headers and body for scripts to read.
+    pub(super) fn script_program(&mut self, requests: &mut [RequestSpec]) -> Option<Arc<Program>> {
+        let scripts = std::mem::take(&mut self.scripts);
+        if scripts.file.is_none() && scripts.code.is_empty() {
+            return None;
+        }
+        let program = Program {
+            file: scripts.file,
+            code: scripts.code,
+            limits: scripts.limits,
+            seed: scripts.seed,
+        };
+        if !scripts.broken {
+            if let Err(problems) = program.check() {
+                for p in problems {
+                    let needle = program
+                        .code
+                        .iter()
+                        .find_map(|c| match c {
+                            Code::Inline { code, origin, .. } if p.starts_with(origin.as_str()) => {
+                                Some(code.clone())
+                            }
+                            _ => None,
+                        })
+                        .unwrap_or_default();
+                    self.problem(None, "", &needle, format!("script: {p}"));
+                }
+            }
+        }
+        for spec in requests.iter_mut() {
+            spec.capture.headers = true;
+            spec.capture.body = true;
+        }
+        Some(Arc::new(program))
+    }
+}
