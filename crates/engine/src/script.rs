@@ -197,6 +197,7 @@ impl Script {
                     js,
                     captured,
                     status: *last_status,
+                    judging: false,
                 };
                 next_step(shared, root, frames, now, &mut effects)
             }
@@ -296,6 +297,7 @@ impl Script {
             js,
             captured: &Captured::default(),
             status: 0,
+            judging: false,
         };
         let called = effects.js(shared, code, Some(&mut request));
         let Some(called) = called else {
@@ -386,6 +388,7 @@ impl Script {
             js,
             captured,
             status,
+            judging: true,
         };
         let failed = match effects.js(shared, code, None) {
             Some(called) => {
@@ -587,6 +590,8 @@ struct Effects<'a> {
     js: &'a mut Option<headroom_js::User>,
     captured: &'a Captured,
     status: u16,
+    /// An `after` hook: a `false` it returns fails the request.
+    judging: bool,
 }
 
 impl Effects<'_> {
@@ -616,7 +621,8 @@ impl Effects<'_> {
             headers: &self.captured.headers,
             body: &self.captured.body,
         });
-        let result = worker.call(code, user, self.vars, response, request);
+        let judging = self.judging;
+        let result = worker.call_as(code, user, self.vars, (response, request), judging);
         let label = &worker.labels()[code];
         let mut recorder = shared.recorder.borrow_mut();
         let scripts = recorder.scripts();

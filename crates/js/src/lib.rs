@@ -308,12 +308,12 @@ const DISPATCH: &str = r#"(function (fns, users, native, data) {
     fail(message) { failure = String(message); },
   };
   Object.freeze(response);
-  return function (i, slot, request) {
+  return function (i, slot, request, judging) {
     flow = 0; failure = undefined; body = undefined; headers = undefined;
     ctx.vars = users[slot];
     ctx.request = request;
     const value = fns[i](ctx);
-    if (value === false && failure === undefined) failure = "returned false";
+    if (value === false && judging && failure === undefined) failure = "returned false";
     return [flow, !!value, failure];
   };
 })"#;
@@ -382,6 +382,19 @@ impl Worker {
         response: Option<Response<'_>>,
         request: Option<&mut Request>,
     ) -> Result<Called, ScriptError> {
+        self.call_as(code, user, vars, (response, request), false)
+    }
+
+    /// [`Worker::call`] for an `after` hook (`judging`): a `false` it
+    /// returns is a failure.
+    pub fn call_as(
+        &self,
+        code: usize,
+        user: &mut User,
+        vars: &mut Vars,
+        (response, request): (Option<Response<'_>>, Option<&mut Request>),
+        judging: bool,
+    ) -> Result<Called, ScriptError> {
         let started = thread_cpu_ns();
         self.view.set(response);
         let budget = &self.budget;
@@ -395,7 +408,7 @@ impl Worker {
         budget.refused.set(false);
         let result = self
             .context
-            .with(|ctx| self.run(&ctx, code, user, vars, request));
+            .with(|ctx| self.run(&ctx, (code, judging), user, vars, request));
         budget.deadline.set(None);
         budget.cap.set(usize::MAX);
         self.view.clear();
@@ -416,7 +429,7 @@ impl Worker {
     fn run(
         &self,
         ctx: &Ctx<'_>,
-        code: usize,
+        (code, judging): (usize, bool),
         user: &mut User,
         vars: &mut Vars,
         request: Option<&mut Request>,
@@ -439,7 +452,7 @@ impl Worker {
             None => None,
         };
         let dispatch = self.dispatch.clone().restore(ctx).map_err(internal)?;
-        let answer = dispatch.call::<_, Array>((code, user.slot, js_request.clone()));
+        let answer = dispatch.call::<_, Array>((code, user.slot, js_request.clone(), judging));
         let answer = match answer {
             Ok(a) => a,
             Err(e) => return Err(self.thrown(ctx, e)),

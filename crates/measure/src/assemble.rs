@@ -247,6 +247,7 @@ pub fn results(input: ResultsInput) -> Results {
         timeline: outcome.timeline.clone(),
         connections_opened: t.connections_opened(),
         connections: Connections::from_stats(t),
+        scripts: headroom_records::results::ScriptFunction::from_stats(&t.scripts),
         sockets: Sockets::from_stats(
             &t.sockets,
             &outcome.timeline,

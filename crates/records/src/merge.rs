@@ -114,6 +114,9 @@ pub fn merge(
             .map(|_| LatencySummary::from_histogram(&totals.send_lag)),
         waited_for_connection: sum_options(parts.iter().map(|r| r.waited_for_connection)),
         per_request,
+        scripts: crate::results::ScriptFunction::merge(
+            &parts.iter().map(|r| &r.scripts).collect::<Vec<_>>(),
+        ),
         sockets: Sockets::merge(
             &parts.iter().map(|r| r.sockets.as_ref()).collect::<Vec<_>>(),
             &timeline,

@@ -63,6 +63,12 @@ pub struct Results {
     /// each way, and how sockets closed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sockets: Option<Sockets>,
+    /// The scenario's scripts, per function or inline piece (and `setup`,
+    /// `teardown`): calls, errors with where and why, `after` failures,
+    /// and the generator CPU they took — to see when a script, not the
+    /// server, limits the run.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub scripts: BTreeMap<String, ScriptFunction>,
     /// How often a per-user memory bound was reached (each also warned
     /// about): bodies that reached the 1 MiB capture limit (checks saw their
     /// start), cookies not stored because the user's jar held 64.
@@ -221,6 +227,83 @@ impl std::ops::AddAssign<&Connections> for Connections {
         self.h3_goaway_unprocessed += h3_goaway_unprocessed;
         self.quic_0rtt_rejected += quic_0rtt_rejected;
         self.quic = QuicSummary::merge(self.quic.as_ref(), quic.as_ref());
+    }
+}
+
+/// One function's entry in `scripts` (see [`headroom_metrics::ScriptStats`]).
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
+pub struct ScriptFunction {
+    pub calls: u64,
+    /// Calls that threw, or were stopped at their time or memory budget.
+    pub errors: u64,
+    /// `after` hooks that reported a failure.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub failures: u64,
+    /// The generator CPU its calls took, all together (ms), and per call
+    /// (µs).
+    pub cpu_ms_total: f64,
+    pub cpu_us_mean: f64,
+    pub cpu_us_p99: f64,
+    pub cpu_us_max: f64,
+    /// Errors by `file:line: message` (at most 20 kinds; the rest under
+    /// "(other messages)").
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub error_messages: BTreeMap<String, u64>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub failure_messages: BTreeMap<String, u64>,
+    /// The CPU-time histogram (ns; HdrHistogram V2 + DEFLATE, base64), so
+    /// shards merge exactly.
+    pub cpu_ns_histogram: String,
+}
+
+impl ScriptFunction {
+    pub fn from_stats(s: &headroom_metrics::ScriptStats) -> BTreeMap<String, ScriptFunction> {
+        s.functions
+            .iter()
+            .map(|(name, f)| {
+                let h = &f.cpu_ns;
+                let us = |ns: u64| ns as f64 / 1000.0;
+                let total_ns = h.mean() * h.len() as f64;
+                let entry = ScriptFunction {
+                    calls: f.calls,
+                    errors: f.errors,
+                    failures: f.failures,
+                    cpu_ms_total: total_ns / 1e6,
+                    cpu_us_mean: h.mean() / 1000.0,
+                    cpu_us_p99: us(h.value_at_quantile(0.99)),
+                    cpu_us_max: us(h.max()),
+                    error_messages: f.error_messages.clone(),
+                    failure_messages: f.failure_messages.clone(),
+                    cpu_ns_histogram: headroom_metrics::histogram::to_base64(h),
+                };
+                (name.clone(), entry)
+            })
+            .collect()
+    }
+
+    /// Shards' entries added up (histograms merged exactly).
+    pub fn merge(parts: &[&BTreeMap<String, ScriptFunction>]) -> BTreeMap<String, ScriptFunction> {
+        let mut stats = headroom_metrics::ScriptStats::default();
+        for part in parts {
+            let wire = part
+                .iter()
+                .map(|(name, f)| {
+                    let w = headroom_metrics::scripts::FunctionWire {
+                        calls: f.calls,
+                        errors: f.errors,
+                        failures: f.failures,
+                        cpu_ns: f.cpu_ns_histogram.clone(),
+                        error_messages: f.error_messages.clone(),
+                        failure_messages: f.failure_messages.clone(),
+                    };
+                    (name.clone(), w)
+                })
+                .collect();
+            if let Ok(s) = headroom_metrics::ScriptStats::from_wire(&wire) {
+                stats += &s;
+            }
+        }
+        ScriptFunction::from_stats(&stats)
     }
 }
 

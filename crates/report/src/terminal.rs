@@ -389,8 +389,45 @@ fn write_tables(out: &mut dyn Write, r: &Results) -> io::Result<()> {
     Ok(())
 }
 
+/// The scripts' calls, errors and generator CPU, per function; each error
+/// with where it was thrown.
+fn write_scripts(out: &mut dyn Write, r: &Results) -> io::Result<()> {
+    writeln!(out)?;
+    writeln!(out, "Scripts (generator CPU per call, µs)")?;
+    let mut rows = vec![vec![
+        "Function".to_string(),
+        "Calls".into(),
+        "Errors".into(),
+        "Failures".into(),
+        "CPU ms".into(),
+        "Mean µs".into(),
+        "99% µs".into(),
+    ]];
+    for (name, f) in &r.scripts {
+        rows.push(vec![
+            name.clone(),
+            thousands(f.calls),
+            thousands(f.errors),
+            thousands(f.failures),
+            format!("{:.1}", f.cpu_ms_total),
+            format!("{:.1}", f.cpu_us_mean),
+            format!("{:.1}", f.cpu_us_p99),
+        ]);
+    }
+    write_table(out, &rows)?;
+    for (name, f) in &r.scripts {
+        for (message, n) in f.error_messages.iter().chain(&f.failure_messages) {
+            writeln!(out, "  {name}: {} × {message}", thousands(*n))?;
+        }
+    }
+    Ok(())
+}
+
 /// Sockets, events, the server watched, and the run's verdicts.
 fn write_seen(out: &mut dyn Write, r: &Results) -> io::Result<()> {
+    if !r.scripts.is_empty() {
+        write_scripts(out, r)?;
+    }
     if let Some(sockets) = &r.sockets {
         write_sockets(out, sockets)?;
     }

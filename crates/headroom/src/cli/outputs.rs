@@ -277,7 +277,14 @@ fn exit_code(results: &Results, outputs: &Outputs, breached: bool) -> i32 {
         .get(headroom_metrics::ErrorClass::NotSent.key())
         .copied()
         .unwrap_or(0);
-    let never_connected = t.total > not_sent && results.connections_opened == 0;
+    // Requests a `before` script stopped were never meant to connect.
+    let unsent_by_scripts = results
+        .summary
+        .errors
+        .get(headroom_metrics::ErrorClass::ScriptError.key())
+        .copied()
+        .unwrap_or(0);
+    let never_connected = t.total > not_sent + unsent_by_scripts && results.connections_opened == 0;
     let exit_code = if results.interrupted {
         exit_interrupted()
     } else if t.total > 0 && t.total == not_sent {

@@ -27,6 +27,7 @@ mod reports;
 mod router;
 mod ruby_servers;
 mod scenario;
+mod scripts;
 mod shards;
 mod sockets;
 mod study;

@@ -1,0 +1,379 @@
+//! Scripts in sessions against real servers: the shop (examples/shop, as
+//! written) against a server that verifies every signature, stock and
+//! checkout (`common/shop_server.py`), on HTTP/1.1 and HTTP/2, closed and
+//! open; control flow without functions; setup and teardown; faults
+//! contained, counted and located.
+
+use crate::common::{run, scenario_dir, ProcessGuard, Run};
+use serde_json::Value;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// `common/shop_server.py` on a free port; its counts read back.
+struct Shop {
+    _guard: ProcessGuard,
+    dir: tempfile::TempDir,
+    port: u16,
+}
+
+impl Shop {
+    fn start() -> Shop {
+        let dir = tempfile::tempdir().unwrap();
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/common/shop_server.py");
+        let port_file = dir.path().join("port");
+        // Debian's python3, where python3-h2 is installed.
+        let child = Command::new("/usr/bin/python3")
+            .arg(script)
+            .arg(&port_file)
+            .arg(dir.path().join("counts.json"))
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start the shop server (python3-h2)");
+        let guard = ProcessGuard { child };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let port = loop {
+            if let Ok(text) = std::fs::read_to_string(&port_file) {
+                break text.trim().parse().unwrap();
+            }
+            assert!(Instant::now() < deadline, "the shop server did not start");
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        Shop {
+            _guard: guard,
+            dir,
+            port,
+        }
+    }
+
+    fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    fn counts(&self) -> Value {
+        let text = std::fs::read_to_string(self.dir.path().join("counts.json")).unwrap();
+        serde_json::from_str(&text).unwrap()
+    }
+}
+
+fn shop_toml() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples/shop/shop.toml")
+}
+
+/// What every shop run must show: each request the server got was signed
+/// right, only in-stock products added, checkout exactly when the cart
+/// passed 100; headroom's counts equal the server's.
+fn assert_shop_exact(r: &Run, shop: &Shop, users: u64) {
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let c = shop.counts();
+    let results = r.results();
+    for key in [
+        "bad_signature",
+        "not_in_stock",
+        "added_over_100",
+        "early_checkout",
+    ] {
+        assert_eq!(c[key], 0, "{key}: {c}");
+    }
+    for (name, path) in [
+        ("products", "products"),
+        ("add", "cart"),
+        ("checkout", "checkout"),
+    ] {
+        let sent = &results["per_request"][name]["requests"];
+        assert_eq!(sent["total"], c[path], "{name}: {sent} vs the server's {c}");
+        assert_eq!(sent["ok"], c[path], "{name}: {sent}");
+    }
+    let (passed, checkouts) = (
+        c["passed_100"].as_u64().unwrap(),
+        c["checkouts"].as_u64().unwrap(),
+    );
+    assert!(checkouts > 0, "{c}");
+    // A cart that passed 100 is checked out in the same iteration, unless
+    // the run's end came between the two (at most once per user).
+    assert!(passed >= checkouts && passed - checkouts <= users, "{c}");
+    let scripts = &results["scripts"];
+    for f in ["pickProduct", "sign", "Number(vars.total) > 100"] {
+        assert_eq!(scripts[f]["errors"], 0, "{f}: {scripts}");
+        assert!(scripts[f]["calls"].as_u64().unwrap() > 0, "{f}: {scripts}");
+    }
+    // One signature per request that changes the cart.
+    assert_eq!(
+        scripts["sign"]["calls"].as_u64().unwrap(),
+        c["cart"].as_u64().unwrap() + c["checkout"].as_u64().unwrap()
+    );
+}
+
+#[test]
+fn the_shop_works_as_written_closed_on_http1_and_http2() {
+    for version in ["1.1", "2"] {
+        let shop = Shop::start();
+        let r = run(&[
+            shop_toml().to_str().unwrap(),
+            "--base-url",
+            &shop.url(),
+            "--vus",
+            "6",
+            "-d",
+            "3s",
+            "--http-version",
+            version,
+        ]);
+        assert_shop_exact(&r, &shop, 6);
+    }
+}
+
+#[test]
+fn the_shop_works_as_written_open_on_http1_and_http2() {
+    for version in ["1.1", "2"] {
+        let shop = Shop::start();
+        let r = run(&[
+            shop_toml().to_str().unwrap(),
+            "--base-url",
+            &shop.url(),
+            "--rate",
+            "100",
+            "-d",
+            "3s",
+            "--http-version",
+            version,
+        ]);
+        // Each arrival is a new user (a new cart): a single add over 100
+        // checks out; the stop may cut any arrival in flight.
+        assert_shop_exact(&r, &shop, 100);
+    }
+}
+
+/// `if`, `else` and `while` need no function: a counter in the user's
+/// variables drives a loop of requests, bounded by `max`.
+#[test]
+fn if_and_while_run_without_a_script_file() {
+    let target = crate::common::Target::start(1, 4);
+    let dir = scenario_dir(&[(
+        "s.toml",
+        &format!(
+            r#"base_url = "{}"
+[load]
+vus = 2
+iterations = 3
+[[request]]
+name = "loop"
+path = "/hello"
+[[request]]
+name = "big"
+path = "/hello?big"
+[[request]]
+name = "small"
+path = "/hello?small"
+[[request]]
+name = "capped"
+path = "/hello?capped"
+[[session]]
+name = "s"
+steps = [
+  {{ js = "vars.n = 0" }},
+  {{ while = "Number(vars.n) < 4", steps = [ {{ request = "loop" }}, {{ js = "vars.n = Number(vars.n) + 1" }} ] }},
+  {{ if = "vars.n == 4", steps = [ {{ request = "big" }} ], else = [ {{ request = "small" }} ] }},
+  {{ while = "true", max = 2, steps = [ {{ request = "capped" }} ] }},
+]
+"#,
+            target.url("")
+        ),
+    )]);
+    let r = run(&[dir.path().join("s.toml").to_str().unwrap()]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let results = r.results();
+    let total = |name: &str| results["per_request"][name]["requests"]["total"].as_u64();
+    // 2 users × 3 iterations: 4 loops, the `if` branch, 2 capped rounds each.
+    assert_eq!(total("loop"), Some(24));
+    assert_eq!(total("big"), Some(6));
+    assert_eq!(total("small"), Some(0), "{}", results["per_request"]);
+    assert_eq!(total("capped"), Some(12));
+}
+
+/// `setup()` runs once before the load and every user reads what it
+/// returned; `teardown(data)` runs once after.
+#[test]
+fn setup_data_reaches_every_user_and_teardown_runs_once() {
+    let target = crate::common::Target::start(1, 4);
+    let dir = scenario_dir(&[
+        (
+            "s.toml",
+            &format!(
+                r#"base_url = "{}"
+[script]
+file = "s.js"
+[load]
+vus = 3
+iterations = 2
+[[request]]
+name = "with_token"
+path = "/echo"
+headers = {{ "X-Token" = "{{{{token}}}}" }}
+after = "sawToken"
+[[session]]
+name = "s"
+steps = [ {{ js = "useData" }}, {{ request = "with_token" }} ]
+"#,
+                target.url("")
+            ),
+        ),
+        (
+            "s.js",
+            r#"export function setup() { return { token: "t-" + 42 }; }
+export function useData(ctx) { ctx.vars.token = ctx.data.token; }
+export function sawToken(ctx) {
+  if (!ctx.response.body.toLowerCase().includes("x-token: t-42")) ctx.fail("no token echoed");
+}
+export function teardown(data) { if (data.token !== "t-42") throw new Error("teardown saw " + JSON.stringify(data)); }
+"#,
+        ),
+    ]);
+    let r = run(&[dir.path().join("s.toml").to_str().unwrap()]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let results = r.results();
+    let s = &results["scripts"];
+    assert_eq!(s["setup"]["calls"], 1, "{s}");
+    assert_eq!(s["teardown"]["calls"], 1, "{s}");
+    assert_eq!(s["teardown"]["errors"], 0, "{s}");
+    assert_eq!(s["useData"]["calls"], 6, "{s}");
+    assert_eq!(s["sawToken"]["calls"], 6, "{s}");
+    // `failures` is left out at 0.
+    assert_eq!(s["sawToken"]["failures"], Value::Null, "{s}");
+    assert_eq!(results["requests"]["ok"], 6);
+}
+
+/// A step that throws on every 10th call: exactly that many script
+/// errors, located at the throw; the other iterations run on.
+#[test]
+fn a_throw_every_tenth_call_is_counted_exactly_with_its_line() {
+    let target = crate::common::Target::start(1, 4);
+    let dir = scenario_dir(&[
+        (
+            "s.toml",
+            &format!(
+                r#"base_url = "{}"
+[script]
+file = "s.js"
+[load]
+vus = 1
+iterations = 50
+[[request]]
+name = "hello"
+path = "/hello"
+[[session]]
+name = "s"
+steps = [ {{ js = "flaky" }}, {{ request = "hello" }} ]
+"#,
+                target.url("")
+            ),
+        ),
+        (
+            "s.js",
+            "export function flaky(ctx) {\n  ctx.vars.n = Number(ctx.vars.n || 0) + 1;\n  if (ctx.vars.n % 10 === 0) throw new Error(\"tenth\");\n}\n",
+        ),
+    ]);
+    let r = run(&[dir.path().join("s.toml").to_str().unwrap()]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let results = r.results();
+    let f = &results["scripts"]["flaky"];
+    assert_eq!(f["calls"], 50, "{f}");
+    assert_eq!(f["errors"], 5, "{f}");
+    assert_eq!(f["error_messages"]["s.js:3: Error: tenth"], 5, "{f}");
+    // A failed step ends its iteration: 45 requests, none failed.
+    assert_eq!(results["requests"]["total"], 45);
+    assert_eq!(results["requests"]["failed"], 0);
+    assert!(r.stdout.contains("s.js:3: Error: tenth"), "{}", r.stdout);
+}
+
+/// An endless loop and a 1 GB allocation are stopped at their budgets;
+/// the run finishes; a `before` hook that fails sends nothing and counts
+/// `script_error`.
+#[test]
+fn endless_loops_and_huge_allocations_are_stopped_and_located() {
+    let target = crate::common::Target::start(1, 4);
+    let dir = scenario_dir(&[
+        (
+            "s.toml",
+            &format!(
+                r#"base_url = "{}"
+[script]
+file = "s.js"
+timeout = "50ms"
+memory_mib = 32
+[load]
+vus = 2
+iterations = 3
+[[request]]
+name = "hello"
+path = "/hello"
+before = "hog"
+[[session]]
+name = "s"
+steps = [ {{ js = "spin" }}, {{ request = "hello" }} ]
+"#,
+                target.url("")
+            ),
+        ),
+        (
+            "s.js",
+            "export function spin(ctx) {\n  if (ctx.vars.spun) return;\n  ctx.vars.spun = 1;\n  for (;;) {}\n}\nexport function hog(ctx) {\n  const parts = [];\n  for (let i = 0; i < 1024; i++) parts.push(new Array(1 << 17).fill(i));\n}\n",
+        ),
+    ]);
+    let started = Instant::now();
+    let r = run(&[dir.path().join("s.toml").to_str().unwrap()]);
+    assert!(started.elapsed() < Duration::from_secs(60));
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let results = r.results();
+    let s = &results["scripts"];
+    // spin: the first call of each user loops and is stopped; its
+    // iteration ends; the later ones return.
+    assert_eq!(s["spin"]["calls"], 6, "{s}");
+    assert_eq!(s["spin"]["errors"], 2, "{s}");
+    let spin_messages = s["spin"]["error_messages"].to_string();
+    // Located in the file (QuickJS places an interrupted loop at or just
+    // before its line).
+    assert!(
+        spin_messages.contains("s.js:") && spin_messages.contains("time budget"),
+        "{s}"
+    );
+    assert_eq!(s["hog"]["errors"], 4, "{s}");
+    assert!(
+        s["hog"]["error_messages"]
+            .to_string()
+            .contains("memory budget"),
+        "{s}"
+    );
+    assert_eq!(results["requests"]["total"], 4);
+    assert_eq!(
+        results["errors"]["script_error"], 4,
+        "{}",
+        results["errors"]
+    );
+}
+
+/// A syntax error fails before any request, at file:line:column, exit 2.
+#[test]
+fn a_syntax_error_fails_before_any_load_with_its_place() {
+    let dir = scenario_dir(&[
+        (
+            "s.toml",
+            r#"base_url = "http://127.0.0.1:9"
+[script]
+file = "s.js"
+[[request]]
+name = "hello"
+path = "/hello"
+[[session]]
+name = "s"
+steps = [ { js = "f" }, { request = "hello" }, { if = "vars.x >", steps = [] } ]
+"#,
+        ),
+        ("s.js", "export function f(ctx) {\n  let x = ;\n}\n"),
+    ]);
+    let r = run(&[dir.path().join("s.toml").to_str().unwrap()]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(r.stderr.contains("s.js:2:"), "{}", r.stderr);
+    assert!(r.stderr.contains("SyntaxError"), "{}", r.stderr);
+    assert!(r.results.is_none(), "no run, no results");
+}
