@@ -196,8 +196,7 @@ pub fn run_at(
     let caller = stop;
     let stop = &StopSignal::new();
     stop.follow(caller);
-    let mut script_calls = crate::metrics::ScriptStats::default();
-    let scripts = setup(&mut plan, stop, &mut script_calls);
+    let scripts = ScriptRun::setup(&mut plan, stop);
     let (joined, start) = (start.joined(Instant::now()), start.at());
     let threads = plan.effective_threads();
     let plan = Arc::new(plan);
@@ -262,10 +261,7 @@ pub fn run_at(
         mut timeline,
         latency_intervals,
     } = aggregate.finish();
-    if let Some(engine) = scripts {
-        teardown(&engine, &plan, &mut script_calls);
-    }
-    total.scripts += &script_calls;
+    scripts.teardown(&plan, &mut total);
     set_offered(&plan, &mut timeline);
     RunOutcome {
         started_at,
@@ -287,56 +283,73 @@ pub fn run_at(
     }
 }
 
-/// The script's `setup()`, once before the load: what it returns becomes
-/// every user's `ctx.data`. A setup that fails stops the run before any
-/// request, saying why. The engine is kept for `teardown()`.
-fn setup(
-    plan: &mut Plan,
-    stop: &StopSignal,
-    calls: &mut crate::metrics::ScriptStats,
-) -> Option<headroom_js::Worker> {
-    use crate::metrics::scripts::CallEnd;
-    let program = plan.scripts.clone()?;
-    if !program.exports("setup") && !program.exports("teardown") {
-        return None;
-    }
-    let engine = match headroom_js::Worker::new(&program, None, program.seed.unwrap_or(0)) {
-        Ok(engine) => engine,
-        Err(problems) => {
-            stop.stop_because(format!("the scenario's script: {}", problems.join("; ")));
-            return None;
-        }
-    };
-    if program.exports("setup") {
-        let started = Instant::now();
-        let result = engine.run_export("setup", None);
-        let ns = started.elapsed().as_nanos() as u64;
-        match result {
-            Ok(data) => {
-                calls.record("setup", ns, CallEnd::Returned);
-                plan.script_data = data;
-            }
-            Err(e) => {
-                calls.record("setup", ns, CallEnd::Threw(&e.to_string()));
-                stop.stop_because(format!("setup() failed: {e}"));
-            }
-        }
-    }
-    Some(engine)
+/// The script's `setup()` and `teardown()` around the load, in an engine
+/// of their own, and what their calls cost.
+struct ScriptRun {
+    engine: Option<headroom_js::Worker>,
+    calls: crate::metrics::ScriptStats,
 }
 
-/// The script's `teardown(data)`, once after the load.
-fn teardown(engine: &headroom_js::Worker, plan: &Plan, calls: &mut crate::metrics::ScriptStats) {
-    use crate::metrics::scripts::CallEnd;
-    if !plan.scripts.as_ref().is_some_and(|p| p.exports("teardown")) {
-        return;
+impl ScriptRun {
+    /// `setup()`, once before the load: what it returns becomes every
+    /// user's `ctx.data`. A setup that fails stops the run before any
+    /// request, saying why.
+    fn setup(plan: &mut Plan, stop: &StopSignal) -> ScriptRun {
+        use crate::metrics::scripts::CallEnd;
+        let mut run = ScriptRun {
+            engine: None,
+            calls: Default::default(),
+        };
+        let Some(program) = plan.scripts.clone() else {
+            return run;
+        };
+        if !program.exports("setup") && !program.exports("teardown") {
+            return run;
+        }
+        let seed = program.seed.unwrap_or(0);
+        let engine = match headroom_js::Worker::new(&program, None, seed) {
+            Ok(engine) => engine,
+            Err(problems) => {
+                stop.stop_because(format!("the scenario's script: {}", problems.join("; ")));
+                return run;
+            }
+        };
+        if program.exports("setup") {
+            let started = Instant::now();
+            let result = engine.run_export("setup", None);
+            let ns = started.elapsed().as_nanos() as u64;
+            match result {
+                Ok(data) => {
+                    run.calls.record("setup", ns, CallEnd::Returned);
+                    plan.script_data = data;
+                }
+                Err(e) => {
+                    run.calls
+                        .record("setup", ns, CallEnd::Threw(&e.to_string()));
+                    stop.stop_because(format!("setup() failed: {e}"));
+                }
+            }
+        }
+        run.engine = Some(engine);
+        run
     }
-    let started = Instant::now();
-    let result = engine.run_export("teardown", plan.script_data.as_deref());
-    let ns = started.elapsed().as_nanos() as u64;
-    match result {
-        Ok(_) => calls.record("teardown", ns, CallEnd::Returned),
-        Err(e) => calls.record("teardown", ns, CallEnd::Threw(&e.to_string())),
+
+    /// `teardown(data)`, once after the load; the calls into `total`.
+    fn teardown(mut self, plan: &Plan, total: &mut crate::metrics::Stats) {
+        use crate::metrics::scripts::CallEnd;
+        let exports = plan.scripts.as_ref().is_some_and(|p| p.exports("teardown"));
+        if let (Some(engine), true) = (&self.engine, exports) {
+            let started = Instant::now();
+            let result = engine.run_export("teardown", plan.script_data.as_deref());
+            let ns = started.elapsed().as_nanos() as u64;
+            match result {
+                Ok(_) => self.calls.record("teardown", ns, CallEnd::Returned),
+                Err(e) => self
+                    .calls
+                    .record("teardown", ns, CallEnd::Threw(&e.to_string())),
+            }
+        }
+        total.scripts += &self.calls;
     }
 }
 

@@ -455,43 +455,10 @@ fn next_step<'p>(
         let Some(step) = list.get(frames[depth].at) else {
             // This list is done: the step holding it goes on.
             frames.pop();
-            let Some(parent) = frames.len().checked_sub(1) else {
-                return Action::Done;
-            };
-            let holder = &steps_at(root, &frames[..parent])[frames[parent].at];
-            let frame = &mut frames[parent];
-            if let Step::While { cond, max, .. } = holder {
-                frame.round += 1;
-                if frame.round < *max {
-                    match effects.condition(shared, *cond) {
-                        Ok(true) => {
-                            frames.push(Frame::first(now));
-                            continue;
-                        }
-                        Ok(false) => {}
-                        Err(end) => return end,
-                    }
-                }
+            match list_done(shared, root, frames, now, effects) {
+                Some(action) => return action,
+                None => continue,
             }
-            if let Step::Repeat { times, every, .. } = holder {
-                frame.round += 1;
-                if frame.round < *times {
-                    let started = frame.started;
-                    let round = frame.round;
-                    frames.push(Frame::first(now));
-                    // Rounds start on a fixed beat (a message rate), not
-                    // one after the other.
-                    if let Some(every) = every {
-                        let pause = (started + *every * round).saturating_duration_since(now);
-                        if !pause.is_zero() {
-                            return Action::Pause(pause);
-                        }
-                    }
-                    continue;
-                }
-            }
-            frame.at += 1;
-            continue;
         };
         let frame = &mut frames[depth];
         match step {
@@ -565,6 +532,55 @@ fn next_step<'p>(
             }
         }
     }
+}
+
+/// After the list of steps a frame ran is done: the step holding it goes
+/// on (a while's next round, a repeat's, or the step after it). `None`:
+/// look again at the frames.
+fn list_done<'p>(
+    shared: &Shared,
+    root: &'p [Step],
+    frames: &mut Vec<Frame>,
+    now: Instant,
+    effects: &mut Effects,
+) -> Option<Action<'p>> {
+    let Some(parent) = frames.len().checked_sub(1) else {
+        return Some(Action::Done);
+    };
+    let holder = &steps_at(root, &frames[..parent])[frames[parent].at];
+    let frame = &mut frames[parent];
+    if let Step::While { cond, max, .. } = holder {
+        frame.round += 1;
+        if frame.round < *max {
+            match effects.condition(shared, *cond) {
+                Ok(true) => {
+                    frames.push(Frame::first(now));
+                    return None;
+                }
+                Ok(false) => {}
+                Err(end) => return Some(end),
+            }
+        }
+    }
+    if let Step::Repeat { times, every, .. } = holder {
+        frame.round += 1;
+        if frame.round < *times {
+            let started = frame.started;
+            let round = frame.round;
+            frames.push(Frame::first(now));
+            // Rounds start on a fixed beat (a message rate), not
+            // one after the other.
+            if let Some(every) = every {
+                let pause = (started + *every * round).saturating_duration_since(now);
+                if !pause.is_zero() {
+                    return Some(Action::Pause(pause));
+                }
+            }
+            return None;
+        }
+    }
+    frame.at += 1;
+    None
 }
 
 /// The list of steps the innermost of `outer` frames leads into.

@@ -13,7 +13,7 @@
 
 use crate::results::{
     Connections, Histograms, LatencySummary, LimitsReached, Meta, RequestHistograms, Requests,
-    Results, ShardInfo, ShardInput, Sockets, Summary,
+    Results, ScriptFunction, ShardInfo, ShardInput, Sockets, Summary,
 };
 use hdrhistogram::Histogram;
 use headroom_metrics::aggregate::{RequestPoint, TimelinePoint};
@@ -114,9 +114,7 @@ pub fn merge(
             .map(|_| LatencySummary::from_histogram(&totals.send_lag)),
         waited_for_connection: sum_options(parts.iter().map(|r| r.waited_for_connection)),
         per_request,
-        scripts: crate::results::ScriptFunction::merge(
-            &parts.iter().map(|r| &r.scripts).collect::<Vec<_>>(),
-        ),
+        scripts: ScriptFunction::merge(&parts.iter().map(|r| &r.scripts).collect::<Vec<_>>()),
         sockets: Sockets::merge(
             &parts.iter().map(|r| r.sockets.as_ref()).collect::<Vec<_>>(),
             &timeline,

@@ -35,6 +35,7 @@ impl Builder<'_> {
                     "every request has weight 0: nothing to send".into(),
                 );
             }
+            self.variables(raw, feeders);
             return Flow::Mix;
         }
         let mut names = BTreeSet::new();
@@ -63,6 +64,8 @@ impl Builder<'_> {
                 steps,
             });
         }
+        // After the steps: script steps may set variables too.
+        self.variables(raw, feeders);
         if sessions.iter().all(|s| s.weight == 0) {
             self.problem(
                 None,

@@ -11,8 +11,8 @@
 use super::errors::{Problem, Problems};
 use super::raw::*;
 use headroom_engine::plan::{
-    Flow, HttpVersion, Load, Plan, DEFAULT_CONNECT_TIMEOUT, DEFAULT_GRACEFUL_STOP,
-    DEFAULT_REQUEST_TIMEOUT,
+    default_threads, Flow, HttpVersion, Load, Plan, DEFAULT_CONNECT_TIMEOUT, DEFAULT_GRACEFUL_STOP,
+    DEFAULT_MAX_STREAMS, DEFAULT_REQUEST_TIMEOUT,
 };
 use headroom_http::tls::{TlsClient, TlsOptions};
 use headroom_http::Endpoint;
@@ -79,7 +79,6 @@ impl Builder<'_> {
             ),
             None => Vec::new(),
         };
-        self.request_hooks(raw, &mut requests, &mut check_names);
         sockets::label_messages(&mut requests, &socket_names);
         let flow = self.flow(
             raw,
@@ -90,8 +89,6 @@ impl Builder<'_> {
                 default_within: request_timeout,
             },
         );
-        // After the flow: its script steps may set variables too.
-        self.variables(raw, &feeders);
         if let (Some(Load::Open(open)), Flow::Sessions(_)) = (&mut load, &flow) {
             open.users = true;
         }
@@ -125,10 +122,7 @@ impl Builder<'_> {
             connect_timeout,
             request_timeout,
             graceful_stop: graceful_stop.unwrap_or(DEFAULT_GRACEFUL_STOP),
-            threads: http
-                .threads
-                .unwrap_or_else(headroom_engine::plan::default_threads)
-                .max(1),
+            threads: http.threads.unwrap_or_else(default_threads).max(1),
             max_requests,
             stale_retry: http.stale_connection_retry.unwrap_or_default(),
             shard: Default::default(),
@@ -139,9 +133,7 @@ impl Builder<'_> {
             engine: Default::default(),
             http_version: http.version.map(|v| v.0).unwrap_or_default(),
             zero_rtt: http.zero_rtt.unwrap_or(false),
-            max_streams: http
-                .max_streams
-                .unwrap_or(headroom_engine::plan::DEFAULT_MAX_STREAMS),
+            max_streams: http.max_streams.unwrap_or(DEFAULT_MAX_STREAMS),
             keep_second_histograms: false,
             scripts,
             script_data: None,

@@ -193,6 +193,7 @@ impl Builder<'_> {
                 out.push(spec);
             }
         }
+        self.request_hooks(raw, &mut out, check_names);
         out
     }
 
