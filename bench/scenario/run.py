@@ -43,6 +43,7 @@ http {{
   client_body_temp_path {d}/body; proxy_temp_path {d}/proxy; fastcgi_temp_path {d}/fcgi;
   uwsgi_temp_path {d}/uwsgi; scgi_temp_path {d}/scgi;
   keepalive_requests 1000000;
+  map $request_id $cart_total {{ ~^[0-7] 60; default 120; }}
   server {{
     listen 127.0.0.1:{port} backlog=4096;
     location = /login {{
@@ -60,6 +61,20 @@ http {{
       if ($http_authorization !~ "^Bearer tok-") {{ return 401 '{{"ok":false}}\\n'; }}
       return 200 '{{"user":"$arg_user","ok":true,"plan":"pro","limits":{{"requests":1000,"storage_gb":50}},"tags":["a","b","c"]}}\\n';
     }}
+    # The shop flow (examples/shop): a product list, a cart whose total
+    # passes 100 on about half the adds, a checkout.
+    location = /products {{
+      default_type application/json;
+      return 200 '{{"products":[{{"id":"p0","name":"Product 0","price":10,"stock":0}},{{"id":"p1","name":"Product 1","price":17,"stock":0}},{{"id":"p2","name":"Product 2","price":24,"stock":1}},{{"id":"p3","name":"Product 3","price":31,"stock":3}},{{"id":"p4","name":"Product 4","price":38,"stock":7}},{{"id":"p5","name":"Product 5","price":45,"stock":0}},{{"id":"p6","name":"Product 6","price":52,"stock":0}},{{"id":"p7","name":"Product 7","price":59,"stock":1}},{{"id":"p8","name":"Product 8","price":66,"stock":3}},{{"id":"p9","name":"Product 9","price":73,"stock":7}},{{"id":"p10","name":"Product 10","price":80,"stock":0}},{{"id":"p11","name":"Product 11","price":87,"stock":0}}]}}';
+    }}
+    location = /cart {{
+      default_type application/json;
+      return 200 '{{"total":$cart_total}}';
+    }}
+    location = /checkout {{
+      default_type application/json;
+      return 200 '{{"ok":true}}';
+    }}
     location / {{ return 200 "hello from nginx\\n"; }}
   }}
 }}
@@ -70,13 +85,26 @@ http {{
 SESSIONS = {
     "shop": {"headroom": "headroom.toml", "k6": "k6.js", "locust": "locustfile.py",
              "jmeter": "jmeter.jmx"},
-    "api": {"headroom": "headroom-api.toml", "locust": "locustfile-api.py"},
+    # headroom-js: the same session with a script hook on every request.
+    "api": {"headroom": "headroom-api.toml", "headroom-js": "headroom-api-js.toml",
+            "locust": "locustfile-api.py"},
+    # examples/shop as written (a JavaScript step, an `if`, signed calls),
+    # Gatling's and Locust's the same flow in their own code.
+    "shop-js": {"headroom": "shop.toml", "gatling": "ShopSimulation.java",
+                "locust": "locustfile-shop.py"},
 }
+# Files a session's tools read beside their own.
+EXTRA = {"api": ["api-hooks.js"], "shop-js": ["../../examples/shop/shop.js"]}
+SOURCES = {"shop.toml": "../../examples/shop/shop.toml"}
 DESCRIBED = {
     "shop": "login form post, JSON token, 3 feeder GETs with the token, body checks, cookies",
     "api": "login form post, JSON token, 3 rounds of item + account with the token, "
            "a JSON-path check on every response, 7 requests, cookies",
+    "shop-js": "products, pick a random in-stock product (JSON, a script), add it signed "
+               "(HMAC-SHA256), check out signed when the cart passes 100",
 }
+GATLING_LIB = os.path.join(os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")),
+                           "headroom", "gatling-3.15.1", "lib")
 
 
 def free_port():
@@ -140,14 +168,19 @@ def main():
     headroom = os.path.abspath(a.headroom)
     tools = a.tools.split(",")
     files = SESSIONS[a.session]
-    missing = [t for t in tools if t in ("k6", "locust", "jmeter") and t not in files]
+    missing = [t for t in tools
+               if t in ("k6", "locust", "jmeter", "gatling", "headroom-js") and t not in files]
     if missing:
         sys.exit(f"session {a.session} has no script for {', '.join(missing)}")
     d = tempfile.mkdtemp(prefix="headroom-scenario-")
     work = os.path.join(d, "work")
     os.makedirs(work)
-    for f in files.values():
-        shutil.copy(os.path.join(HERE, f), work)
+    for f in list(files.values()) + EXTRA.get(a.session, []):
+        shutil.copy(os.path.join(HERE, SOURCES.get(f, f)), work)
+    if "gatling" in tools:
+        # Gatling 3 (.ci/gatling.sh): the simulation compiled once.
+        subprocess.run(["javac", "-cp", f"{GATLING_LIB}/*", "-d", os.path.join(work, "classes"),
+                        os.path.join(work, files["gatling"])], check=True)
     rnd = random.Random(7)
     with open(os.path.join(work, "data.csv"), "w") as f:
         f.write("user,item1,item2,item3\n")
@@ -163,12 +196,13 @@ def main():
         for r in range(1, a.rounds + 1):
             for tool in tools:
                 before_log, before_cpu = log_lines(d), children_cpu()
-                if tool in ("headroom", "headroom-tasks"):
+                if tool in ("headroom", "headroom-tasks", "headroom-js"):
                     # headroom-tasks: the same session on a tokio task per
                     # user (--engine tasks), against the event loop.
                     res = os.path.join(d, "r.json")
                     engine = "tasks" if tool == "headroom-tasks" else "auto"
-                    measured([headroom, "run", files["headroom"], "--threads", "1", "--quiet",
+                    file = files["headroom-js" if tool == "headroom-js" else "headroom"]
+                    measured([headroom, "run", file, "--threads", "1", "--quiet",
                               "--engine", engine, "--out", res], env, work)
                     got = json.load(open(res))
                     reqs, failed = got["requests"]["total"], got["requests"]["failed"]
@@ -194,6 +228,15 @@ def main():
                     stats = json.loads(out)
                     reqs = sum(s["num_requests"] for s in stats)
                     failed = sum(s["num_failures"] for s in stats)
+                elif tool == "gatling":
+                    # One JVM on one core; its start-up is in the figure.
+                    measured(["java", "-XX:ActiveProcessorCount=1", f"-Dport={port}",
+                              f"-Dusers={a.users}", f"-Dseconds={a.duration}",
+                              "-cp", f"{GATLING_LIB}/*:{work}/classes", "io.gatling.app.Gatling",
+                              "-s", "ShopSimulation", "-rf", os.path.join(d, "gatling"), "-nr"],
+                             env, work)
+                    time.sleep(0.3)
+                    reqs, failed = log_lines(d) - before_log, 0
                 elif tool == "jmeter":
                     jtl = os.path.join(d, "jmeter.jtl")
                     if os.path.exists(jtl):
@@ -229,6 +272,11 @@ def main():
         for peer in ("k6", "locust", "jmeter"):
             if peer in med and med[peer]:
                 lines.append(f"headroom / {peer}: {med['headroom'] / med[peer]:.1f}x")
+        if "gatling" in med and med["gatling"]:
+            lines.append(f"headroom / gatling: {med['headroom'] / med['gatling']:.1f}x")
+        if "headroom-js" in med:
+            lines.append(f"headroom with a script hook per request / declarative: "
+                         f"{med['headroom-js'] / med['headroom']:.2f}")
         if "headroom-bare" in med:
             lines.append(f"headroom scripted / its bare GET: {med['headroom'] / med['headroom-bare']:.2f}")
         if "headroom-tasks" in med and med["headroom-tasks"]:

@@ -299,8 +299,23 @@ fn load_module<'js>(ctx: &Ctx<'js>, file: &ScriptFile) -> Result<Object<'js>, St
 const DISPATCH: &str = r#"(function (fns, users, native, data) {
   let flow = 0, failure;
   let body, headers;
+  // Each user's variables are seen by scripts through a proxy that notes
+  // what they set or delete: only that crosses back to Rust, and reads go
+  // straight to the object. `users[slot]` is the object (Rust reads it),
+  // `proxies[slot]` what `ctx.vars` is; `objects[slot]` the names holding
+  // an object or array, which may change in place (always sent back).
+  const proxies = [], objects = [];
+  let changed = null;
+  const noting = {
+    set(target, k, v) {
+      if (target[k] !== v || typeof v === "object") { target[k] = v; (changed ??= []).push(k); }
+      return true;
+    },
+    deleteProperty(target, k) { delete target[k]; (changed ??= []).push(k); return true; },
+  };
+  let status = 0;
   const response = {
-    get status() { return native.status(); },
+    get status() { return status; },
     get headers() { return headers === undefined ? (headers = native.headers()) : headers; },
     get body() { return body === undefined ? (body = native.body()) : body; },
     json() { return JSON.parse(this.body); },
@@ -312,13 +327,43 @@ const DISPATCH: &str = r#"(function (fns, users, native, data) {
     fail(message) { failure = String(message); },
   };
   Object.freeze(response);
-  return function (i, slot, request, judging) {
-    flow = 0; failure = undefined; body = undefined; headers = undefined;
-    ctx.vars = users[slot];
+  // mode: 0 a step or before hook, 1 an after hook (false fails), 2 a
+  // condition (reads only). incoming: [name, value or null, ...] from Rust.
+  // The answer: a number (flow * 2 + truthy) when nothing else is to
+  // say, else [flow, truthy, failure, changed].
+  return function (i, slot, request, mode, fresh, incoming, answered) {
+    flow = 0; failure = undefined; body = undefined; headers = undefined; changed = null;
+    status = answered;
+    if (fresh) {
+      users[slot] = {};
+      proxies[slot] = new Proxy(users[slot], noting);
+      objects[slot] = [];
+    }
+    const vars = users[slot];
+    if (incoming !== null) {
+      for (let j = 0; j < incoming.length; j += 2) {
+        const k = incoming[j], v = incoming[j + 1];
+        if (v === null) delete vars[k]; else vars[k] = v;
+      }
+    }
+    ctx.vars = proxies[slot];
     ctx.request = request;
     const value = fns[i](ctx);
-    if (value === false && judging && failure === undefined) failure = "returned false";
-    return [flow, !!value, failure];
+    if (value === false && mode === 1 && failure === undefined) failure = "returned false";
+    if (mode === 2) return failure === undefined ? flow * 2 + (value ? 1 : 0) : [flow, !!value, failure, null];
+    const held = objects[slot];
+    if (held.length > 0) {
+      for (let j = 0; j < held.length; j++) (changed ??= []).push(held[j]);
+      held.length = 0;
+    }
+    if (changed !== null) {
+      for (let j = 0; j < changed.length; j++) {
+        const v = vars[changed[j]];
+        if (typeof v === "object" && v !== null && !held.includes(changed[j])) held.push(changed[j]);
+      }
+    }
+    if (changed === null && failure === undefined) return flow * 2 + (value ? 1 : 0);
+    return [flow, !!value, failure, changed];
   };
 })"#;
 
@@ -455,41 +500,63 @@ impl Worker {
         request: Option<&mut Request>,
     ) -> Result<Called, (Option<String>, String)> {
         let internal = |e: rquickjs::Error| (None, format!("headroom's script engine: {e}"));
-        let users = self.users.clone().restore(ctx).map_err(internal)?;
         let fresh = user.synced.remove("").is_some();
-        if fresh {
-            users
-                .set(
-                    user.slot as usize,
-                    Object::new(ctx.clone()).map_err(internal)?,
-                )
-                .map_err(internal)?;
-        }
-        let object: Object = users.get(user.slot as usize).map_err(internal)?;
-        sync_in(&object, &mut user.synced, vars).map_err(internal)?;
+        let incoming = incoming(ctx, &mut user.synced, vars).map_err(internal)?;
         let js_request = match &request {
             Some(r) => Some(request_in(ctx, r).map_err(internal)?),
             None => None,
         };
+        let mode = match (judging, self.conditions[code]) {
+            (_, true) => 2,
+            (true, false) => 1,
+            (false, false) => 0,
+        };
         let dispatch = self.dispatch.clone().restore(ctx).map_err(internal)?;
-        let answer = dispatch.call::<_, Array>((code, user.slot, js_request.clone(), judging));
-        let answer = match answer {
+        let status = self.view.status.get();
+        let args = (
+            code,
+            user.slot,
+            js_request.clone(),
+            mode,
+            fresh,
+            incoming,
+            status,
+        );
+        let answer = match dispatch.call::<_, Value>(args) {
             Ok(a) => a,
             Err(e) => return Err(self.thrown(ctx, e)),
         };
-        if !self.conditions[code] {
-            sync_out(ctx, &object, &mut user.synced, vars).map_err(internal)?;
+        let flow_of = |n: i32| match n {
+            1 => Flow::EndIteration,
+            2 => Flow::EndUser,
+            _ => Flow::Continue,
+        };
+        if let Some(n) = answer.as_int() {
+            // The common case: nothing changed, nothing failed.
+            if let (Some(r), Some(js)) = (request, js_request) {
+                request_out(&js, r).map_err(|e| (None, format!("ctx.request: {e}")))?;
+            }
+            return Ok(Called {
+                flow: flow_of(n / 2),
+                truthy: n % 2 == 1,
+                failed: None,
+                cpu_ns: 0,
+            });
+        }
+        let answer = answer
+            .into_array()
+            .ok_or_else(|| (None, "headroom's script engine: no answer".to_string()))?;
+        if let Some(changed) = answer.get::<Option<Vec<String>>>(3).map_err(internal)? {
+            let users = self.users.clone().restore(ctx).map_err(internal)?;
+            let object: Object = users.get(user.slot as usize).map_err(internal)?;
+            outgoing(ctx, &object, &changed, &mut user.synced, vars).map_err(internal)?;
         }
         if let (Some(r), Some(js)) = (request, js_request) {
             request_out(&js, r).map_err(|e| (None, format!("ctx.request: {e}")))?;
         }
         let flow: i32 = answer.get(0).map_err(internal)?;
         Ok(Called {
-            flow: match flow {
-                1 => Flow::EndIteration,
-                2 => Flow::EndUser,
-                _ => Flow::Continue,
-            },
+            flow: flow_of(flow),
             truthy: answer.get(1).map_err(internal)?,
             failed: answer.get(2).map_err(internal)?,
             cpu_ns: 0,
@@ -653,15 +720,10 @@ fn compile<'js>(
     }
 }
 
-/// `native.status()`, `.headers()`, `.body()`: the response of the call
-/// under way.
+/// `native.headers()` and `.body()`: the response of the call under way
+/// (its status is passed with each call).
 fn natives<'js>(ctx: &Ctx<'js>, view: &Rc<ViewCell>) -> rquickjs::Result<Object<'js>> {
     let native = Object::new(ctx.clone())?;
-    let v = view.clone();
-    native.set(
-        "status",
-        Function::new(ctx.clone(), move || v.status.get())?,
-    )?;
     let v = view.clone();
     let headers = move |ctx: Ctx<'js>| -> rquickjs::Result<Object<'js>> {
         let out = Object::new(ctx)?;
@@ -683,38 +745,55 @@ fn natives<'js>(ctx: &Ctx<'js>, view: &Rc<ViewCell>) -> rquickjs::Result<Object<
     Ok(native)
 }
 
-/// Rust's changes to the user's variables into the engine's object.
-fn sync_in(object: &Object<'_>, synced: &mut Vars, vars: &Vars) -> rquickjs::Result<()> {
+/// Rust's changes to the user's variables since the engine last saw them
+/// (an extraction, a feeder row), as `[name, value or null, ...]`; `null`
+/// when there are none (the common case: nothing crosses).
+fn incoming<'js>(ctx: &Ctx<'js>, synced: &mut Vars, vars: &Vars) -> rquickjs::Result<Value<'js>> {
+    let mut pairs: Vec<(String, Option<String>)> = Vec::new();
     for (k, v) in vars {
         if synced.get(k) != Some(v) {
-            object.set(k.as_str(), v.as_str())?;
             synced.insert(k.clone(), v.clone());
+            pairs.push((k.clone(), Some(v.clone())));
         }
     }
-    let gone: Vec<String> = synced
-        .keys()
-        .filter(|k| !vars.contains_key(*k))
-        .cloned()
-        .collect();
-    for k in gone {
-        object.remove(k.as_str())?;
-        synced.remove(&k);
+    if synced.len() > vars.len() || !pairs.is_empty() {
+        let gone: Vec<String> = synced
+            .keys()
+            .filter(|k| !vars.contains_key(*k))
+            .cloned()
+            .collect();
+        for k in gone {
+            synced.remove(&k);
+            pairs.push((k, None));
+        }
     }
-    Ok(())
+    if pairs.is_empty() {
+        return Ok(Value::new_null(ctx.clone()));
+    }
+    let array = Array::new(ctx.clone())?;
+    for (i, (k, v)) in pairs.into_iter().enumerate() {
+        array.set(2 * i, k)?;
+        match v {
+            Some(v) => array.set(2 * i + 1, v)?,
+            None => array.set(2 * i + 1, Value::new_null(ctx.clone()))?,
+        }
+    }
+    Ok(array.into_value())
 }
 
-/// The script's changes to its variables back into the user's: strings as
-/// they are, other values as JSON (numbers and booleans as JavaScript
-/// prints them); `undefined` or `null` removes one.
-fn sync_out<'js>(
+/// The variables a call changed (`changed`, found by the dispatcher) back
+/// into the user's: strings as they are, other values as JSON (numbers
+/// and booleans as JavaScript prints them); `undefined`, `null` or a
+/// deleted one removes it.
+fn outgoing<'js>(
     ctx: &Ctx<'js>,
     object: &Object<'js>,
+    changed: &[String],
     synced: &mut Vars,
     vars: &mut Vars,
 ) -> rquickjs::Result<()> {
-    let mut seen = 0;
-    for prop in object.props::<String, Value<'js>>() {
-        let (k, v) = prop?;
+    for k in changed {
+        let v: Value = object.get(k.as_str())?;
         let text = if let Some(s) = v.as_string() {
             Some(s.to_string()?)
         } else if v.is_undefined() || v.is_null() {
@@ -722,25 +801,16 @@ fn sync_out<'js>(
         } else {
             ctx.json_stringify(v)?.map(|s| s.to_string()).transpose()?
         };
-        let Some(text) = text else {
-            if vars.remove(&k).is_some() {
-                synced.remove(&k);
+        match text {
+            Some(text) => {
+                if synced.get(k) != Some(&text) {
+                    synced.insert(k.clone(), text.clone());
+                    vars.insert(k.clone(), text);
+                }
             }
-            continue;
-        };
-        seen += 1;
-        if synced.get(&k) != Some(&text) {
-            synced.insert(k.clone(), text.clone());
-            vars.insert(k, text);
-        }
-    }
-    if seen < synced.len() {
-        // A variable deleted in the script.
-        let keys: Vec<String> = synced.keys().cloned().collect();
-        for k in keys {
-            if !object.contains_key(k.as_str())? {
-                synced.remove(&k);
-                vars.remove(&k);
+            None => {
+                synced.remove(k);
+                vars.remove(k);
             }
         }
     }

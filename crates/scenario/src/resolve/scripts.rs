@@ -215,10 +215,82 @@ impl Builder<'_> {
                 }
             }
         }
+        let texts =
+            program
+                .file
+                .iter()
+                .map(|f| f.source.as_str())
+                .chain(program.code.iter().filter_map(|c| match c {
+                    Code::Inline { code, .. } => Some(code.as_str()),
+                    Code::Export(_) => None,
+                }));
+        let (headers, body) = texts
+            .map(response_reads)
+            .fold((false, false), |(h, b), (h2, b2)| (h || h2, b || b2));
         for spec in requests.iter_mut() {
-            spec.capture.headers = true;
-            spec.capture.body = true;
+            spec.capture.headers |= headers;
+            spec.capture.body |= body;
         }
         Some(Arc::new(program))
+    }
+}
+
+/// Whether scripts read the response's headers and its body: a response
+/// is kept for them only then (keeping both costs every request a copy).
+/// `response.status` needs neither; `response` used any other way (passed
+/// on, destructured) needs both.
+fn response_reads(text: &str) -> (bool, bool) {
+    let (mut headers, mut body) = (false, false);
+    for (at, _) in text.match_indices("response") {
+        let before = text[..at].chars().next_back();
+        if before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '$') {
+            continue;
+        }
+        let rest = text[at + "response".len()..].trim_start();
+        let Some(member) = rest.strip_prefix('.') else {
+            if rest.starts_with(|c: char| c.is_alphanumeric() || c == '_' || c == '$') {
+                continue; // a longer name: `responseTime`
+            }
+            return (true, true);
+        };
+        let member = member.trim_start();
+        let name: String = member
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_' || *c == '$')
+            .collect();
+        match name.as_str() {
+            "status" => {}
+            "headers" => headers = true,
+            "body" | "json" => body = true,
+            _ => return (true, true),
+        }
+    }
+    (headers, body)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::response_reads;
+
+    #[test]
+    fn a_response_is_kept_only_for_what_scripts_read() {
+        assert_eq!(
+            response_reads("ctx.vars.last = ctx.response.status"),
+            (false, false)
+        );
+        assert_eq!(
+            response_reads("ctx.response.json().products"),
+            (false, true)
+        );
+        assert_eq!(response_reads("ctx.response.headers['x']"), (true, false));
+        assert_eq!(response_reads("check(ctx.response)"), (true, true));
+        assert_eq!(
+            response_reads("const { body } = ctx.response;"),
+            (true, true)
+        );
+        assert_eq!(
+            response_reads("ctx.request.headers['a'] = responseTime"),
+            (false, false)
+        );
     }
 }
