@@ -181,6 +181,8 @@ def main():
         # Gatling 3 (.ci/gatling.sh): the simulation compiled once.
         subprocess.run(["javac", "-cp", f"{GATLING_LIB}/*", "-d", os.path.join(work, "classes"),
                         os.path.join(work, files["gatling"])], check=True)
+        # Gatling's default logging (warnings), as its bundle ships it.
+        shutil.copy(os.path.join(HERE, "logback.xml"), os.path.join(work, "classes"))
     rnd = random.Random(7)
     with open(os.path.join(work, "data.csv"), "w") as f:
         f.write("user,item1,item2,item3\n")
@@ -230,7 +232,8 @@ def main():
                     failed = sum(s["num_failures"] for s in stats)
                 elif tool == "gatling":
                     # One JVM on one core; its start-up is in the figure.
-                    measured(["java", "-XX:ActiveProcessorCount=1", f"-Dport={port}",
+                    measured(["java", "--add-opens", "java.base/java.lang=ALL-UNNAMED",
+                              "-XX:ActiveProcessorCount=1", f"-Dport={port}",
                               f"-Dusers={a.users}", f"-Dseconds={a.duration}",
                               "-cp", f"{GATLING_LIB}/*:{work}/classes", "io.gatling.app.Gatling",
                               "-s", "ShopSimulation", "-rf", os.path.join(d, "gatling"), "-nr"],
