@@ -1033,6 +1033,18 @@ impl Results {
                 .iter()
                 .find(|p| p.errors.contains_key(ErrorClass::Http5xx.key()))
                 .map(|p| (p.t_s - 1) as f64),
+            script_share: self.script_share(),
+        }
+    }
+
+    /// The share of the worker threads' time the scripts took.
+    fn script_share(&self) -> f64 {
+        let busy_ms: f64 = self.scripts.values().map(|f| f.cpu_ms_total).sum();
+        let available_ms = 1000.0 * self.duration_s * self.meta.generator_threads.max(1) as f64;
+        if available_ms > 0.0 {
+            busy_ms / available_ms
+        } else {
+            0.0
         }
     }
 

@@ -378,6 +378,9 @@ pub struct ClientFacts {
     pub bad_gateway: u64,
     pub unavailable: u64,
     pub first_5xx_s: Option<f64>,
+    /// The share of the generator's worker threads' time its scenario
+    /// scripts took (0 without scripts).
+    pub script_share: f64,
 }
 
 /// 502s and 503s read beside the queues: a server that refuses what its
@@ -432,6 +435,12 @@ pub fn refused_answers(samples: &[Sample], client: &ClientFacts) -> Vec<Finding>
     out
 }
 
+/// Scripts taking this share of the generator's worker time limit the
+/// run by themselves; from the second share on, a busy generator's reason
+/// says how much was theirs.
+pub const SCRIPTS_LIMIT_SHARE: f64 = 0.5;
+pub const SCRIPTS_NOTE_SHARE: f64 = 0.2;
+
 /// Why the run's figures describe the generator's limit, not the
 /// server's (empty when they describe the server). `generator_cpu_peak`
 /// is the generator's peak CPU (% of one core), `None` when not sampled.
@@ -445,6 +454,19 @@ pub fn generator_bound(
     let mut reasons = Vec::new();
     if let Some(f) = findings.iter().find(|f| f.kind == "generator_cpu") {
         reasons.push(f.message.clone());
+    }
+    // Scripts that take most of the generator's time are its limit
+    // whatever its CPU peak; a busy generator is told how much of it they
+    // were.
+    let share = 100.0 * client.script_share;
+    if client.script_share >= SCRIPTS_LIMIT_SHARE {
+        reasons.push(format!(
+            "scripts took {share:.0} % of the generator's worker time: the scripts, not the server, limit the run (see Scripts)"
+        ));
+    } else if client.script_share >= SCRIPTS_NOTE_SHARE {
+        if let Some(first) = reasons.first_mut() {
+            first.push_str(&format!(" (scripts took {share:.0} % of its worker time)"));
+        }
     }
     if client.open {
         if let (Some(target), Some(achieved)) = (client.target_rate_rps, client.achieved_rate_rps) {
@@ -681,6 +703,28 @@ mod tests {
         assert!(kinds(&idle, &answers(7, 40)).is_empty());
         // Nor without any queue watched.
         assert!(kinds(&[sample(1.0, 20.0, 1.0)], &answers(7, 40)).is_empty());
+    }
+
+    #[test]
+    fn scripts_taking_most_of_the_generator_are_its_limit() {
+        let facts = |script_share| ClientFacts {
+            script_share,
+            ..ClientFacts::default()
+        };
+        let reasons = generator_bound(&mut Vec::new(), &facts(0.7), Some(40.0));
+        assert_eq!(reasons.len(), 1, "{reasons:?}");
+        assert!(reasons[0].contains("scripts took 70 %"), "{reasons:?}");
+        assert!(generator_bound(&mut Vec::new(), &facts(0.3), Some(40.0)).is_empty());
+        let mut busy = vec![Finding {
+            kind: "generator_cpu".into(),
+            at_s: None,
+            message: "generator CPU 98 %".into(),
+        }];
+        let reasons = generator_bound(&mut busy, &facts(0.3), Some(98.0));
+        assert!(
+            reasons[0].ends_with("(scripts took 30 % of its worker time)"),
+            "{reasons:?}"
+        );
     }
 
     #[test]
