@@ -251,6 +251,7 @@ impl Curl {
                 ..RawScenario::default()
             },
             left_out: self.left_out,
+            script: None,
         })
     }
 

@@ -712,6 +712,7 @@ impl Simulation {
         Ok(Imported {
             scenario,
             left_out: self.left_out,
+            script: None,
         })
     }
 

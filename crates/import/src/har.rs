@@ -181,6 +181,7 @@ pub fn import(text: &str) -> Result<Imported, String> {
             ..RawScenario::default()
         },
         left_out,
+        script: None,
     })
 }
 

@@ -206,7 +206,11 @@ pub fn import(text: &str) -> Result<Imported, String> {
         scenario.requests.len(),
         &mut left_out,
     ));
-    Ok(Imported { scenario, left_out })
+    Ok(Imported {
+        scenario,
+        left_out,
+        script: None,
+    })
 }
 
 /// The Thread Group's load: its users, ramp-up and loops or scheduled

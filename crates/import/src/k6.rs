@@ -890,6 +890,7 @@ impl<'s, 'a> K6<'s, 'a> {
         Ok(Imported {
             scenario,
             left_out: self.left_out,
+            script: None,
         })
     }
 

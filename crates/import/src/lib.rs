@@ -36,6 +36,9 @@ pub struct Imported {
     pub scenario: RawScenario,
     /// Each element, option or setting that was not carried over, and why.
     pub left_out: Vec<String>,
+    /// The logic carried over as a JavaScript module (the scenario's
+    /// `[script] file`, written beside it), when there is any.
+    pub script: Option<String>,
 }
 
 impl Imported {

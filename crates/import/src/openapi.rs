@@ -112,6 +112,7 @@ pub fn import(text: &str) -> Result<Imported, String> {
             ..RawScenario::default()
         },
         left_out,
+        script: None,
     })
 }
 

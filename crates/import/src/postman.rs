@@ -3,12 +3,16 @@
 //! requests in the collection's order, folders flattened depth-first.
 //! Collection variables (`{{baseUrl}}`) are filled in; variables the
 //! collection does not define (an environment's) stay as `{{name}}`
-//! templates and are listed, as are scripts, disabled items and bodies
-//! headroom cannot send.
+//! templates and are listed, as are disabled items and bodies headroom
+//! cannot send. Pre-request and test scripts (the collection's, a
+//! folder's, a request's, run in Postman's order) are carried over as
+//! `before` and `after` hooks in a JavaScript module beside the scenario,
+//! over a `pm` (and CryptoJS) made of headroom's `ctx` (`postman_pm.js`);
+//! what `pm` cannot do there is listed with its line.
 
 use super::{form_encode, main_origin, managed_header, request, split_url, Imported};
 use base64::Engine;
-use headroom_scenario::raw::{RawRequest, RawScenario, RawSession, RawStep};
+use headroom_scenario::raw::{RawRequest, RawScenario, RawScript, RawSession, RawStep};
 use serde::Deserialize;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -23,6 +27,8 @@ struct Collection {
     variable: Vec<Variable>,
     #[serde(default)]
     auth: Option<Value>,
+    #[serde(default)]
+    event: Vec<Value>,
 }
 
 #[derive(Deserialize)]
@@ -126,6 +132,9 @@ struct Flat<'a> {
     path: String,
     request: &'a Request,
     auth: Option<&'a Value>,
+    /// Its scripts and those of the folders and collection around it,
+    /// outermost first (Postman's order).
+    events: Vec<&'a Value>,
 }
 
 /// A request's method (GET for a bare URL), and its full form if it has
@@ -217,13 +226,15 @@ pub fn import(text: &str) -> Result<Imported, String> {
     let mut left_out = Vec::new();
     let vars = collection_variables(&collection);
     let mut flat = Vec::new();
+    let outermost: Vec<&Value> = collection.event.iter().collect();
     flatten(
         &collection.item,
-        "",
+        ("", &outermost),
         collection.auth.as_ref(),
         &mut flat,
         &mut left_out,
     );
+    let mut scripts = Scripts::default();
     if flat.is_empty() {
         return Err("the collection has no requests".into());
     }
@@ -269,6 +280,7 @@ pub fn import(text: &str) -> Result<Imported, String> {
         if !headers.is_empty() {
             r.headers = Some(headers);
         }
+        scripts.hooks(f, &mut r, &mut left_out);
         steps.push(RawStep {
             request: Some(r.name.clone()),
             ..RawStep::default()
@@ -280,6 +292,7 @@ pub fn import(text: &str) -> Result<Imported, String> {
             "variable {{{{{name}}}}} is not defined in the collection (an environment's?): kept as a template — give it a value with a feeder column or an `extract`, or write `${{{name}}}` to read it from the environment"
         ));
     }
+    let script = scripts.module(&vars);
     Ok(Imported {
         scenario: RawScenario {
             base_url: Some(origin),
@@ -289,16 +302,89 @@ pub fn import(text: &str) -> Result<Imported, String> {
                 weight: None,
                 steps,
             }],
+            // The file's name is the output's (the command sets it).
+            script: script.as_ref().map(|_| RawScript::default()),
             ..RawScenario::default()
         },
         left_out,
+        script,
     })
+}
+
+/// `pm` over headroom's `ctx`: what carried scripts run on.
+const PM: &str = include_str!("postman_pm.js");
+
+/// What `pm` does not do in headroom, by the call that shows it.
+const NOT_CARRIED: [(&str, &str); 6] = [
+    ("pm.sendRequest", "sends a request from a script (a script reaches the server only through the session's requests: make it a request step)"),
+    ("setNextRequest", "changes the order of requests (write the session's steps with `if`/`while`)"),
+    ("pm.cookies", "reads cookies (headroom keeps each user's cookies itself)"),
+    ("pm.iterationData", "reads a data file's row (make it a feeder)"),
+    ("pm.vault", "reads Postman's vault"),
+    ("require(", "loads a module"),
+];
+
+/// The hooks carried over, as one module's functions.
+#[derive(Default)]
+struct Scripts {
+    functions: Vec<String>,
+}
+
+impl Scripts {
+    /// `before` and `after` of request `r` from the scripts around it.
+    fn hooks(&mut self, f: &Flat, r: &mut RawRequest, left_out: &mut Vec<String>) {
+        for (listen, hook) in [("prerequest", &mut r.before), ("test", &mut r.after)] {
+            let mut body = String::new();
+            for event in f.events.iter().filter(|e| e["listen"] == listen) {
+                let lines: Vec<&str> = match &event["script"]["exec"] {
+                    Value::Array(lines) => lines.iter().filter_map(Value::as_str).collect(),
+                    Value::String(text) => text.lines().collect(),
+                    _ => Vec::new(),
+                };
+                for (n, line) in lines.iter().enumerate() {
+                    for (call, why) in NOT_CARRIED {
+                        if line.contains(call) {
+                            left_out.push(format!(
+                                "{}: {listen} script line {}: `{call}` {why}",
+                                f.path,
+                                n + 1
+                            ));
+                        }
+                    }
+                }
+                body.push_str(&lines.join("\n"));
+                body.push('\n');
+            }
+            if body.trim().is_empty() {
+                continue;
+            }
+            let kind = if listen == "test" { "test" } else { "pre" };
+            let name = format!("{kind}_{}", self.functions.len() + 1);
+            self.functions.push(format!(
+                "// {}: its {listen} script.\nexport function {name}(ctx) {{\n  const pm = pmFor(ctx);\n{}}}\n",
+                f.path.replace('\n', " "),
+                body.lines().map(|l| format!("  {l}\n")).collect::<String>()
+            ));
+            *hook = Some(name);
+        }
+    }
+
+    /// The module: the collection's variables, `pm`, then the hooks.
+    fn module(self, defaults: &BTreeMap<String, String>) -> Option<String> {
+        let defaults = serde_json::to_string(defaults).expect("text serialises");
+        (!self.functions.is_empty()).then(|| {
+            format!(
+                "const collectionDefaults = {defaults};\n\n{PM}\n{}",
+                self.functions.join("\n")
+            )
+        })
+    }
 }
 
 /// Items depth-first; scripts and unsupported items listed as left out.
 fn flatten<'a>(
     items: &'a [Item],
-    folder: &str,
+    (folder, events): (&str, &[&'a Value]),
     auth: Option<&'a Value>,
     out: &mut Vec<Flat<'a>>,
     left_out: &mut Vec<String>,
@@ -309,20 +395,16 @@ fn flatten<'a>(
         } else {
             format!("{folder} / {}", item.name)
         };
-        for event in &item.event {
-            let listen = event["listen"].as_str().unwrap_or("script");
-            left_out.push(format!(
-                "{path}: its {listen} script (JavaScript) — write its checks as `check`/`expect` and its variables as `extract`"
-            ));
-        }
+        let events: Vec<&Value> = events.iter().copied().chain(&item.event).collect();
         let auth = item.auth.as_ref().or(auth);
         match (&item.request, &item.item) {
             (Some(request), _) => out.push(Flat {
                 path,
                 request,
                 auth,
+                events,
             }),
-            (None, Some(children)) => flatten(children, &path, auth, out, left_out),
+            (None, Some(children)) => flatten(children, (&path, &events), auth, out, left_out),
             (None, None) => left_out.push(format!("{path}: neither a request nor a folder")),
         }
     }
@@ -538,7 +620,13 @@ mod tests {
         assert_eq!(s.sessions[0].name, "Users API");
         assert_eq!(s.sessions[0].steps.len(), 5);
         let left = got.left_out.join("\n");
-        assert!(left.contains("List users: its test script"), "{left}");
+        // Its test script is carried over as an `after` hook.
+        assert_eq!(s.requests[0].after.as_deref(), Some("test_1"));
+        let module = got.script.as_deref().unwrap();
+        assert!(
+            module.contains("pm.response.to.have.status(200);"),
+            "{module}"
+        );
         assert!(
             left.contains("Writes / Upload: its `formdata` body"),
             "{left}"

@@ -8,7 +8,7 @@ use anyhow::Context;
 use headroom_import::{curl, gatling, har, jmx, k6, openapi, postman, Imported};
 
 pub fn import(args: ImportArgs) -> anyhow::Result<i32> {
-    let (imported, source) = match &args.from {
+    let (mut imported, source) = match &args.from {
         ImportFrom::Curl { command } => {
             let command = command.join(" ");
             (
@@ -31,6 +31,17 @@ pub fn import(args: ImportArgs) -> anyhow::Result<i32> {
             (got, file.display().to_string())
         }
     };
+    // Logic carried over goes into a module beside the scenario.
+    let script_path = match (&imported.script, &args.out) {
+        (None, _) => None,
+        (Some(_), None) => anyhow::bail!(
+            "{source}: its scripts are carried over into a JavaScript file beside the scenario: give --out FILE.toml"
+        ),
+        (Some(_), Some(out)) => Some(out.with_extension("js")),
+    };
+    if let (Some(section), Some(path)) = (&mut imported.scenario.script, &script_path) {
+        section.file = path.file_name().map(|n| n.to_string_lossy().into_owned());
+    }
     let toml = imported.to_toml(&source);
     // What was written must be a scenario headroom reads as it is.
     headroom_scenario::parse_toml::<headroom_scenario::raw::RawScenario>(&toml)
@@ -40,6 +51,11 @@ pub fn import(args: ImportArgs) -> anyhow::Result<i32> {
             headroom_records::write_replacing(path, toml.as_bytes())
                 .with_context(|| format!("cannot write {}", path.display()))?;
             eprintln!("scenario written to {}", path.display());
+            if let (Some(js), Some(js_path)) = (&imported.script, &script_path) {
+                headroom_records::write_replacing(js_path, js.as_bytes())
+                    .with_context(|| format!("cannot write {}", js_path.display()))?;
+                eprintln!("its scripts written to {}", js_path.display());
+            }
         }
         None => print!("{toml}"),
     }

@@ -377,3 +377,84 @@ steps = [ { js = "f" }, { request = "hello" }, { if = "vars.x >", steps = [] } ]
     assert!(r.stderr.contains("SyntaxError"), "{}", r.stderr);
     assert!(r.results.is_none(), "no run, no results");
 }
+
+/// A Postman collection whose pre-request script signs each cart call
+/// (CryptoJS) and whose test scripts check with `pm.test` / `pm.expect`
+/// imports with its scripts and runs against the verifying shop.
+#[test]
+fn a_postman_collection_with_signing_and_tests_imports_and_runs() {
+    let shop = Shop::start();
+    let collection = serde_json::json!({
+        "info": {"name": "Shop", "schema": "https://schema.getpostman.com/json/collection/v2.1.0/collection.json"},
+        "variable": [{"key": "baseUrl", "value": shop.url()}, {"key": "secret", "value": "s3cr3t"}],
+        "event": [{"listen": "prerequest", "script": {"exec": [
+            "if (pm.request.method === 'POST') {",
+            "  const ts = String(Date.now());",
+            "  const body = pm.variables.replaceIn(pm.request.body.raw);",
+            "  const sig = CryptoJS.HmacSHA256(ts + '\\n' + body, pm.collectionVariables.get('secret')).toString(CryptoJS.enc.Hex);",
+            "  pm.request.headers.upsert({key: 'X-Timestamp', value: ts});",
+            "  pm.request.headers.upsert({key: 'X-Signature', value: sig});",
+            "}"]}}],
+        "item": [
+            {"name": "products", "request": {"method": "GET", "url": "{{baseUrl}}/products"},
+             "event": [{"listen": "test", "script": {"exec": [
+                "pm.test('status is 200', () => pm.response.to.have.status(200));",
+                "const inStock = pm.response.json().products.filter((p) => p.stock > 0);",
+                "pm.collectionVariables.set('product', inStock.length ? inStock[0].id : 'none');"]}}]},
+            {"name": "add", "request": {"method": "POST", "url": "{{baseUrl}}/cart",
+              "header": [{"key": "Content-Type", "value": "application/json"}],
+              "body": {"mode": "raw", "raw": "{\"product\":\"{{product}}\"}"}},
+             "event": [{"listen": "test", "script": {"exec": [
+                "pm.test('added', () => {",
+                "  pm.expect(pm.response.code).to.equal(200);",
+                "  pm.expect(pm.response.json().total).to.be.above(0);",
+                "});"]}}]}
+        ]
+    });
+    let dir = scenario_dir(&[("shop.postman.json", &collection.to_string())]);
+    let out = dir.path().join("shop.toml");
+    let imported = Command::new(crate::common::headroom_bin())
+        .args(["import", "postman"])
+        .arg(dir.path().join("shop.postman.json"))
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&imported.stderr);
+    assert!(imported.status.success(), "{stderr}");
+    assert!(dir.path().join("shop.js").exists(), "{stderr}");
+    let r = run(&[out.to_str().unwrap(), "--vus", "3", "-d", "2s"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let c = shop.counts();
+    assert_eq!(c["bad_signature"], 0, "{c}");
+    assert_eq!(c["not_in_stock"], 0, "{c}");
+    let results = r.results();
+    assert!(c["cart"].as_u64().unwrap() > 0, "{c}");
+    // The importer names requests by method and path.
+    let sent = |name: &str| results["per_request"][name]["requests"]["total"].clone();
+    assert_eq!(sent("POST /cart"), c["cart"], "{}", results["per_request"]);
+    assert_eq!(sent("GET /products"), c["products"]);
+    // The collection never checks out: once a cart passes 100 the shop
+    // refuses further adds (409). Exactly those fail, and exactly those
+    // fail the `added` pm.test; every script call ran clean.
+    let refused = c["added_over_100"].as_u64().unwrap();
+    assert!(refused > 0, "{c}");
+    assert_eq!(
+        results["requests"]["failed"], refused,
+        "{}",
+        results["errors"]
+    );
+    let scripts = results["scripts"].as_object().unwrap();
+    for (name, f) in scripts {
+        assert_eq!(f["errors"], 0, "{name}: {f}");
+        assert!(f["calls"].as_u64().unwrap() > 0, "{name}: {f}");
+    }
+    let added: u64 = scripts
+        .values()
+        .filter_map(|f| f["failure_messages"].as_object())
+        .flat_map(|m| m.iter())
+        .filter(|(message, _)| message.starts_with("added: "))
+        .map(|(_, n)| n.as_u64().unwrap())
+        .sum();
+    assert_eq!(added, refused, "{}", results["scripts"]);
+}

@@ -140,9 +140,12 @@ impl Builder<'_> {
     /// The variables the scripts name (`vars.name`, `vars["name"]`): what
     /// templates may use beside feeders and extractions.
     pub(super) fn script_variables(&self) -> Vec<String> {
-        let pattern =
-            regex::Regex::new(r#"vars\s*(?:\.\s*([A-Za-z_$][\w$]*)|\[\s*["']([^"']+)["']\s*\])"#)
-                .expect("a valid pattern");
+        // `vars.name`, `vars["name"]`, and a store's `set("name", …)`
+        // (Postman's `pm.environment.set`, carried over by the importer).
+        let pattern = regex::Regex::new(
+            r#"vars\s*(?:\.\s*([A-Za-z_$][\w$]*)|\[\s*["']([^"']+)["']\s*\])|\.set\(\s*["']([^"']+)["']"#,
+        )
+        .expect("a valid pattern");
         let scripts = &self.scripts;
         let texts =
             scripts
@@ -155,7 +158,7 @@ impl Builder<'_> {
                 }));
         texts
             .flat_map(|t| pattern.captures_iter(t).collect::<Vec<_>>())
-            .filter_map(|c| c.get(1).or_else(|| c.get(2)))
+            .filter_map(|c| c.get(1).or_else(|| c.get(2)).or_else(|| c.get(3)))
             .map(|m| m.as_str().to_string())
             .collect()
     }
