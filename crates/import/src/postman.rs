@@ -225,15 +225,7 @@ pub fn import(text: &str) -> Result<Imported, String> {
     }
     let mut left_out = Vec::new();
     let vars = collection_variables(&collection);
-    let mut flat = Vec::new();
-    let outermost: Vec<&Value> = collection.event.iter().collect();
-    flatten(
-        &collection.item,
-        ("", &outermost),
-        collection.auth.as_ref(),
-        &mut flat,
-        &mut left_out,
-    );
+    let flat = requests_of(&collection, &mut left_out);
     let mut scripts = Scripts::default();
     if flat.is_empty() {
         return Err("the collection has no requests".into());
@@ -381,7 +373,23 @@ impl Scripts {
     }
 }
 
-/// Items depth-first; scripts and unsupported items listed as left out.
+/// The collection's requests, depth-first, each with the auth and the
+/// scripts around it.
+fn requests_of<'a>(collection: &'a Collection, left_out: &mut Vec<String>) -> Vec<Flat<'a>> {
+    let mut flat = Vec::new();
+    let outermost: Vec<&Value> = collection.event.iter().collect();
+    let auth = collection.auth.as_ref();
+    flatten(
+        &collection.item,
+        ("", &outermost),
+        auth,
+        &mut flat,
+        left_out,
+    );
+    flat
+}
+
+/// Items depth-first; unsupported items listed as left out.
 fn flatten<'a>(
     items: &'a [Item],
     (folder, events): (&str, &[&'a Value]),

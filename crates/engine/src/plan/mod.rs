@@ -322,6 +322,13 @@ impl Plan {
             let _ = write!(text, "{}|{:?}|{:?}|", f.name, f.order, f.scope);
             f.write_rows(&mut text);
         }
+        // Shards running other scripts are not one run.
+        if let Some(p) = &self.scripts {
+            let _ = write!(text, "{:?}|{:?}|{:?}|", p.file, p.code, p.limits);
+            for r in &self.requests {
+                let _ = write!(text, "{:?}|{:?}|", r.before, r.after);
+            }
+        }
         let _ = write!(
             text,
             "{:?}|{:?}|{}|{}|{:?}|{:?}|{:?}|{:?}|{:?}",

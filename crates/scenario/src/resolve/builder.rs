@@ -6,8 +6,24 @@ use crate::errors::Problems;
 use crate::raw::RawStatus;
 use headroom_engine::plan::check::StatusSet;
 use headroom_engine::plan::template::{Template, TemplateError};
+use headroom_js::{Code, Limits, ScriptFile};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
+
+/// The scenario's scripts as its sections add code (`scripts.rs` builds
+/// the program from it).
+#[derive(Default)]
+pub(super) struct Scripts {
+    pub(super) file: Option<ScriptFile>,
+    /// The functions the file exports.
+    pub(super) exports: Vec<String>,
+    pub(super) code: Vec<Code>,
+    pub(super) limits: Limits,
+    pub(super) seed: Option<u64>,
+    /// The file was given but could not be used (a problem says why):
+    /// names in it are not looked for.
+    pub(super) broken: bool,
+}
 
 /// Built-in template names, always available.
 pub(super) const BUILTINS: &[&str] = &["user_id", "iteration"];
@@ -19,7 +35,7 @@ pub struct Builder<'a> {
     /// Largest feeder file read (`--max-feeder-size`).
     pub max_feeder_bytes: u64,
     /// The scenario's scripts as its sections add code.
-    pub(super) scripts: super::scripts::Scripts,
+    pub(super) scripts: Scripts,
 }
 
 impl<'a> Builder<'a> {

@@ -4,25 +4,11 @@
 //! into a piece of the program the engine runs — a function the file
 //! exports, or code written inline.
 
-use super::builder::Builder;
+use super::builder::{Builder, Scripts};
 use crate::raw::{RawScenario, RawScript};
 use headroom_engine::plan::RequestSpec;
-use headroom_js::{Code, Limits, Program, ScriptFile};
+use headroom_js::{Code, Program, ScriptFile};
 use std::sync::Arc;
-
-/// The program as the file's sections add to it.
-#[derive(Default)]
-pub(super) struct Scripts {
-    file: Option<ScriptFile>,
-    /// The functions the file exports.
-    exports: Vec<String>,
-    code: Vec<Code>,
-    limits: Limits,
-    seed: Option<u64>,
-    /// The file was given but could not be used (a problem says why):
-    /// names in it are not looked for.
-    broken: bool,
-}
 
 /// Most rounds of a `while` without a `max`.
 pub(super) const DEFAULT_WHILE_MAX: u32 = 100;
