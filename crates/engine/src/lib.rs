@@ -286,6 +286,7 @@ pub fn run_at(
 /// The script's `setup()` and `teardown()` around the load, in an engine
 /// of their own, and what their calls cost.
 struct ScriptRun {
+    /// The engine, when the file exports `teardown`.
     engine: Option<headroom_js::Worker>,
     calls: crate::metrics::ScriptStats,
 }
@@ -303,7 +304,12 @@ impl ScriptRun {
         let Some(program) = plan.scripts.clone() else {
             return run;
         };
-        if !program.exports("setup") && !program.exports("teardown") {
+        // The file's exports, compiled once.
+        let exports = program.file.as_ref().map(headroom_js::exports);
+        let has =
+            |name: &str| matches!(&exports, Some(Ok(names)) if names.iter().any(|n| n == name));
+        let (setup, teardown) = (has("setup"), has("teardown"));
+        if !setup && !teardown {
             return run;
         }
         let seed = program.seed.unwrap_or(0);
@@ -314,7 +320,7 @@ impl ScriptRun {
                 return run;
             }
         };
-        if program.exports("setup") {
+        if setup {
             let started = Instant::now();
             let result = engine.run_export("setup", None);
             let ns = started.elapsed().as_nanos() as u64;
@@ -330,15 +336,14 @@ impl ScriptRun {
                 }
             }
         }
-        run.engine = Some(engine);
+        run.engine = teardown.then_some(engine);
         run
     }
 
     /// `teardown(data)`, once after the load; the calls into `total`.
     fn teardown(mut self, plan: &Plan, total: &mut crate::metrics::Stats) {
         use crate::metrics::scripts::CallEnd;
-        let exports = plan.scripts.as_ref().is_some_and(|p| p.exports("teardown"));
-        if let (Some(engine), true) = (&self.engine, exports) {
+        if let Some(engine) = &self.engine {
             let started = Instant::now();
             let result = engine.run_export("teardown", plan.script_data.as_deref());
             let ns = started.elapsed().as_nanos() as u64;

@@ -128,13 +128,6 @@ impl Program {
             Err(problems) => Err(problems),
         }
     }
-
-    /// Whether the file exports `name` (`setup`, `teardown`).
-    pub fn exports(&self, name: &str) -> bool {
-        self.file
-            .as_ref()
-            .is_some_and(|f| exports(f).is_ok_and(|names| names.iter().any(|n| n == name)))
-    }
 }
 
 /// The last response, as `ctx.response` shows it.
@@ -459,20 +452,12 @@ impl Worker {
     ) -> Result<Called, ScriptError> {
         let started = Instant::now();
         self.view.set(response);
-        let budget = &self.budget;
-        budget
-            .deadline
-            .set(Some(Instant::now() + self.limits.call_time));
-        budget
-            .cap
-            .set(budget.used.get().saturating_add(self.limits.call_memory));
-        budget.interrupted.set(false);
-        budget.refused.set(false);
+        self.budget
+            .begin(self.limits.call_time, self.limits.call_memory);
         let result = self
             .context
             .with(|ctx| self.run(&ctx, (code, judging), user, vars, request));
-        budget.deadline.set(None);
-        budget.cap.set(usize::MAX);
+        self.budget.end();
         self.view.clear();
         // The call runs on this thread start to end, nothing else between:
         // its wall time is its CPU time, read from the vDSO clock (the
@@ -566,15 +551,8 @@ impl Worker {
     /// Calls the file's exported `name` (`setup`, `teardown`) with `arg`
     /// (JSON) under the same budgets; what it returned, as JSON.
     pub fn run_export(&self, name: &str, arg: Option<&str>) -> Result<Option<String>, ScriptError> {
-        let budget = &self.budget;
-        budget
-            .deadline
-            .set(Some(Instant::now() + self.limits.call_time));
-        budget
-            .cap
-            .set(budget.used.get().saturating_add(self.limits.call_memory));
-        budget.interrupted.set(false);
-        budget.refused.set(false);
+        self.budget
+            .begin(self.limits.call_time, self.limits.call_memory);
         let result = self
             .context
             .with(|ctx| -> Result<Option<String>, (Option<String>, String)> {
@@ -597,8 +575,7 @@ impl Worker {
                     .map_err(|e| self.thrown(&ctx, e))?;
                 json.map(|s| s.to_string()).transpose().map_err(internal)
             });
-        budget.deadline.set(None);
-        budget.cap.set(usize::MAX);
+        self.budget.end();
         result.map_err(|(at, message)| ScriptError {
             at: at.unwrap_or_else(|| name.to_string()),
             message,

@@ -32,6 +32,20 @@ impl Budget {
         })
     }
 
+    /// A call begins: it may run `time` and add `memory` bytes.
+    pub fn begin(&self, time: std::time::Duration, memory: usize) {
+        self.deadline.set(Some(Instant::now() + time));
+        self.cap.set(self.used.get().saturating_add(memory));
+        self.interrupted.set(false);
+        self.refused.set(false);
+    }
+
+    /// The call ended: nothing bounds the engine until the next.
+    pub fn end(&self) {
+        self.deadline.set(None);
+        self.cap.set(usize::MAX);
+    }
+
     /// The interrupt handler's question: is the call past its time?
     pub fn out_of_time(&self) -> bool {
         let late = self.deadline.get().is_some_and(|d| Instant::now() >= d);

@@ -144,15 +144,23 @@ fn the_shop_works_as_written_open_on_http1_and_http2() {
     }
 }
 
+/// `s.toml` (`{BASE}` standing for the sample server's URL) and, when
+/// given, `s.js` beside it, run against a sample server of its own.
+fn run_scripted(toml: &str, js: Option<&str>) -> Run {
+    let target = crate::common::Target::start(1, 4);
+    let toml = toml.replace("{BASE}", &target.url(""));
+    let mut files = vec![("s.toml", toml.as_str())];
+    files.extend(js.map(|js| ("s.js", js)));
+    let dir = scenario_dir(&files);
+    run(&[dir.path().join("s.toml").to_str().unwrap()])
+}
+
 /// `if`, `else` and `while` need no function: a counter in the user's
 /// variables drives a loop of requests, bounded by `max`.
 #[test]
 fn if_and_while_run_without_a_script_file() {
-    let target = crate::common::Target::start(1, 4);
-    let dir = scenario_dir(&[(
-        "s.toml",
-        &format!(
-            r#"base_url = "{}"
+    let r = run_scripted(
+        r#"base_url = "{BASE}"
 [load]
 vus = 2
 iterations = 3
@@ -171,16 +179,14 @@ path = "/hello?capped"
 [[session]]
 name = "s"
 steps = [
-  {{ js = "vars.n = 0" }},
-  {{ while = "Number(vars.n) < 4", steps = [ {{ request = "loop" }}, {{ js = "vars.n = Number(vars.n) + 1" }} ] }},
-  {{ if = "vars.n == 4", steps = [ {{ request = "big" }} ], else = [ {{ request = "small" }} ] }},
-  {{ while = "true", max = 2, steps = [ {{ request = "capped" }} ] }},
+  { js = "vars.n = 0" },
+  { while = "Number(vars.n) < 4", steps = [ { request = "loop" }, { js = "vars.n = Number(vars.n) + 1" } ] },
+  { if = "vars.n == 4", steps = [ { request = "big" } ], else = [ { request = "small" } ] },
+  { while = "true", max = 2, steps = [ { request = "capped" } ] },
 ]
 "#,
-            target.url("")
-        ),
-    )]);
-    let r = run(&[dir.path().join("s.toml").to_str().unwrap()]);
+        None,
+    );
     assert_eq!(r.code, 0, "{}", r.stderr);
     let results = r.results();
     let total = |name: &str| results["per_request"][name]["requests"]["total"].as_u64();
@@ -195,12 +201,8 @@ steps = [
 /// returned; `teardown(data)` runs once after.
 #[test]
 fn setup_data_reaches_every_user_and_teardown_runs_once() {
-    let target = crate::common::Target::start(1, 4);
-    let dir = scenario_dir(&[
-        (
-            "s.toml",
-            &format!(
-                r#"base_url = "{}"
+    let r = run_scripted(
+        r#"base_url = "{BASE}"
 [script]
 file = "s.js"
 [load]
@@ -209,17 +211,13 @@ iterations = 2
 [[request]]
 name = "with_token"
 path = "/echo"
-headers = {{ "X-Token" = "{{{{token}}}}" }}
+headers = { "X-Token" = "{{token}}" }
 after = "sawToken"
 [[session]]
 name = "s"
-steps = [ {{ js = "useData" }}, {{ request = "with_token" }} ]
+steps = [ { js = "useData" }, { request = "with_token" } ]
 "#,
-                target.url("")
-            ),
-        ),
-        (
-            "s.js",
+        Some(
             r#"export function setup() { return { token: "t-" + 42 }; }
 export function useData(ctx) { ctx.vars.token = ctx.data.token; }
 export function sawToken(ctx) {
@@ -228,8 +226,7 @@ export function sawToken(ctx) {
 export function teardown(data) { if (data.token !== "t-42") throw new Error("teardown saw " + JSON.stringify(data)); }
 "#,
         ),
-    ]);
-    let r = run(&[dir.path().join("s.toml").to_str().unwrap()]);
+    );
     assert_eq!(r.code, 0, "{}", r.stderr);
     let results = r.results();
     let s = &results["scripts"];
@@ -247,12 +244,8 @@ export function teardown(data) { if (data.token !== "t-42") throw new Error("tea
 /// errors, located at the throw; the other iterations run on.
 #[test]
 fn a_throw_every_tenth_call_is_counted_exactly_with_its_line() {
-    let target = crate::common::Target::start(1, 4);
-    let dir = scenario_dir(&[
-        (
-            "s.toml",
-            &format!(
-                r#"base_url = "{}"
+    let r = run_scripted(
+        r#"base_url = "{BASE}"
 [script]
 file = "s.js"
 [load]
@@ -263,17 +256,10 @@ name = "hello"
 path = "/hello"
 [[session]]
 name = "s"
-steps = [ {{ js = "flaky" }}, {{ request = "hello" }} ]
+steps = [ { js = "flaky" }, { request = "hello" } ]
 "#,
-                target.url("")
-            ),
-        ),
-        (
-            "s.js",
-            "export function flaky(ctx) {\n  ctx.vars.n = Number(ctx.vars.n || 0) + 1;\n  if (ctx.vars.n % 10 === 0) throw new Error(\"tenth\");\n}\n",
-        ),
-    ]);
-    let r = run(&[dir.path().join("s.toml").to_str().unwrap()]);
+        Some("export function flaky(ctx) {\n  ctx.vars.n = Number(ctx.vars.n || 0) + 1;\n  if (ctx.vars.n % 10 === 0) throw new Error(\"tenth\");\n}\n"),
+    );
     assert_eq!(r.code, 0, "{}", r.stderr);
     let results = r.results();
     let f = &results["scripts"]["flaky"];
@@ -291,12 +277,9 @@ steps = [ {{ js = "flaky" }}, {{ request = "hello" }} ]
 /// `script_error`.
 #[test]
 fn endless_loops_and_huge_allocations_are_stopped_and_located() {
-    let target = crate::common::Target::start(1, 4);
-    let dir = scenario_dir(&[
-        (
-            "s.toml",
-            &format!(
-                r#"base_url = "{}"
+    let started = Instant::now();
+    let r = run_scripted(
+        r#"base_url = "{BASE}"
 [script]
 file = "s.js"
 timeout = "50ms"
@@ -310,18 +293,10 @@ path = "/hello"
 before = "hog"
 [[session]]
 name = "s"
-steps = [ {{ js = "spin" }}, {{ request = "hello" }} ]
+steps = [ { js = "spin" }, { request = "hello" } ]
 "#,
-                target.url("")
-            ),
-        ),
-        (
-            "s.js",
-            "export function spin(ctx) {\n  if (ctx.vars.spun) return;\n  ctx.vars.spun = 1;\n  for (;;) {}\n}\nexport function hog(ctx) {\n  const parts = [];\n  for (let i = 0; i < 1024; i++) parts.push(new Array(1 << 17).fill(i));\n}\n",
-        ),
-    ]);
-    let started = Instant::now();
-    let r = run(&[dir.path().join("s.toml").to_str().unwrap()]);
+        Some("export function spin(ctx) {\n  if (ctx.vars.spun) return;\n  ctx.vars.spun = 1;\n  for (;;) {}\n}\nexport function hog(ctx) {\n  const parts = [];\n  for (let i = 0; i < 1024; i++) parts.push(new Array(1 << 17).fill(i));\n}\n"),
+    );
     assert!(started.elapsed() < Duration::from_secs(60));
     assert_eq!(r.code, 0, "{}", r.stderr);
     let results = r.results();
