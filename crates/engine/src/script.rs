@@ -105,7 +105,11 @@ impl Script {
             captured: Captured::default(),
             at: Position::Idle,
             frames: Vec::new(),
-            js: shared.js.as_ref().map(|w| w.user()),
+            js: shared.js.as_ref().map(|w| {
+                let mut user = w.user();
+                user.id = id;
+                user
+            }),
             last_status: 0,
             pending: headroom_js::Flow::Continue,
         }
@@ -122,6 +126,7 @@ impl Script {
         self.pending = headroom_js::Flow::Continue;
         if let Some(js) = &mut self.js {
             js.reset();
+            (js.id, js.iteration) = (id, 0);
         }
     }
 
@@ -162,6 +167,9 @@ impl Script {
     pub fn end_iteration(&mut self) {
         if self.in_iteration() {
             self.iteration += 1;
+            if let Some(js) = &mut self.js {
+                js.iteration = self.iteration;
+            }
             self.at = Position::Idle;
             self.frames.clear();
         }

@@ -93,6 +93,25 @@ pub struct Program {
     pub seed: Option<u64>,
 }
 
+/// Each code's label; two pieces whose labels read the same (inline code
+/// that differs past its first 48 characters) are told apart by ` #2`, …,
+/// so their calls are not counted as one function's.
+pub fn unique_labels(code: &[Code]) -> Vec<String> {
+    let mut seen: HashMap<String, u32> = HashMap::new();
+    code.iter()
+        .map(|c| {
+            let label = c.label();
+            let n = seen.entry(label.clone()).or_insert(0);
+            *n += 1;
+            if *n == 1 {
+                label
+            } else {
+                format!("{label} #{n}")
+            }
+        })
+        .collect()
+}
+
 /// Deepest JavaScript recursion, in bytes of the engine's stack: a runaway
 /// recursion is a `RangeError`, not a crashed worker thread.
 const MAX_STACK: usize = 256 << 10;
@@ -195,6 +214,11 @@ pub struct User {
     /// Each variable's text as last exchanged with the engine: only what
     /// changed on either side crosses over.
     synced: Vars,
+    /// `ctx.user` and `ctx.iteration`: the user's number and its
+    /// iterations done (templates' `user_id` and `iteration`), kept by the
+    /// engine that runs it.
+    pub id: u64,
+    pub iteration: u64,
 }
 
 impl Drop for User {
@@ -324,9 +348,13 @@ const DISPATCH: &str = r#"(function (fns, users, native, data) {
   // condition (reads only). incoming: [name, value or null, ...] from Rust.
   // The answer: a number (flow * 2 + truthy) when nothing else is to
   // say, else [flow, truthy, failure, changed].
-  return function (i, slot, request, mode, fresh, incoming, answered) {
+  // flags: the response's status * 8 + mode * 2 + (1 when the user is
+  // fresh): rquickjs passes at most seven arguments.
+  return function (i, slot, request, flags, incoming, user, iteration) {
     flow = 0; failure = undefined; body = undefined; headers = undefined; changed = null;
-    status = answered;
+    ctx.user = user; ctx.iteration = iteration;
+    status = flags >> 3;
+    const mode = (flags >> 1) & 3, fresh = (flags & 1) === 1;
     if (fresh) {
       users[slot] = {};
       proxies[slot] = new Proxy(users[slot], noting);
@@ -379,7 +407,7 @@ impl Worker {
             _runtime: runtime,
             budget,
             limits: program.limits,
-            labels: program.code.iter().map(Code::label).collect(),
+            labels: unique_labels(&program.code),
             conditions: program
                 .code
                 .iter()
@@ -422,6 +450,8 @@ impl Worker {
             slot,
             free: self.free.clone(),
             synced: Vars::default(),
+            id: 0,
+            iteration: 0,
         };
         user.reset();
         user
@@ -491,7 +521,7 @@ impl Worker {
             Some(r) => Some(request_in(ctx, r).map_err(internal)?),
             None => None,
         };
-        let mode = match (judging, self.conditions[code]) {
+        let mode: u32 = match (judging, self.conditions[code]) {
             (_, true) => 2,
             (true, false) => 1,
             (false, false) => 0,
@@ -502,10 +532,10 @@ impl Worker {
             code,
             user.slot,
             js_request.clone(),
-            mode,
-            fresh,
+            (u32::from(status) << 3) | (mode << 1) | u32::from(fresh),
             incoming,
-            status,
+            user.id,
+            user.iteration,
         );
         let answer = match dispatch.call::<_, Value>(args) {
             Ok(a) => a,

@@ -316,3 +316,24 @@ fn setup_and_teardown_are_called_with_json() {
     assert_eq!(e.at, "t.js:2", "{e}");
     assert_eq!(w.run_export("absent", None).unwrap(), None);
 }
+
+#[test]
+fn a_call_sees_its_users_number_and_iteration() {
+    let program = Program {
+        code: vec![Code::Inline {
+            code: "vars.seen = ctx.user + '/' + ctx.iteration".into(),
+            expression: false,
+            origin: "t".into(),
+        }],
+        ..Program::default()
+    };
+    let w = Worker::new(&program, None, 1).unwrap();
+    let (mut a, mut b) = (w.user(), w.user());
+    (a.id, a.iteration) = (7, 3);
+    (b.id, b.iteration) = (8, 0);
+    let mut vars = Vars::default();
+    w.call(0, &mut a, &mut vars, None, None).unwrap();
+    assert_eq!(vars["seen"], "7/3");
+    w.call(0, &mut b, &mut vars, None, None).unwrap();
+    assert_eq!(vars["seen"], "8/0");
+}

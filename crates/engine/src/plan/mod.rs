@@ -324,7 +324,11 @@ impl Plan {
         }
         // Shards running other scripts are not one run.
         if let Some(p) = &self.scripts {
-            let _ = write!(text, "{:?}|{:?}|{:?}|", p.file, p.code, p.limits);
+            let _ = write!(
+                text,
+                "{:?}|{:?}|{:?}|{:?}|",
+                p.file, p.code, p.limits, p.seed
+            );
             for r in &self.requests {
                 let _ = write!(text, "{:?}|{:?}|", r.before, r.after);
             }

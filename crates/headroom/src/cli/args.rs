@@ -1229,3 +1229,18 @@ pub enum ImportFrom {
     /// feeders, injection profile and assertions.
     Gatling { file: std::path::PathBuf },
 }
+
+impl ImportFrom {
+    /// The file imported, when there is one.
+    pub fn file(&self) -> Option<&std::path::Path> {
+        match self {
+            ImportFrom::Curl { .. } => None,
+            ImportFrom::Har { file }
+            | ImportFrom::Jmx { file }
+            | ImportFrom::Postman { file }
+            | ImportFrom::Openapi { file }
+            | ImportFrom::K6 { file }
+            | ImportFrom::Gatling { file } => Some(file),
+        }
+    }
+}

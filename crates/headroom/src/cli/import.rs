@@ -37,7 +37,7 @@ pub fn import(args: ImportArgs) -> anyhow::Result<i32> {
         (Some(_), None) => anyhow::bail!(
             "{source}: its scripts are carried over into a JavaScript file beside the scenario: give --out FILE.toml"
         ),
-        (Some(_), Some(out)) => Some(out.with_extension("js")),
+        (Some(_), Some(out)) => Some(script_beside(out, args.from.file())),
     };
     if let (Some(section), Some(path)) = (&mut imported.scenario.script, &script_path) {
         section.file = path.file_name().map(|n| n.to_string_lossy().into_owned());
@@ -79,4 +79,20 @@ fn from_file(
         std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))?;
     let got = import(&text).map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
     Ok((got, file.display().to_string()))
+}
+
+/// The module beside scenario `out`: `NAME.js`, or `NAME.headroom.js`
+/// where that is the file imported (a k6 script imported as `NAME.toml`
+/// beside it must not be overwritten).
+fn script_beside(out: &std::path::Path, imported: Option<&std::path::Path>) -> std::path::PathBuf {
+    let plain = out.with_extension("js");
+    let same = |a: &std::path::Path, b: &std::path::Path| match (a.canonicalize(), b.canonicalize())
+    {
+        (Ok(a), Ok(b)) => a == b,
+        _ => a == b,
+    };
+    match imported {
+        Some(file) if same(&plain, file) => out.with_extension("headroom.js"),
+        _ => plain,
+    }
 }

@@ -246,6 +246,68 @@ check = [ {{ body_contains = "cookie=sid={{{{token}}}};token={{{{token}}}}" }} ]
     );
 }
 
+/// Scripts over HTTP/3: a `js` step, an `if`, a `before` hook that sets a
+/// header from a variable and an `after` hook that judges the answer run
+/// on QUIC streams as they do on TCP; every count is Caddy's.
+#[test]
+fn scripts_run_over_http3() {
+    let pki = self_signed();
+    let caddy = Caddy::start(&pki);
+    let dir = scenario_dir(&[("ca.pem", &pki.cert_pem)]);
+    let scenario = format!(
+        r#"
+base_url = "https://127.0.0.1:{}"
+[tls]
+ca_file = "ca.pem"
+[http]
+version = "3"
+max_streams = 4
+[script]
+file = "s.js"
+[load]
+vus = 8
+iterations = 10
+[[session]]
+name = "login, then me every other time"
+steps = [
+  {{ request = "login" }},
+  {{ js = "vars.n = Number(vars.n || 0) + 1" }},
+  {{ if = "vars.n % 2 === 0", steps = [ {{ request = "me" }} ] }},
+]
+[[request]]
+name = "login"
+path = "/login"
+extract = [ {{ name = "token", regex = "token=([0-9a-f-]+)" }} ]
+[[request]]
+name = "me"
+path = "/me"
+before = "carry"
+after = "return response.body.includes('token=' + vars.token)"
+"#,
+        caddy.port
+    );
+    std::fs::write(dir.path().join("s.toml"), scenario).unwrap();
+    std::fs::write(
+        dir.path().join("s.js"),
+        "export function carry(ctx) { ctx.request.headers['X-Token'] = ctx.vars.token; }\n",
+    )
+    .unwrap();
+    let r = run(&[dir.path().join("s.toml").to_str().unwrap()]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    // 8 users × 10 iterations: 80 logins, 40 `me`s (every other iteration).
+    assert_eq!(ok(&r), 120, "{}", r.results()["errors"]);
+    assert_eq!(by_protocol(&r), BTreeMap::from([("h3".into(), 2)]));
+    assert_eq!(caddy.requests("HTTP/3.0", 120), 120);
+    let results = r.results();
+    let scripts = results["scripts"].as_object().unwrap();
+    assert_eq!(scripts["carry"]["calls"], 40, "{}", results["scripts"]);
+    assert_eq!(scripts["vars.n % 2 === 0"]["calls"], 80);
+    for (name, f) in scripts {
+        assert_eq!(f["errors"], 0, "{name}: {f}");
+        assert_eq!(f["failures"].as_u64().unwrap_or(0), 0, "{name}: {f}");
+    }
+}
+
 /// `common/h3_server.py` (aioquic) in one of its modes, on a free UDP port.
 struct AioQuic {
     _guard: ProcessGuard,

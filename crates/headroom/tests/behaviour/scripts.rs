@@ -433,3 +433,215 @@ fn a_postman_collection_with_signing_and_tests_imports_and_runs() {
         .sum();
     assert_eq!(added, refused, "{}", results["scripts"]);
 }
+
+/// The shop flow as a k6 user writes it — a `while` loop until the cart
+/// passes 100, a branch, helpers (one signs, one adds to the cart and
+/// returns its total), locals, a check only code can say, `setup()` with a
+/// request, `return` — imported and run against the verifying shop: the
+/// requests are those k6's semantics give (k6 itself is AGPL-licensed and
+/// not run here; its semantics are written out below).
+#[test]
+fn an_imported_k6_script_with_logic_runs_as_k6_would() {
+    let shop = Shop::start();
+    let script = r#"import http from 'k6/http';
+import { check } from 'k6';
+import crypto from 'k6/crypto';
+
+const BASE = __ENV.BASE_URL || 'http://127.0.0.1:8080';
+const SECRET = 's3cr3t';
+
+export const options = { vus: 3, iterations: 12 };
+
+function signed(body) {
+  const ts = String(Date.now());
+  const signature = crypto.hmac('sha256', SECRET, ts + '\n' + body, 'hex');
+  return { headers: { 'Content-Type': 'application/json', 'X-Timestamp': ts, 'X-Signature': signature } };
+}
+
+function add(id) {
+  const body = JSON.stringify({ product: id });
+  const res = http.post(`${BASE}/cart`, body, signed(body));
+  check(res, { 'added': (r) => r.status === 200 });
+  return res.json().total;
+}
+
+export function setup() {
+  const res = http.get(`${BASE}/products`);
+  return { shown: res.json().products.length };
+}
+
+export default function (data) {
+  if (data.shown !== 12) {
+    return;
+  }
+  let total = 0;
+  while (total <= 100) {
+    const res = http.get(`${BASE}/products`);
+    check(res, {
+      'listed': (r) => r.status === 200,
+      'some in stock': (r) => r.json().products.some((p) => p.stock > 0),
+    });
+    const inStock = res.json().products.filter((p) => p.stock > 0);
+    if (inStock.length === 0) {
+      return;
+    }
+    total = add(inStock[Math.floor(Math.random() * inStock.length)].id);
+  }
+  if (total > 100) {
+    const body = '{}';
+    http.post(`${BASE}/checkout`, body, signed(body));
+  }
+}
+"#;
+    let dir = scenario_dir(&[("shop.js", script)]);
+    let out = dir.path().join("shop.toml");
+    let imported = Command::new(crate::common::headroom_bin())
+        .args(["import", "k6"])
+        .arg(dir.path().join("shop.js"))
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&imported.stderr);
+    assert!(imported.status.success(), "{stderr}");
+    // The k6 script is not overwritten: the module goes beside it.
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("shop.js")).unwrap(),
+        script
+    );
+    assert!(dir.path().join("shop.headroom.js").exists(), "{stderr}");
+    // Only setup's once-per-run is approximated, and said.
+    assert!(stderr.contains("not carried over (1)"), "{stderr}");
+    assert!(stderr.contains("once per user"), "{stderr}");
+    let r = run(&[out.to_str().unwrap(), "--base-url", &shop.url()]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let c = shop.counts();
+    for bad in [
+        "bad_signature",
+        "not_in_stock",
+        "added_over_100",
+        "early_checkout",
+    ] {
+        assert_eq!(c[bad], 0, "{bad}: {c}");
+    }
+    // 3 users × 4 iterations; each ends at a checkout once its cart passed
+    // 100, or returns on a list with nothing in stock (0.4^12 a list: about
+    // once in 2,000 runs of this test; twice, once in millions).
+    let results = r.results();
+    assert_eq!(c["checkouts"], c["passed_100"], "{c}");
+    assert!(c["checkouts"].as_u64().unwrap() >= 11, "{c}");
+    // setup() once per user: three sessions, each listed once before its loop.
+    assert_eq!(c["sessions"], 3, "{c}");
+    let sent = |name: &str| {
+        results["per_request"][name]["requests"]["total"]
+            .as_u64()
+            .unwrap()
+    };
+    assert_eq!(sent("GET /products"), 3, "{}", results["per_request"]);
+    assert_eq!(
+        sent("GET /products") + sent("GET /products #2"),
+        c["products"].as_u64().unwrap()
+    );
+    assert_eq!(sent("POST /cart"), c["cart"].as_u64().unwrap());
+    assert_eq!(sent("POST /checkout"), c["checkouts"].as_u64().unwrap());
+    assert_eq!(results["requests"]["failed"], 0, "{}", results["errors"]);
+    let scripts = results["scripts"].as_object().unwrap();
+    for (name, f) in scripts {
+        assert_eq!(f["errors"], 0, "{name}: {f}");
+    }
+}
+
+/// A scenario with scripts in a capacity search and in a study: every
+/// step of the search and every configuration of the study runs them,
+/// each request's `before` and `after` once and each iteration's `js`
+/// once, none failing — counted with the step's or run's own requests.
+#[test]
+fn scripts_run_in_capacity_searches_and_studies() {
+    let target = crate::common::Target::start(1, 4);
+    let scenario = r#"
+base_url = "BASE"
+[script]
+file = "s.js"
+[[request]]
+name = "hello"
+path = "/hello"
+before = "stamp"
+after = "return response.status === 200"
+[[session]]
+name = "s"
+steps = [ { js = "vars.n = Number(vars.n || 0) + 1" }, { request = "hello" } ]
+"#;
+    let js = "export function stamp(ctx) { ctx.request.headers['X-N'] = String(ctx.vars.n); }\n";
+    let dir = scenario_dir(&[
+        ("s.toml", &scenario.replace("BASE", &target.url(""))),
+        ("s.js", js),
+    ]);
+    let file = dir.path().join("s.toml");
+    let r = crate::common::capacity(&[
+        file.to_str().unwrap(),
+        "--slo",
+        "p99<1s",
+        "--min",
+        "20",
+        "--max",
+        "40",
+        "--step-duration",
+        "1s",
+        "--warmup",
+        "0s",
+        "--pause",
+        "0s",
+    ]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let steps = r.results()["steps"].as_array().unwrap().clone();
+    assert!(!steps.is_empty());
+    for step in &steps {
+        assert_scripts_ran_with_requests(&step["results"]);
+    }
+
+    // The same scenario in a study of two configurations it starts.
+    let study = r#"scenario = "s.toml"
+[[server]]
+name = "target"
+command = "headroom target --listen 127.0.0.1:{port} --workers {workers} --threads 2"
+ready = "/health"
+[server.grid]
+workers = [1, 2]
+[measure]
+warmup = "0s"
+duration = "2s"
+pause = "0s"
+"#;
+    std::fs::write(dir.path().join("study.toml"), study).unwrap();
+    let out = dir.path().join("out");
+    let o = crate::common::study::study(&dir.path().join("study.toml"), &out, &[]);
+    crate::common::study::stdout_of_success(&o);
+    let report: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("study.json")).unwrap()).unwrap();
+    let configs = report["configs"].as_array().unwrap();
+    assert_eq!(configs.len(), 2, "{report}");
+    for config in configs {
+        assert_eq!(config["status"], "ok", "{config}");
+        assert_scripts_ran_with_requests(&config["runs"][0]["results"]);
+    }
+}
+
+/// In `results`, each script function ran as often as the session says
+/// (`stamp` and the `after` check once a request, the `js` step once an
+/// iteration — as many as requests) and none threw or failed.
+fn assert_scripts_ran_with_requests(results: &Value) {
+    let requests = results["requests"]["total"].as_u64().unwrap();
+    assert!(requests > 0, "{results}");
+    let scripts = results["scripts"].as_object().unwrap();
+    assert_eq!(scripts.len(), 3, "{}", results["scripts"]);
+    for (name, f) in scripts {
+        assert_eq!(f["errors"], 0, "{name}: {f}");
+        assert_eq!(f["failures"].as_u64().unwrap_or(0), 0, "{name}: {f}");
+    }
+    assert_eq!(
+        scripts["stamp"]["calls"], requests,
+        "{}",
+        results["scripts"]
+    );
+    assert_eq!(scripts["return response.status === 200"]["calls"], requests);
+}

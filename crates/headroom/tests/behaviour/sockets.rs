@@ -163,6 +163,57 @@ fn a_websocket_echo_counts_every_message_exactly() {
     assert!(r.stdout.contains("messages sent"), "{}", r.stdout);
 }
 
+/// Scripts on a socket: a `js` step builds each message (JSON of the
+/// round's numbers) that `send` renders, and after the echo's match a
+/// `js` step judges the value extracted from it — exactly the failures
+/// planted (the 3rd round's expected sum is off by one) and no others.
+#[test]
+fn scripts_build_socket_messages_and_judge_the_echoes() {
+    let _light = crate::common::light();
+    let server = SocketServer::start("echo");
+    let (_dir, file) = scenario(&format!(
+        r#"base_url = {:?}
+[load]
+model = "closed"
+vus = 4
+iterations = 3
+
+[[session]]
+name = "scripted echo"
+steps = [
+  {{ ws = "/echo", name = "connect" }},
+  {{ js = "vars.k = 0" }},
+  {{ while = "vars.k < 5", steps = [
+    {{ js = "vars.k += 1; vars.msg = JSON.stringify({{ user: ctx.user, k: vars.k, sum: vars.k * (vars.k + 1) / 2 }})" }},
+    {{ send = "{{{{msg}}}}", name = "built", expect = {{ contains = '"k":', within = "2s" }}, extract = [ {{ name = "echoed", json_path = "$.sum" }} ] }},
+    {{ js = "const want = vars.k * (vars.k + 1) / 2 + (vars.k === 3 ? 1 : 0); if (Number(vars.echoed) !== want) ctx.fail('sum ' + vars.echoed + ', not ' + want)" }},
+  ] }},
+  {{ close = 1000 }},
+]
+"#,
+        server.base()
+    ));
+    let r = run(&[&file]);
+    assert_echoed_exactly(&r, &server);
+    // 4 users × 3 iterations × 5 rounds.
+    let k = sockets(&r);
+    assert_eq!(n(&k["messages_sent"]), 60, "{k}");
+    assert_eq!(n(&per_request(&r, "built")["requests"]["failed"]), 0);
+    let results = r.results();
+    let judge = results["scripts"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .find(|(name, _)| name.starts_with("const want"))
+        .map(|(_, f)| f.clone())
+        .unwrap_or_else(|| panic!("{}", results["scripts"]));
+    assert_eq!(n(&judge["calls"]), 60, "{judge}");
+    assert_eq!(n(&judge["errors"]), 0, "{judge}");
+    // The planted miss, once per iteration: the 3rd round (sum 6, not 7).
+    assert_eq!(n(&judge["failures"]), 12, "{judge}");
+    assert_eq!(judge["failure_messages"]["sum 6, not 7"], 12, "{judge}");
+}
+
 /// Two processes, one merged record: the socket counts and the timeline's
 /// per-second messages add up exactly to what the server counted.
 #[test]

@@ -166,7 +166,8 @@ impl Builder<'_> {
             if let Some(after) = &r.after {
                 let origin = format!("request `{}` after", r.name);
                 let code = self.script_code((anchor, "after"), after, false, origin);
-                let label = self.scripts.code[code].label();
+                // As the engine counts it (told apart from a like one).
+                let label = headroom_js::unique_labels(&self.scripts.code[..=code]).remove(code);
                 check_names.push(format!("after: {label}"));
                 spec.after = Some((code, (check_names.len() - 1) as u32));
             }
