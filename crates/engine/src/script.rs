@@ -370,11 +370,38 @@ impl Script {
         }
         self.last_status = status;
         outcome.error = spec.expect.check(status);
+        if let Some(method) = &spec.grpc {
+            self.grpc_answer(method, outcome);
+        }
         if !spec.checks.is_empty() || !spec.extracts.is_empty() {
             self.checks_and_extractions(shared, spec, status, (intended, done), outcome);
         }
         if let Some((code, check)) = spec.after {
             self.after_hook(shared, (code, check), status, outcome);
+        }
+    }
+
+    /// A gRPC call's answer: its status judged (each code its own class;
+    /// none at all is malformed), its messages decoded to JSON for the
+    /// checks, extractions and scripts that read the body.
+    fn grpc_answer(&mut self, method: &headroom_grpc::Method, outcome: &mut Outcome) {
+        if outcome.error.is_none() {
+            outcome.error = match self.captured.grpc_status {
+                Some(code) => ErrorClass::of_grpc_status(code),
+                None => Some(ErrorClass::GrpcMalformed),
+            };
+        }
+        if self.captured.body.is_empty() {
+            return;
+        }
+        match method.decode_to_json(&self.captured.body) {
+            Ok(json) => self.captured.body = json.into_bytes(),
+            Err(_) => {
+                self.captured.body.clear();
+                if outcome.error.is_none() {
+                    outcome.error = Some(ErrorClass::GrpcMalformed);
+                }
+            }
         }
     }
 

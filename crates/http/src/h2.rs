@@ -167,6 +167,10 @@ impl H2Connection {
         let response = response.await.map_err(|e| failure_of(&e, false))?;
         let status = response.status().as_u16();
         let mut received = crate::h2::take_head(response.headers(), want, captured);
+        if want.grpc {
+            // A trailers-only answer: the status is in the head.
+            grpc_status_of(response.headers(), captured);
+        }
         let mut incoming = response.into_body();
         while let Some(chunk) = incoming.data().await {
             let chunk = chunk.map_err(|e| failure_of(&e, true))?;
@@ -177,12 +181,59 @@ impl H2Connection {
             // Read and counted: the server may send as much again.
             let _ = incoming.flow_control().release_capacity(chunk.len());
         }
+        if want.grpc {
+            let trailers = incoming
+                .trailers()
+                .await
+                .map_err(|e| failure_of(&e, true))?;
+            if let Some(trailers) = trailers {
+                for (name, value) in &trailers {
+                    received += (name.as_str().len() + value.len()) as u64;
+                }
+                grpc_status_of(&trailers, captured);
+            }
+        }
         Ok(Response {
             status,
             bytes: received,
             keep_alive: true,
         })
     }
+}
+
+/// `grpc-status` and `grpc-message` of a head or trailers, when there.
+fn grpc_status_of(fields: &http::HeaderMap, captured: &mut Captured) {
+    if let Some(code) = fields.get("grpc-status") {
+        captured.grpc_status = code.to_str().ok().and_then(|c| c.trim().parse().ok());
+        captured.grpc_message = fields
+            .get("grpc-message")
+            .map(|m| percent_decoded(m.as_bytes()))
+            .unwrap_or_default();
+    }
+}
+
+/// `grpc-message` is percent-encoded UTF-8.
+fn percent_decoded(bytes: &[u8]) -> String {
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = |b: u8| (b as char).to_digit(16);
+        match (
+            bytes[i],
+            bytes.get(i + 1).copied(),
+            bytes.get(i + 2).copied(),
+        ) {
+            (b'%', Some(a), Some(b)) if hex(a).is_some() && hex(b).is_some() => {
+                out.push((hex(a).unwrap_or(0) * 16 + hex(b).unwrap_or(0)) as u8);
+                i += 3;
+            }
+            (c, _, _) => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// A response head's fields (HTTP/2 and HTTP/3 alike): their bytes, names
@@ -289,11 +340,12 @@ impl H2Request {
             .build()
             .map_err(malformed)?;
         let mut headers = http::HeaderMap::with_capacity(parsed.headers.len());
-        for h in parsed
-            .headers
-            .iter()
-            .filter(|h| !is_connection_specific(h.name))
-        {
+        // `te: trailers` is the one TE HTTP/2 allows (gRPC sends it).
+        let kept = |h: &&httparse::Header| {
+            !is_connection_specific(h.name)
+                || (h.name.eq_ignore_ascii_case("te") && h.value.eq_ignore_ascii_case(b"trailers"))
+        };
+        for h in parsed.headers.iter().filter(kept) {
             let name = http::HeaderName::from_bytes(h.name.as_bytes())
                 .map_err(|_| Failure::MalformedRequest)?;
             let value =
@@ -307,6 +359,22 @@ impl H2Request {
             headers,
             body: Bytes::copy_from_slice(&wire[head_len..]),
         })
+    }
+
+    /// The same request with another body (its `content-length` set to
+    /// it): a gRPC message encoded from the JSON its template rendered.
+    pub fn with_body(mut self, body: Vec<u8>) -> H2Request {
+        self.headers.insert(
+            http::header::CONTENT_LENGTH,
+            http::HeaderValue::from(body.len()),
+        );
+        self.body = Bytes::from(body);
+        self
+    }
+
+    /// The body as it will be sent.
+    pub fn body(&self) -> &[u8] {
+        &self.body
     }
 
     /// Head and body to send, this request kept for the next send.

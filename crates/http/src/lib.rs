@@ -617,6 +617,9 @@ pub struct Capture {
     pub headers: bool,
     pub set_cookies: bool,
     pub body: bool,
+    /// gRPC: its `grpc-status` and `grpc-message` (trailers, or the head
+    /// of a trailers-only answer), into `Captured::grpc_*`.
+    pub grpc: bool,
 }
 
 /// What was kept (buffers reused from one request to the next).
@@ -625,6 +628,9 @@ pub struct Captured {
     pub headers: Vec<(String, String)>,
     pub set_cookies: Vec<String>,
     pub body: Vec<u8>,
+    /// gRPC: the answer's status (`None`: it sent none) and message.
+    pub grpc_status: Option<u32>,
+    pub grpc_message: String,
 }
 
 impl Captured {
@@ -632,6 +638,8 @@ impl Captured {
         self.headers.clear();
         self.set_cookies.clear();
         self.body.clear();
+        self.grpc_status = None;
+        self.grpc_message.clear();
         if self.body.capacity() > KEEP_BODY_CAPACITY {
             self.body.shrink_to(KEEP_BODY_CAPACITY);
         }

@@ -125,6 +125,41 @@ pub enum ErrorClass {
     SocketClosed,
     /// No pong to a ping (`ping_every` on a `hold`) before the next was due.
     PingTimeout,
+    /// gRPC status 1: the call was cancelled (CANCELLED).
+    GrpcCancelled,
+    /// gRPC status 2: UNKNOWN: the server's handler failed.
+    GrpcUnknown,
+    /// gRPC status 3: INVALID_ARGUMENT: the server refused the message.
+    GrpcInvalidArgument,
+    /// gRPC status 4: DEADLINE_EXCEEDED: the call's deadline (grpc-timeout) passed.
+    GrpcDeadlineExceeded,
+    /// gRPC status 5: NOT_FOUND.
+    GrpcNotFound,
+    /// gRPC status 6: ALREADY_EXISTS.
+    GrpcAlreadyExists,
+    /// gRPC status 7: PERMISSION_DENIED.
+    GrpcPermissionDenied,
+    /// gRPC status 8: RESOURCE_EXHAUSTED: a quota or the server's capacity ran out.
+    GrpcResourceExhausted,
+    /// gRPC status 9: FAILED_PRECONDITION.
+    GrpcFailedPrecondition,
+    /// gRPC status 10: ABORTED.
+    GrpcAborted,
+    /// gRPC status 11: OUT_OF_RANGE.
+    GrpcOutOfRange,
+    /// gRPC status 12: UNIMPLEMENTED: the server has no such method.
+    GrpcUnimplemented,
+    /// gRPC status 13: INTERNAL: the server's error.
+    GrpcInternal,
+    /// gRPC status 14: UNAVAILABLE: the service could not take the call.
+    GrpcUnavailable,
+    /// gRPC status 15: DATA_LOSS.
+    GrpcDataLoss,
+    /// gRPC status 16: UNAUTHENTICATED.
+    GrpcUnauthenticated,
+    /// gRPC: an HTTP 200 answer without a `grpc-status`, a status past
+    /// 16, or messages that are not the method's.
+    GrpcMalformed,
     Http4xx,
     /// A 5xx status that the scenario did not expect.
     Http5xx,
@@ -144,7 +179,7 @@ pub enum ErrorClass {
 }
 
 impl ErrorClass {
-    pub const COUNT: usize = 40;
+    pub const COUNT: usize = 57;
     pub const ALL: [ErrorClass; Self::COUNT] = [
         Self::ConnectRefused,
         Self::ConnectTimeout,
@@ -180,6 +215,23 @@ impl ErrorClass {
         Self::MessageTimeout,
         Self::SocketClosed,
         Self::PingTimeout,
+        Self::GrpcCancelled,
+        Self::GrpcUnknown,
+        Self::GrpcInvalidArgument,
+        Self::GrpcDeadlineExceeded,
+        Self::GrpcNotFound,
+        Self::GrpcAlreadyExists,
+        Self::GrpcPermissionDenied,
+        Self::GrpcResourceExhausted,
+        Self::GrpcFailedPrecondition,
+        Self::GrpcAborted,
+        Self::GrpcOutOfRange,
+        Self::GrpcUnimplemented,
+        Self::GrpcInternal,
+        Self::GrpcUnavailable,
+        Self::GrpcDataLoss,
+        Self::GrpcUnauthenticated,
+        Self::GrpcMalformed,
         Self::Http4xx,
         Self::Http5xx,
         Self::UnexpectedStatus,
@@ -190,6 +242,34 @@ impl ErrorClass {
 
     pub fn index(self) -> usize {
         self as usize
+    }
+
+    /// The class of a gRPC status: `None` for OK (0), each other code its
+    /// own class, a code past 16 `grpc_malformed`.
+    pub fn of_grpc_status(code: u32) -> Option<ErrorClass> {
+        const BY_CODE: [ErrorClass; 16] = [
+            ErrorClass::GrpcCancelled,
+            ErrorClass::GrpcUnknown,
+            ErrorClass::GrpcInvalidArgument,
+            ErrorClass::GrpcDeadlineExceeded,
+            ErrorClass::GrpcNotFound,
+            ErrorClass::GrpcAlreadyExists,
+            ErrorClass::GrpcPermissionDenied,
+            ErrorClass::GrpcResourceExhausted,
+            ErrorClass::GrpcFailedPrecondition,
+            ErrorClass::GrpcAborted,
+            ErrorClass::GrpcOutOfRange,
+            ErrorClass::GrpcUnimplemented,
+            ErrorClass::GrpcInternal,
+            ErrorClass::GrpcUnavailable,
+            ErrorClass::GrpcDataLoss,
+            ErrorClass::GrpcUnauthenticated,
+        ];
+        match code {
+            0 => None,
+            1..=16 => Some(BY_CODE[code as usize - 1]),
+            _ => Some(ErrorClass::GrpcMalformed),
+        }
     }
 
     /// Stable key in results files.
@@ -229,6 +309,23 @@ impl ErrorClass {
             Self::MessageTimeout => "message_timeout",
             Self::SocketClosed => "socket_closed",
             Self::PingTimeout => "ping_timeout",
+            Self::GrpcCancelled => "grpc_cancelled",
+            Self::GrpcUnknown => "grpc_unknown",
+            Self::GrpcInvalidArgument => "grpc_invalid_argument",
+            Self::GrpcDeadlineExceeded => "grpc_deadline_exceeded",
+            Self::GrpcNotFound => "grpc_not_found",
+            Self::GrpcAlreadyExists => "grpc_already_exists",
+            Self::GrpcPermissionDenied => "grpc_permission_denied",
+            Self::GrpcResourceExhausted => "grpc_resource_exhausted",
+            Self::GrpcFailedPrecondition => "grpc_failed_precondition",
+            Self::GrpcAborted => "grpc_aborted",
+            Self::GrpcOutOfRange => "grpc_out_of_range",
+            Self::GrpcUnimplemented => "grpc_unimplemented",
+            Self::GrpcInternal => "grpc_internal",
+            Self::GrpcUnavailable => "grpc_unavailable",
+            Self::GrpcDataLoss => "grpc_data_loss",
+            Self::GrpcUnauthenticated => "grpc_unauthenticated",
+            Self::GrpcMalformed => "grpc_malformed",
             Self::Http4xx => "http_4xx",
             Self::Http5xx => "http_5xx",
             Self::UnexpectedStatus => "unexpected_status",
@@ -305,6 +402,25 @@ impl ErrorClass {
             Self::MessageTimeout => "no matching message within the step's `within`",
             Self::SocketClosed => "the server closed the socket while a message was awaited",
             Self::PingTimeout => "no pong to a WebSocket ping before the next was due",
+            Self::GrpcCancelled => "gRPC the call was cancelled (CANCELLED)",
+            Self::GrpcUnknown => "gRPC UNKNOWN: the server's handler failed",
+            Self::GrpcInvalidArgument => "gRPC INVALID_ARGUMENT: the server refused the message",
+            Self::GrpcDeadlineExceeded => "gRPC DEADLINE_EXCEEDED: the call's deadline (grpc-timeout) passed",
+            Self::GrpcNotFound => "gRPC NOT_FOUND",
+            Self::GrpcAlreadyExists => "gRPC ALREADY_EXISTS",
+            Self::GrpcPermissionDenied => "gRPC PERMISSION_DENIED",
+            Self::GrpcResourceExhausted => "gRPC RESOURCE_EXHAUSTED: a quota or the server's capacity ran out",
+            Self::GrpcFailedPrecondition => "gRPC FAILED_PRECONDITION",
+            Self::GrpcAborted => "gRPC ABORTED",
+            Self::GrpcOutOfRange => "gRPC OUT_OF_RANGE",
+            Self::GrpcUnimplemented => "gRPC UNIMPLEMENTED: the server has no such method",
+            Self::GrpcInternal => "gRPC INTERNAL: the server's error",
+            Self::GrpcUnavailable => "gRPC UNAVAILABLE: the service could not take the call",
+            Self::GrpcDataLoss => "gRPC DATA_LOSS",
+            Self::GrpcUnauthenticated => "gRPC UNAUTHENTICATED",
+            Self::GrpcMalformed => {
+                "gRPC: an answer without grpc-status, or messages not of the method's type"
+            }
             Self::Http4xx => "client error status (4xx) not expected",
             Self::Http5xx => "server error status (5xx) not expected",
             Self::UnexpectedStatus => "status not in the expected set",

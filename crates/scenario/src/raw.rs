@@ -61,6 +61,27 @@ pub struct RawScenario {
     /// (`js`) and hooks (`before`, `after`) call, and the budgets of a call.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub script: Option<RawScript>,
+    /// `[grpc]`: where the message types of `grpc` requests come from —
+    /// `.proto` files or a protoset; neither: the server's reflection
+    /// service.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grpc: Option<RawGrpc>,
+}
+
+/// `[grpc]`: the schema of the scenario's gRPC calls.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawGrpc {
+    /// `.proto` files (relative to the scenario), compiled when the run
+    /// starts (no `protoc` needed).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub proto: Vec<String>,
+    /// Folders their imports are found in (each file's own folder is one).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub import_path: Vec<String>,
+    /// A protoset (`protoc --descriptor_set_out --include_imports`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub protoset: Option<String>,
 }
 
 /// `[script]`: a JavaScript module next to the scenario, and what one call
@@ -557,6 +578,11 @@ pub struct RawRequest {
     /// set variables (custom extraction).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub after: Option<String>,
+    /// A gRPC call instead of an HTTP request: `package.Service/Method`,
+    /// its message the `json` table or the `body` text (JSON, templates
+    /// as for bodies), its metadata the `headers`; sent over HTTP/2.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grpc: Option<String>,
 }
 
 /// Exactly one of: `status`, `body_contains`, `body_regex`, `json_path`

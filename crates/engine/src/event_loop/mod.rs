@@ -80,6 +80,7 @@ const COOKIES: Capture = Capture {
     headers: false,
     set_cookies: true,
     body: false,
+    grpc: false,
 };
 
 /// The worker's read buffer, shared by all its connections: larger than

@@ -268,6 +268,7 @@ mod tests {
                 .collect(),
             set_cookies: vec!["sid=abc; Path=/; HttpOnly".into()],
             body: body.as_bytes().to_vec(),
+            ..Captured::default()
         }
     }
 

@@ -239,6 +239,7 @@ impl Plan {
             capture: Capture::default(),
             before: None,
             after: None,
+            grpc: None,
         };
         Ok(Plan {
             endpoint,
@@ -662,6 +663,9 @@ pub struct RequestSpec {
     /// reports fails check `after.1`, id `after.0`).
     pub before: Option<usize>,
     pub after: Option<(usize, u32)>,
+    /// A gRPC call: its method (the message a template renders is encoded
+    /// as its input at each send; its answer's status is judged).
+    pub grpc: Option<std::sync::Arc<headroom_grpc::Method>>,
 }
 
 /// The parts of a request that are rendered for each send.

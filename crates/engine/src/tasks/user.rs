@@ -569,9 +569,9 @@ impl User {
             let conn = stream.slot.conn.clone();
             let request = match wire {
                 Wire::Encoded => shared.h2_request(index, origin.https),
-                Wire::Rendered => {
-                    H2Request::from_wire(&self.wire, origin.https).map(H2Request::into_parts)
-                }
+                Wire::Rendered => H2Request::from_wire(&self.wire, origin.https)
+                    .and_then(|r| grpc_message(spec, r))
+                    .map(H2Request::into_parts),
             };
             let request = match request {
                 Ok(request) => request,
@@ -593,7 +593,7 @@ impl User {
             drop(stream);
             let failure = match finished {
                 Err(()) => {
-                    outcome.error = Some(exchange::timed_out(Phase::Exchanging).into());
+                    outcome.error = Some(timed_out(spec));
                     return outcome;
                 }
                 Ok(Ok(response)) => {
@@ -652,5 +652,28 @@ impl User {
             Err(_) => self.backoff_pending = true,
         }
         result
+    }
+}
+
+/// A gRPC call's rendered request: the JSON its template rendered encoded
+/// as the method's message (a message that does not fit its type is a
+/// malformed request, not sent).
+fn grpc_message(spec: &RequestSpec, request: H2Request) -> Result<H2Request, Failure> {
+    let Some(method) = &spec.grpc else {
+        return Ok(request);
+    };
+    let json = std::str::from_utf8(request.body()).map_err(|_| Failure::MalformedRequest)?;
+    let framed = method
+        .encode_json(json)
+        .map_err(|_| Failure::MalformedRequest)?;
+    Ok(request.with_body(framed))
+}
+
+/// A request with no answer by its timeout. A gRPC call's timeout is its
+/// deadline (`grpc-timeout`): past it, gRPC's status is DEADLINE_EXCEEDED.
+fn timed_out(spec: &RequestSpec) -> ErrorClass {
+    match spec.grpc {
+        Some(_) => ErrorClass::GrpcDeadlineExceeded,
+        None => exchange::timed_out(Phase::Exchanging).into(),
     }
 }

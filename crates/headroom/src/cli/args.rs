@@ -17,12 +17,41 @@ pub struct RunArgs {
     /// Scenario file (.toml, .yaml): requests, sessions, feeders, checks,
     /// load — or a URL to load without one, as wrk and oha take it
     /// (`headroom run http://127.0.0.1:8080/`). Flags override the file.
-    #[arg(value_name = "SCENARIO|URL", required_unless_present = "url")]
+    #[arg(value_name = "SCENARIO|URL", required_unless_present_any = ["url", "grpc"])]
     pub scenario: Option<std::path::PathBuf>,
 
     /// URL to load without a scenario file, e.g. http://127.0.0.1:8080/hello
     #[arg(long, value_name = "URL", conflicts_with = "scenario")]
     pub url: Option<String>,
+
+    /// A gRPC server to call without a scenario file: grpc://HOST:PORT
+    /// (HTTP/2 in cleartext) or grpcs://HOST:PORT (TLS, ALPN h2); the
+    /// method is --call, its message --data.
+    #[arg(long, value_name = "URL", conflicts_with_all = ["scenario", "url"], requires = "call")]
+    pub grpc: Option<String>,
+
+    /// The gRPC method to call: package.Service/Method.
+    #[arg(long, value_name = "METHOD", requires = "grpc")]
+    pub call: Option<String>,
+
+    /// The gRPC call's message, as JSON (proto3's JSON mapping) [default: {}].
+    #[arg(long, value_name = "JSON", requires = "grpc")]
+    pub data: Option<String>,
+
+    /// A .proto file with the method's message types, compiled at the
+    /// start (no protoc needed; repeatable). Without --proto or
+    /// --protoset the server's reflection service is asked.
+    #[arg(long, value_name = "FILE", requires = "grpc")]
+    pub proto: Vec<std::path::PathBuf>,
+
+    /// A folder where the .proto files' imports are found (repeatable).
+    #[arg(long, value_name = "DIR", requires = "proto")]
+    pub import_path: Vec<std::path::PathBuf>,
+
+    /// A protoset (FileDescriptorSet: `protoc --descriptor_set_out
+    /// --include_imports`) with the method's message types.
+    #[arg(long, value_name = "FILE", requires = "grpc", conflicts_with = "proto")]
+    pub protoset: Option<std::path::PathBuf>,
 
     /// With a scenario: the base URL its request paths are joined to.
     #[arg(long, value_name = "URL", requires = "scenario")]

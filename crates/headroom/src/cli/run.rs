@@ -228,8 +228,59 @@ fn file_or_one_liner(args: &RunArgs) -> anyhow::Result<Scenario> {
             scenario.plan.label = headroom_http::redact::url(url);
             Ok(scenario)
         }
-        (None, None) => bail!("give a scenario file or --url"),
+        (None, None) => match &args.grpc {
+            Some(url) => {
+                let mut raw = grpc_one_liner(args, url)?;
+                overrides(args).apply(&mut raw);
+                let mut scenario = headroom_scenario::build_raw(&raw, "command line", url)?;
+                scenario.plan.label = headroom_http::redact::url(url);
+                Ok(scenario)
+            }
+            None => bail!("give a scenario file, --url or --grpc"),
+        },
     }
+}
+
+/// `--grpc URL --call METHOD --data JSON` as a scenario: one gRPC call,
+/// over HTTP/2 (cleartext for grpc://, TLS for grpcs://), its types from
+/// `--proto`/`--protoset` or the server's reflection.
+fn grpc_one_liner(args: &RunArgs, url: &str) -> anyhow::Result<RawScenario> {
+    let base = if let Some(rest) = url.strip_prefix("grpc://") {
+        format!("http://{rest}")
+    } else if let Some(rest) = url.strip_prefix("grpcs://") {
+        format!("https://{rest}")
+    } else {
+        bail!("--grpc `{url}`: give grpc://HOST:PORT (cleartext) or grpcs://HOST:PORT (TLS)");
+    };
+    if base.trim_end_matches('/').matches('/').count() > 2 {
+        bail!("--grpc `{url}`: a server, not a path (the method is --call)");
+    }
+    let call = args.call.clone().unwrap_or_default();
+    let absolute = |p: &std::path::PathBuf| {
+        std::path::absolute(p)
+            .unwrap_or_else(|_| p.clone())
+            .display()
+            .to_string()
+    };
+    Ok(RawScenario {
+        base_url: Some(base.trim_end_matches('/').to_string()),
+        http: Some(RawHttp {
+            version: Some(headroom_scenario::raw::RawHttpVersion(HttpVersion::Http2)),
+            ..RawHttp::default()
+        }),
+        grpc: Some(headroom_scenario::raw::RawGrpc {
+            proto: args.proto.iter().map(absolute).collect(),
+            import_path: args.import_path.iter().map(absolute).collect(),
+            protoset: args.protoset.as_ref().map(absolute),
+        }),
+        requests: vec![RawRequest {
+            name: call.clone(),
+            grpc: Some(call),
+            body: Some(args.data.clone().unwrap_or_else(|| "{}".into())),
+            ..RawRequest::default()
+        }],
+        ..RawScenario::default()
+    })
 }
 
 pub fn read_pidfile(path: &Path) -> anyhow::Result<i32> {

@@ -14,6 +14,7 @@ mod dashboard;
 mod docs;
 mod errors;
 mod events;
+mod grpc;
 mod h2;
 mod h3;
 mod hostile;

@@ -36,6 +36,8 @@ pub struct Builder<'a> {
     pub max_feeder_bytes: u64,
     /// The scenario's scripts as its sections add code.
     pub(super) scripts: Scripts,
+    /// The message types of its gRPC calls (`[grpc]`, or reflection).
+    pub(super) grpc: Option<headroom_grpc::Schema>,
 }
 
 impl<'a> Builder<'a> {
@@ -45,6 +47,7 @@ impl<'a> Builder<'a> {
             problems: Problems::new(text),
             max_feeder_bytes: headroom_engine::plan::feeder::DEFAULT_MAX_FEEDER_BYTES,
             scripts: Default::default(),
+            grpc: None,
         }
     }
 

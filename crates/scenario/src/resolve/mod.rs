@@ -25,6 +25,7 @@ mod builder;
 mod checks;
 mod events;
 mod flow;
+mod grpc;
 mod load;
 mod objectives;
 mod requests;
@@ -68,6 +69,10 @@ impl Builder<'_> {
         };
         let routes = self.routes(&raw_requests);
         let endpoint = self.endpoint(&raw_requests, &routes);
+        let https = endpoint.as_ref().filter(|e| e.https);
+        let tls = https.and_then(|e| self.tls(raw.tls.as_ref(), &e.host));
+        self.grpc_schema(raw, endpoint.as_ref(), (tls.as_ref(), connect_timeout));
+        let http_version = self.http_version(raw, &http);
         let mut check_names = Vec::new();
         let mut requests = match &endpoint {
             Some(endpoint) => self.requests(
@@ -92,8 +97,6 @@ impl Builder<'_> {
         if let (Some(Load::Open(open)), Flow::Sessions(_)) = (&mut load, &flow) {
             open.users = true;
         }
-        let https = endpoint.as_ref().filter(|e| e.https);
-        let tls = https.and_then(|e| self.tls(raw.tls.as_ref(), &e.host));
         self.check_transport(raw, &http, endpoint.as_ref());
         let capacity = self.capacity(raw.capacity.as_ref());
         let (thresholds, aborts) = self.thresholds(raw.thresholds.as_ref(), &requests);
@@ -131,7 +134,7 @@ impl Builder<'_> {
             routes,
             max_connections_per_host: http.max_connections_per_host,
             engine: Default::default(),
-            http_version: http.version.map(|v| v.0).unwrap_or_default(),
+            http_version,
             zero_rtt: http.zero_rtt.unwrap_or(false),
             max_streams: http.max_streams.unwrap_or(DEFAULT_MAX_STREAMS),
             keep_second_histograms: false,
@@ -144,6 +147,27 @@ impl Builder<'_> {
             aborts,
             capacity,
         })
+    }
+
+    /// `[http] version`, or its default: HTTP/2 where the scenario makes
+    /// gRPC calls (they need it: another version asked is a problem).
+    fn http_version(&mut self, raw: &RawScenario, http: &RawHttp) -> HttpVersion {
+        let asked = http.version.map(|v| v.0);
+        if !raw.requests.iter().any(|r| r.grpc.is_some()) {
+            return asked.unwrap_or_default();
+        }
+        match asked {
+            None | Some(HttpVersion::Http2) => HttpVersion::Http2,
+            Some(other) => {
+                self.problem(
+                    None,
+                    "version",
+                    "version",
+                    format!("http.version: gRPC calls go over HTTP/2, not {other:?}"),
+                );
+                other
+            }
+        }
     }
 
     /// `[http] connect_timeout` and `timeout`, or their defaults.

@@ -207,6 +207,9 @@ impl Builder<'_> {
         keep_alive: bool,
         check_names: &mut Vec<String>,
     ) -> Option<RequestSpec> {
+        // A gRPC call: the HTTP/2 request it makes, and its method.
+        let call = self.grpc_request(r, http.timeout.as_deref())?;
+        let r = call.as_ref().map_or(r, |(request, _)| request);
         let a = Some(r.name.as_str());
         let Target {
             origin: other_origin,
@@ -250,6 +253,10 @@ impl Builder<'_> {
             && body_t.is_static()
             && header_ts.iter().all(|(_, t)| t.is_static());
         let header_pairs: Vec<(String, String)> = headers.into_iter().collect();
+        let body = match (&call, is_static) {
+            (Some((_, method)), true) => self.grpc_message(r, method, &body)?,
+            _ => body.into_bytes(),
+        };
         let encoded = if is_static {
             encode_request(
                 &method,
@@ -258,7 +265,7 @@ impl Builder<'_> {
                     .as_deref()
                     .unwrap_or(&origin.endpoint.host_header),
                 &header_pairs,
-                body.as_bytes(),
+                &body,
                 keep_alive,
             )
             // Refused above (request_headers), with the header named.
@@ -266,7 +273,8 @@ impl Builder<'_> {
         } else {
             Vec::new()
         };
-        let capture = capture_for(&checks, &extracts);
+        let mut capture = capture_for(&checks, &extracts);
+        capture.grpc = call.is_some();
         Some(RequestSpec {
             name: r.name.clone(),
             method,
@@ -287,6 +295,7 @@ impl Builder<'_> {
             // Set by `request_hooks`.
             before: None,
             after: None,
+            grpc: call.map(|(_, method)| method),
         })
     }
 

@@ -160,7 +160,7 @@ impl User {
         let want = Capture {
             headers: true,
             set_cookies: shared.plan.cookies,
-            body: false,
+            ..Capture::default()
         };
         let due = Instant::now() + shared.plan.timeout_of(spec);
         let head = {

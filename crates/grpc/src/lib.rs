@@ -1,0 +1,215 @@
+//! gRPC calls as headroom sends them: a method's message types (from
+//! `.proto` files compiled at run time, a protoset, or the server's
+//! reflection service), its JSON messages encoded to protobuf and framed
+//! as gRPC frames them, answers decoded back to JSON for checks, and the
+//! status codes.
+//!
+//! Messages are dynamic (prost-reflect): no code is generated per
+//! service, so any method a schema describes can be called.
+
+mod reflection;
+
+use prost::Message;
+use prost_reflect::{DescriptorPool, DynamicMessage, MessageDescriptor};
+use std::path::{Path, PathBuf};
+
+pub use reflection::{reflect, REFLECTION_TIMEOUT};
+
+/// The message types a run's calls use.
+#[derive(Clone, Debug)]
+pub struct Schema {
+    pool: DescriptorPool,
+}
+
+impl Schema {
+    /// `.proto` files compiled here (protox: no `protoc` needed), their
+    /// imports found in `include` (and beside each file).
+    pub fn from_protos(files: &[PathBuf], include: &[PathBuf]) -> Result<Schema, String> {
+        let mut paths: Vec<PathBuf> = include.to_vec();
+        for f in files {
+            let dir = f
+                .parent()
+                .map_or_else(|| PathBuf::from("."), Path::to_path_buf);
+            let dir = if dir.as_os_str().is_empty() {
+                PathBuf::from(".")
+            } else {
+                dir
+            };
+            if !paths.contains(&dir) {
+                paths.push(dir);
+            }
+        }
+        let set = protox::compile(files, &paths).map_err(|e| format!("{e}"))?;
+        let pool = DescriptorPool::from_file_descriptor_set(set).map_err(|e| e.to_string())?;
+        Ok(Schema { pool })
+    }
+
+    /// A protoset: a `FileDescriptorSet` as `protoc
+    /// --descriptor_set_out --include_imports` writes it.
+    pub fn from_protoset(bytes: &[u8]) -> Result<Schema, String> {
+        let pool = DescriptorPool::decode(bytes)
+            .map_err(|e| format!("not a protoset (FileDescriptorSet): {e}"))?;
+        Ok(Schema { pool })
+    }
+
+    fn from_pool(pool: DescriptorPool) -> Schema {
+        Schema { pool }
+    }
+
+    /// The services it describes, by full name.
+    pub fn services(&self) -> Vec<String> {
+        self.pool
+            .services()
+            .map(|s| s.full_name().to_string())
+            .collect()
+    }
+
+    /// Method `name`: `package.Service/Method` (or `package.Service.Method`).
+    pub fn method(&self, name: &str) -> Result<Method, String> {
+        let (service, method) = name
+            .rsplit_once('/')
+            .or_else(|| name.rsplit_once('.'))
+            .ok_or_else(|| format!("`{name}` is not package.Service/Method"))?;
+        let service = service.trim_start_matches('/');
+        let Some(s) = self.pool.get_service_by_name(service) else {
+            let known = self.services().join(", ");
+            return Err(format!(
+                "no service `{service}` in the schema (it has: {})",
+                if known.is_empty() { "none" } else { &known }
+            ));
+        };
+        let Some(m) = s.methods().find(|m| m.name() == method) else {
+            let known: Vec<String> = s.methods().map(|m| m.name().to_string()).collect();
+            return Err(format!(
+                "service `{service}` has no method `{method}` (it has: {})",
+                known.join(", ")
+            ));
+        };
+        Ok(Method {
+            path: format!("/{}/{}", s.full_name(), m.name()),
+            input: m.input(),
+            output: m.output(),
+            client_streaming: m.is_client_streaming(),
+            server_streaming: m.is_server_streaming(),
+        })
+    }
+}
+
+/// One method: its HTTP/2 path and message types.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Method {
+    /// `/package.Service/Method`.
+    pub path: String,
+    pub input: MessageDescriptor,
+    pub output: MessageDescriptor,
+    pub client_streaming: bool,
+    pub server_streaming: bool,
+}
+
+impl Method {
+    /// A JSON request message (proto3's JSON mapping: field names as in
+    /// the `.proto` or lowerCamelCase) encoded and framed.
+    pub fn encode_json(&self, json: &str) -> Result<Vec<u8>, String> {
+        let mut de = serde_json::Deserializer::from_str(json);
+        let message = DynamicMessage::deserialize(self.input.clone(), &mut de)
+            .map_err(|e| format!("message for {}: {e}", self.input.full_name()))?;
+        de.end()
+            .map_err(|e| format!("message for {}: {e}", self.input.full_name()))?;
+        Ok(frame(&message.encode_to_vec()))
+    }
+
+    /// The answer's messages (gRPC frames) as JSON: one message as an
+    /// object, several (a server stream) as an array of them.
+    pub fn decode_to_json(&self, framed: &[u8]) -> Result<String, String> {
+        let mut messages = Vec::new();
+        for payload in frames(framed)? {
+            let message = DynamicMessage::decode(self.output.clone(), payload)
+                .map_err(|e| format!("answer is not a {}: {e}", self.output.full_name()))?;
+            messages.push(serde_json::to_value(&message).map_err(|e| e.to_string())?);
+        }
+        let value = match messages.len() {
+            1 => messages.pop().expect("one message"),
+            _ => serde_json::Value::Array(messages),
+        };
+        Ok(value.to_string())
+    }
+}
+
+/// A message as gRPC frames it: uncompressed, its length, its bytes.
+pub fn frame(message: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(5 + message.len());
+    out.push(0);
+    out.extend_from_slice(&(message.len() as u32).to_be_bytes());
+    out.extend_from_slice(message);
+    out
+}
+
+/// The messages of a body of gRPC frames. Compressed frames are refused
+/// (headroom asks for none).
+pub fn frames(mut body: &[u8]) -> Result<Vec<&[u8]>, String> {
+    let mut out = Vec::new();
+    while !body.is_empty() {
+        if body.len() < 5 {
+            return Err(format!("a gRPC frame cut short ({} bytes)", body.len()));
+        }
+        if body[0] != 0 {
+            return Err("a compressed gRPC frame (none was asked for)".into());
+        }
+        let len = u32::from_be_bytes([body[1], body[2], body[3], body[4]]) as usize;
+        let Some(payload) = body.get(5..5 + len) else {
+            return Err(format!(
+                "a gRPC frame of {len} bytes cut short at {}",
+                body.len() - 5
+            ));
+        };
+        out.push(payload);
+        body = &body[5 + len..];
+    }
+    Ok(out)
+}
+
+/// gRPC's status codes by name (`grpc-status` 0–16), as its spec names
+/// them in snake case.
+pub const STATUS_NAMES: [&str; 17] = [
+    "ok",
+    "cancelled",
+    "unknown",
+    "invalid_argument",
+    "deadline_exceeded",
+    "not_found",
+    "already_exists",
+    "permission_denied",
+    "resource_exhausted",
+    "failed_precondition",
+    "aborted",
+    "out_of_range",
+    "unimplemented",
+    "internal",
+    "unavailable",
+    "data_loss",
+    "unauthenticated",
+];
+
+/// `grpc-timeout`'s value for a deadline: the fewest digits in the finest
+/// unit that holds it (at most 8 digits, as the spec allows).
+pub fn timeout_header(d: std::time::Duration) -> String {
+    let units = [
+        (1u128, "n"),
+        (1_000, "u"),
+        (1_000_000, "m"),
+        (1_000_000_000, "S"),
+        (60_000_000_000, "M"),
+        (3_600_000_000_000, "H"),
+    ];
+    let nanos = d.as_nanos();
+    for (size, unit) in units {
+        let n = nanos.div_ceil(size);
+        if n < 100_000_000 {
+            return format!("{n}{unit}");
+        }
+    }
+    "99999999H".to_string()
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,289 @@
+//! gRPC calls against a server from another codebase: grpcio (Debian's
+//! python3-grpcio, gRPC's C core) serving `demo.v1.Greeter`
+//! (`common/grpc_server.py`), which counts what it gets. Types from the
+//! server's reflection, a `.proto` file and a protoset; statuses as
+//! classes; deadlines; checks on the decoded answer.
+
+use crate::common::{run, scenario_dir, ProcessGuard};
+use serde_json::Value;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+struct GrpcServer {
+    _guard: ProcessGuard,
+    dir: tempfile::TempDir,
+    port: u16,
+}
+
+impl GrpcServer {
+    /// The server with `flags` (`--no-reflection`, `--v1alpha-only`); its
+    /// .proto and protoset written beside its counts.
+    fn start(flags: &[&str]) -> GrpcServer {
+        Self::start_in(tempfile::tempdir().unwrap(), flags)
+    }
+
+    /// Over TLS, with a certificate made here (`cert.pem` beside it).
+    fn start_tls() -> GrpcServer {
+        let pki = crate::common::self_signed();
+        let dir = tempfile::tempdir().unwrap();
+        let (cert, key) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
+        std::fs::write(&cert, &pki.cert_pem).unwrap();
+        std::fs::write(&key, &pki.key_pem).unwrap();
+        let (cert, key) = (cert.display().to_string(), key.display().to_string());
+        Self::start_in(dir, &["--tls", &cert, &key])
+    }
+
+    fn start_in(dir: tempfile::TempDir, flags: &[&str]) -> GrpcServer {
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/common/grpc_server.py");
+        let port_file = dir.path().join("port");
+        // Debian's python3, where python3-grpcio is installed.
+        let child = Command::new("/usr/bin/python3")
+            .arg(script)
+            .arg(&port_file)
+            .arg(dir.path().join("counts.json"))
+            .args(flags)
+            .arg("--proto-out")
+            .arg(dir.path().join("greeter.proto"))
+            .arg("--protoset-out")
+            .arg(dir.path().join("greeter.protoset"))
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start the gRPC server (python3-grpcio)");
+        let guard = ProcessGuard { child };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let port = loop {
+            if let Ok(text) = std::fs::read_to_string(&port_file) {
+                break text.trim().parse().unwrap();
+            }
+            assert!(Instant::now() < deadline, "the gRPC server did not start");
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        GrpcServer {
+            _guard: guard,
+            dir,
+            port,
+        }
+    }
+
+    fn url(&self) -> String {
+        format!("grpc://127.0.0.1:{}", self.port)
+    }
+
+    fn file(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    fn counts(&self) -> Value {
+        serde_json::from_str(&std::fs::read_to_string(self.file("counts.json")).unwrap()).unwrap()
+    }
+}
+
+fn n(v: &Value) -> u64 {
+    v.as_u64().unwrap_or(0)
+}
+
+/// The command line users' scripts call: `--grpc --call --data`, the types
+/// asked of the server's reflection service (v1, and v1alpha where only
+/// that is served), then from `--proto` and `--protoset` with reflection
+/// off: every call counted as the server counted it.
+#[test]
+fn unary_calls_from_reflection_proto_and_protoset_count_as_the_server_does() {
+    let call = |server: &GrpcServer, types: &[&str]| {
+        let url = server.url();
+        let mut args = vec![
+            "--grpc",
+            &url,
+            "--call",
+            "demo.v1.Greeter/SayHello",
+            "--data",
+            r#"{"name": "ann"}"#,
+            "--vus",
+            "4",
+            "--requests",
+            "200",
+        ];
+        args.extend_from_slice(types);
+        let r = run(&args);
+        assert_eq!(r.code, 0, "{types:?}: {}\n{}", r.stdout, r.stderr);
+        let results = r.results();
+        assert_eq!(results["requests"]["total"], 200, "{types:?}");
+        assert_eq!(results["requests"]["failed"], 0, "{}", results["errors"]);
+        let c = server.counts();
+        assert_eq!(n(&c["calls"]["SayHello"]), 200, "{types:?}: {c}");
+        assert_eq!(n(&c["statuses"]["ok"]), 200, "{c}");
+        assert!(results["connections"]["by_protocol"]["h2"].as_u64() > Some(0));
+    };
+    call(&GrpcServer::start(&[]), &[]);
+    call(&GrpcServer::start(&["--v1alpha-only"]), &[]);
+    let server = GrpcServer::start(&["--no-reflection"]);
+    let proto = server.file("greeter.proto").display().to_string();
+    call(&server, &["--proto", &proto]);
+    let server = GrpcServer::start(&["--no-reflection"]);
+    let protoset = server.file("greeter.protoset").display().to_string();
+    call(&server, &["--protoset", &protoset]);
+    // Without either, and no reflection: a clear error before any load.
+    let server = GrpcServer::start(&["--no-reflection"]);
+    let url = server.url();
+    let r = run(&[
+        "--grpc",
+        &url,
+        "--call",
+        "demo.v1.Greeter/SayHello",
+        "-n",
+        "1",
+    ]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(r.stderr.contains("reflection"), "{}", r.stderr);
+    assert_eq!(n(&server.counts()["calls"]["SayHello"]), 0);
+    // A method the schema lacks: named, with what there is.
+    let r = run(&[
+        "--grpc",
+        &url,
+        "--call",
+        "demo.v1.Greeter/Nope",
+        "--proto",
+        &proto,
+        "-n",
+        "1",
+    ]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(r.stderr.contains("SayHello, Countdown"), "{}", r.stderr);
+}
+
+/// grpcs://: TLS with ALPN h2 (types by reflection over it), and the
+/// streams model: 100 users at 25 streams a connection are 4 connections.
+#[test]
+fn tls_and_the_streams_model() {
+    let server = GrpcServer::start_tls();
+    let url = format!("grpcs://127.0.0.1:{}", server.port);
+    let ca = server.file("cert.pem").display().to_string();
+    let r = run(&[
+        "--grpc",
+        &url,
+        "--call",
+        "demo.v1.Greeter/SayHello",
+        "--data",
+        r#"{"name": "tls"}"#,
+        "--ca-file",
+        &ca,
+        "--vus",
+        "100",
+        "--streams",
+        "25",
+        "--requests",
+        "2000",
+    ]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    let results = r.results();
+    assert_eq!(results["requests"]["total"], 2000);
+    assert_eq!(results["requests"]["failed"], 0, "{}", results["errors"]);
+    assert_eq!(
+        results["connections"]["by_protocol"]["h2"], 4,
+        "{}",
+        results["connections"]
+    );
+    assert_eq!(n(&server.counts()["calls"]["SayHello"]), 2000);
+}
+
+/// Each status a server gives is its own class, exactly as often as it
+/// was given; a deadline shorter than the server's delay is
+/// `grpc_deadline_exceeded` each time; trailers-only answers are read; a
+/// 10 MB answer is counted whole; checks and extraction read the decoded
+/// answer, templates fill the message.
+#[test]
+fn statuses_deadlines_checks_and_templates_in_a_scenario() {
+    let server = GrpcServer::start(&["--no-reflection"]);
+    let dir = scenario_dir(&[(
+        "s.toml",
+        &format!(
+            r#"
+base_url = "http://127.0.0.1:{port}"
+[grpc]
+proto = ["{proto}"]
+[load]
+vus = 2
+iterations = 5
+[[session]]
+name = "calls"
+steps = [
+  {{ request = "hello" }},
+  {{ request = "again" }},
+  {{ request = "unavailable" }},
+  {{ request = "exhausted" }},
+  {{ request = "trailers-only" }},
+  {{ request = "slow" }},
+  {{ request = "big" }},
+]
+[[request]]
+name = "hello"
+grpc = "demo.v1.Greeter/SayHello"
+json = {{ name = "user{{{{user_id}}}}" }}
+check = [ {{ json_path = "$.message", equals = "hello user{{{{user_id}}}}" }} ]
+extract = [ {{ name = "said", json_path = "$.message" }} ]
+[[request]]
+name = "again"
+grpc = "demo.v1.Greeter/SayHello"
+body = '{{"name": "{{{{said}}}}"}}'
+check = [ {{ body_contains = "hello hello user" }} ]
+[[request]]
+name = "unavailable"
+grpc = "demo.v1.Greeter/SayHello"
+json = {{ name = "unavailable" }}
+[[request]]
+name = "exhausted"
+grpc = "demo.v1.Greeter/SayHello"
+json = {{ name = "exhausted" }}
+[[request]]
+name = "trailers-only"
+grpc = "demo.v1.Greeter/SayHello"
+json = {{ name = "trailers-only" }}
+[[request]]
+name = "slow"
+grpc = "demo.v1.Greeter/SayHello"
+json = {{ name = "slow:1500" }}
+timeout = "200ms"
+[[request]]
+name = "big"
+grpc = "demo.v1.Greeter/SayHello"
+json = {{ name = "big" }}
+"#,
+            port = server.port,
+            proto = server.file("greeter.proto").display()
+        ),
+    )]);
+    let r = run(&[dir.path().join("s.toml").to_str().unwrap()]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let results = r.results();
+    let errors = &results["errors"];
+    // 2 users × 5 iterations: 10 of each.
+    assert_eq!(n(&errors["grpc_unavailable"]), 10, "{errors}");
+    assert_eq!(n(&errors["grpc_resource_exhausted"]), 10, "{errors}");
+    assert_eq!(n(&errors["grpc_failed_precondition"]), 10, "{errors}");
+    assert_eq!(n(&errors["grpc_deadline_exceeded"]), 10, "{errors}");
+    assert_eq!(n(&results["requests"]["failed"]), 40, "{errors}");
+    let per = |name: &str| results["per_request"][name].clone();
+    assert_eq!(
+        n(&per("hello")["requests"]["failed"]),
+        0,
+        "{}",
+        per("hello")
+    );
+    assert_eq!(
+        n(&per("again")["requests"]["failed"]),
+        0,
+        "{}",
+        per("again")
+    );
+    assert_eq!(n(&per("big")["requests"]["failed"]), 0, "{}", per("big"));
+    assert!(
+        n(&per("big")["bytes_received"]) >= 10 * 10 * 1024 * 1024,
+        "{}",
+        per("big")
+    );
+    let c = server.counts();
+    assert_eq!(n(&c["calls"]["SayHello"]), 70, "{c}");
+    assert_eq!(n(&c["statuses"]["unavailable"]), 10, "{c}");
+    assert_eq!(n(&c["statuses"]["failed_precondition"]), 10, "{c}");
+    assert_eq!(n(&c["statuses"]["slow"]), 10, "{c}");
+}

@@ -1,0 +1,156 @@
+//! gRPC calls in a scenario: `[grpc]`'s schema (`.proto` files, a
+//! protoset, or the server's reflection service, asked once here before
+//! any load), and each `grpc = "package.Service/Method"` request as the
+//! HTTP/2 request gRPC makes of it — a POST to `/package.Service/Method`
+//! with `content-type: application/grpc`, `te: trailers`, a `grpc-timeout`
+//! from its own timeout, and its JSON message encoded as the method's
+//! input type (now, when nothing in it is templated; at each send, when
+//! something is).
+
+use super::builder::Builder;
+use crate::raw::{RawRequest, RawScenario};
+use headroom_grpc::{Method, Schema};
+use headroom_http::tls::TlsClient;
+use headroom_http::{ConnectOptions, Endpoint, HttpVersion};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+impl Builder<'_> {
+    /// The schema of the scenario's gRPC calls, kept for its requests;
+    /// nothing when it has none.
+    pub(super) fn grpc_schema(
+        &mut self,
+        raw: &RawScenario,
+        endpoint: Option<&Endpoint>,
+        (tls, connect_timeout): (Option<&TlsClient>, Duration),
+    ) {
+        let Some(endpoint) = endpoint else {
+            return;
+        };
+        if !raw.requests.iter().any(|r| r.grpc.is_some()) {
+            return;
+        }
+        let section = raw.grpc.clone().unwrap_or_default();
+        let schema = if let Some(file) = &section.protoset {
+            if !section.proto.is_empty() {
+                self.problem(
+                    Some("grpc"),
+                    "protoset",
+                    file,
+                    "[grpc]: give `proto` or `protoset`, not both".into(),
+                );
+            }
+            let path = self.path(file);
+            std::fs::read(&path)
+                .map_err(|e| format!("cannot read {}: {e}", path.display()))
+                .and_then(|bytes| Schema::from_protoset(&bytes))
+                .map_err(|e| (file.clone(), format!("[grpc] protoset: {e}")))
+        } else if !section.proto.is_empty() {
+            let files: Vec<PathBuf> = section.proto.iter().map(|f| self.path(f)).collect();
+            let include: Vec<PathBuf> = section.import_path.iter().map(|d| self.path(d)).collect();
+            Schema::from_protos(&files, &include)
+                .map_err(|e| (section.proto[0].clone(), format!("[grpc] proto: {e}")))
+        } else {
+            let tls = tls.map(|t| t.with_version(HttpVersion::Http2));
+            let options = ConnectOptions {
+                local: None,
+                timeout: connect_timeout.max(headroom_grpc::REFLECTION_TIMEOUT),
+                tls: tls.as_ref(),
+                max_streams: 1,
+            };
+            headroom_grpc::reflect(
+                endpoint.addr,
+                (&endpoint.host_header, endpoint.https),
+                options,
+            )
+            .map_err(|e| {
+                let first = raw.requests.iter().find_map(|r| r.grpc.clone());
+                (
+                    first.unwrap_or_default(),
+                    format!(
+                        "grpc: no [grpc] proto or protoset given, and the server's reflection failed: {e}"
+                    ),
+                )
+            })
+        };
+        match schema {
+            Ok(schema) => self.grpc = Some(schema),
+            Err((needle, message)) => self.problem(Some("grpc"), "grpc", &needle, message),
+        }
+    }
+
+    /// Request `r` as the HTTP/2 request of the gRPC call it names, and
+    /// the method: `Some(None)` for a request that is no gRPC call, `None`
+    /// (a problem recorded) when the method is unknown.
+    pub(super) fn grpc_request(
+        &mut self,
+        r: &RawRequest,
+        http_timeout: Option<&str>,
+    ) -> Option<Option<(RawRequest, Arc<Method>)>> {
+        let a = Some(r.name.as_str());
+        let Some(name) = r.grpc.as_deref() else {
+            return Some(None);
+        };
+        if r.path.is_some() || r.url.is_some() {
+            self.problem(
+                a,
+                "grpc",
+                name,
+                format!(
+                    "request `{}`: a gRPC call's path is its method's: give `grpc` without `path` or `url`",
+                    r.name
+                ),
+            );
+            return None;
+        }
+        // No schema: its problem is recorded already.
+        let method = match self.grpc.as_ref()?.method(name) {
+            Ok(m) => m,
+            Err(e) => {
+                self.problem(a, "grpc", name, format!("request `{}`: {e}", r.name));
+                return None;
+            }
+        };
+        let mut call = r.clone();
+        call.path = Some(method.path.clone());
+        call.method = Some("POST".into());
+        let mut headers: BTreeMap<String, String> = BTreeMap::new();
+        headers.insert("content-type".into(), "application/grpc".into());
+        headers.insert("te".into(), "trailers".into());
+        // The call's deadline: its own timeout, else `[http] timeout`.
+        let timeout = r.timeout.as_deref().or(http_timeout);
+        if let Some(t) = timeout.and_then(|t| humantime::parse_duration(t).ok()) {
+            headers.insert("grpc-timeout".into(), headroom_grpc::timeout_header(t));
+        }
+        headers.extend(r.headers.clone().unwrap_or_default());
+        call.headers = Some(headers);
+        if call.json.is_none() && call.body.is_none() && call.body_file.is_none() {
+            call.body = Some("{}".into());
+        }
+        Some(Some((call, Arc::new(method))))
+    }
+
+    /// A gRPC call's message, encoded now (nothing in it templated).
+    pub(super) fn grpc_message(
+        &mut self,
+        r: &RawRequest,
+        method: &Method,
+        json: &str,
+    ) -> Option<Vec<u8>> {
+        match method.encode_json(json) {
+            Ok(framed) => Some(framed),
+            Err(e) => {
+                let key = if r.json.is_some() { "json" } else { "body" };
+                self.problem(
+                    Some(&r.name),
+                    key,
+                    key,
+                    format!("request `{}`: {e}", r.name),
+                );
+                None
+            }
+        }
+    }
+}
