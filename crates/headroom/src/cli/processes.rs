@@ -544,6 +544,12 @@ mod tests {
         use clap::Args;
         const PASSED_ON: &[&str] = &[
             "--url",
+            "--grpc",
+            "--call",
+            "--data",
+            "--proto",
+            "--import-path",
+            "--protoset",
             "--base-url",
             "--vus",
             "--connections",
