@@ -508,6 +508,7 @@ fn k8s_run_stops_every_pod_on_ctrl_c_and_on_a_fleet_abort() {
         let mut stderr = String::new();
         std::io::Read::read_to_string(run.child.stderr.as_mut().unwrap(), &mut stderr).unwrap();
         assert!(cluster.calls().contains("patch -n load job/headroom-hello"));
+        assert!(out.exists(), "abort {abort}: no merged results: {stderr}");
         let m = results_of(&out);
         assert_eq!(m["meta"]["shards"].as_array().unwrap().len(), 2, "{stderr}");
         // Every request head written reached the server: a request cut
