@@ -145,19 +145,25 @@ pub fn finish(
     };
     // The summary first: whatever happens to the files (a full disk), the
     // figures are on the terminal. Then the files, then the lines naming
-    // them (or saying what could not be written, and where it went).
-    write_summary(&mut people, &results, outputs)?;
-    people.flush()?;
+    // them (or saying what could not be written, and where it went). A
+    // reader that closed the output (`| head`) stops the printing, never
+    // the files: the results measured are written all the same.
+    let printed = write_summary(&mut people, &results, outputs)
+        .and_then(|()| people.flush().map_err(anyhow::Error::from));
     let (written, not_written) = write_files(&results, outputs, latency_intervals)?;
-    if !outputs.quiet && !outputs.markdown {
-        if !written.is_empty() {
-            writeln!(people)?;
-        }
-        for line in &written {
-            writeln!(people, "{line}")?;
-        }
+    if printed.is_ok() && !outputs.quiet && !outputs.markdown {
+        let named = (|| -> std::io::Result<()> {
+            if !written.is_empty() {
+                writeln!(people)?;
+            }
+            for line in &written {
+                writeln!(people, "{line}")?;
+            }
+            people.flush()
+        })();
+        // The files are written; only their names went unread.
+        let _ = named;
     }
-    people.flush()?;
     drop(people);
     for e in &not_written {
         eprintln!("headroom: error: {e}");

@@ -346,3 +346,36 @@ fn compare_says_when_loads_differ_instead_of_calling_it_a_regression() {
         "{stdout}"
     );
 }
+
+/// A reader that closes the output early (`headroom run … | head -1`)
+/// stops the printing, not the results: the file is written all the same
+/// and the run's exit code is its own.
+#[test]
+fn a_reader_that_closes_the_output_loses_no_results() {
+    let target = crate::common::Target::start(1, 2);
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("r.json");
+    let mut child = std::process::Command::new(crate::common::headroom_bin())
+        .args([
+            "run",
+            "--url",
+            &target.url("/hello"),
+            "-n",
+            "200",
+            "--vus",
+            "2",
+        ])
+        .arg("--out")
+        .arg(&out)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // The reader is gone before anything is printed.
+    drop(child.stdout.take());
+    let status = child.wait().unwrap();
+    assert!(status.success(), "{status:?}");
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    assert_eq!(r["requests"]["total"], 200);
+}
