@@ -204,7 +204,8 @@ impl<'a> K6<'_, 'a> {
                 Some((span, variable)) => Ok(Some((*span, format!("\"${{{variable}:-}}\"")))),
                 None => Err("`__ENV` as a whole in code".into()),
             },
-            "__VU" => var("ctx.user".to_string()),
+            // k6 numbers its users from 1, headroom from 0.
+            "__VU" => var("(ctx.user + 1)".to_string()),
             "__ITER" => var("ctx.iteration".to_string()),
             _ if self.modules.contains_key(name) => Err(format!("`{name}` used in code")),
             _ => Ok(None),
