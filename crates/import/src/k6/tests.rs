@@ -205,6 +205,9 @@ fn what_cannot_be_carried_over_is_listed_with_its_line_and_bad_javascript_is_ref
         i.left_out
     );
     assert_eq!(i.scenario.requests.len(), 3);
+    // k6 numbers its users from 1, headroom from 0.
+    let first = &i.scenario.sessions[0].steps[0];
+    assert_eq!(first.if_.as_deref(), Some("(ctx.user + 1) > 1"));
     let e = import("import http from 'k6/http';\nexport default function () {\n  http.get(;\n}\n")
         .unwrap_err();
     assert!(e.starts_with("line 3:"), "{e}");
