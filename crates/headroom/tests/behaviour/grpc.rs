@@ -8,7 +8,6 @@ use crate::common::{run, scenario_dir, ProcessGuard};
 use serde_json::Value;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
 
 struct GrpcServer {
     _guard: ProcessGuard,
@@ -51,14 +50,7 @@ impl GrpcServer {
             .spawn()
             .expect("start the gRPC server (python3-grpcio)");
         let guard = ProcessGuard { child };
-        let deadline = Instant::now() + Duration::from_secs(20);
-        let port = loop {
-            if let Ok(text) = std::fs::read_to_string(&port_file) {
-                break text.trim().parse().unwrap();
-            }
-            assert!(Instant::now() < deadline, "the gRPC server did not start");
-            std::thread::sleep(Duration::from_millis(20));
-        };
+        let port = crate::common::port_from_file(&port_file, "the gRPC server");
         GrpcServer {
             _guard: guard,
             dir,

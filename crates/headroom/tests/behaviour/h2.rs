@@ -660,17 +660,7 @@ impl Hostile {
             .spawn()
             .expect("start the hostile HTTP/2 server (python3-h2)");
         let guard = ProcessGuard { child };
-        let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        let port = loop {
-            if let Ok(text) = std::fs::read_to_string(&port_file) {
-                break text.trim().parse().unwrap();
-            }
-            assert!(
-                std::time::Instant::now() < deadline,
-                "the {mode} server did not start"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        };
+        let port = crate::common::port_from_file(&port_file, &format!("the {mode} server"));
         Hostile {
             _guard: guard,
             dir,

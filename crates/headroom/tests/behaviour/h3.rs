@@ -340,14 +340,7 @@ impl AioQuic {
             .spawn()
             .expect("start the aioquic server");
         let guard = ProcessGuard { child };
-        let deadline = Instant::now() + Duration::from_secs(15);
-        let port = loop {
-            if let Ok(text) = std::fs::read_to_string(&port_file) {
-                break text.trim().parse().unwrap();
-            }
-            assert!(Instant::now() < deadline, "the {mode} server did not start");
-            std::thread::sleep(Duration::from_millis(20));
-        };
+        let port = crate::common::port_from_file(&port_file, &format!("the {mode} server"));
         AioQuic {
             _guard: guard,
             dir,

@@ -5,7 +5,7 @@
 //! collection imported sends its requests, bodies and auth as written; an
 //! OpenAPI document's operations arrive with their parameters and bodies.
 
-use crate::common::{headroom_bin, peer_home, run, Nginx};
+use crate::common::{headroom_bin, import_to_scenario, peer_home, run, Nginx};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::Command;
@@ -247,21 +247,6 @@ fn an_imported_har_from_chromium_sends_what_chromium_sent() {
         sent,
         "what headroom sent, against Chromium"
     );
-}
-
-/// `headroom import KIND FILE --out FILE.toml` (beside it), which must
-/// succeed: the scenario's path and the import's output.
-fn import_to_scenario(kind: &str, file: &std::path::Path) -> (PathBuf, std::process::Output) {
-    let scenario = file.with_extension("toml");
-    let o = Command::new(headroom_bin())
-        .args(["import", kind])
-        .arg(file)
-        .arg("--out")
-        .arg(&scenario)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    (scenario, o)
 }
 
 /// A server answering 200 to every request, and each request it received

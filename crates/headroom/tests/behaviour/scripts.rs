@@ -4,7 +4,7 @@
 //! open; control flow without functions; setup and teardown; faults
 //! contained, counted and located.
 
-use crate::common::{run, scenario_dir, ProcessGuard, Run};
+use crate::common::{import_to_scenario, run, scenario_dir, ProcessGuard, Run};
 use serde_json::Value;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
@@ -31,14 +31,7 @@ impl Shop {
             .spawn()
             .expect("start the shop server (python3-h2)");
         let guard = ProcessGuard { child };
-        let deadline = Instant::now() + Duration::from_secs(20);
-        let port = loop {
-            if let Ok(text) = std::fs::read_to_string(&port_file) {
-                break text.trim().parse().unwrap();
-            }
-            assert!(Instant::now() < deadline, "the shop server did not start");
-            std::thread::sleep(Duration::from_millis(20));
-        };
+        let port = crate::common::port_from_file(&port_file, "the shop server");
         Shop {
             _guard: guard,
             dir,
@@ -387,17 +380,9 @@ fn a_postman_collection_with_signing_and_tests_imports_and_runs() {
         ]
     });
     let dir = scenario_dir(&[("shop.postman.json", &collection.to_string())]);
-    let out = dir.path().join("shop.toml");
-    let imported = Command::new(crate::common::headroom_bin())
-        .args(["import", "postman"])
-        .arg(dir.path().join("shop.postman.json"))
-        .arg("--out")
-        .arg(&out)
-        .output()
-        .unwrap();
+    let (out, imported) = import_to_scenario("postman", &dir.path().join("shop.postman.json"));
     let stderr = String::from_utf8_lossy(&imported.stderr);
-    assert!(imported.status.success(), "{stderr}");
-    assert!(dir.path().join("shop.js").exists(), "{stderr}");
+    assert!(dir.path().join("shop.postman.js").exists(), "{stderr}");
     let r = run(&[out.to_str().unwrap(), "--vus", "3", "-d", "2s"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     let c = shop.counts();
@@ -494,16 +479,8 @@ export default function (data) {
 }
 "#;
     let dir = scenario_dir(&[("shop.js", script)]);
-    let out = dir.path().join("shop.toml");
-    let imported = Command::new(crate::common::headroom_bin())
-        .args(["import", "k6"])
-        .arg(dir.path().join("shop.js"))
-        .arg("--out")
-        .arg(&out)
-        .output()
-        .unwrap();
+    let (out, imported) = import_to_scenario("k6", &dir.path().join("shop.js"));
     let stderr = String::from_utf8_lossy(&imported.stderr);
-    assert!(imported.status.success(), "{stderr}");
     // The k6 script is not overwritten: the module goes beside it.
     assert_eq!(
         std::fs::read_to_string(dir.path().join("shop.js")).unwrap(),

@@ -142,6 +142,35 @@ pub fn free_port() -> u16 {
     headroom_study::free_port().expect("a free port")
 }
 
+/// The port a test server writes to `port_file` once it listens (they
+/// bind a free one and say which), within 20 s; `what` names it in the
+/// failure.
+pub fn port_from_file(port_file: &Path, what: &str) -> u16 {
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Ok(text) = std::fs::read_to_string(port_file) {
+            return text.trim().parse().unwrap();
+        }
+        assert!(std::time::Instant::now() < deadline, "{what} did not start");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// `headroom import KIND FILE --out FILE.toml` (the module of carried
+/// scripts beside it): the scenario's path and the command's output.
+pub fn import_to_scenario(kind: &str, file: &Path) -> (PathBuf, std::process::Output) {
+    let scenario = file.with_extension("toml");
+    let o = Command::new(headroom_bin())
+        .args(["import", kind])
+        .arg(file)
+        .arg("--out")
+        .arg(&scenario)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    (scenario, o)
+}
+
 pub fn wait_for_port(port: u16) {
     let deadline = Instant::now() + Duration::from_secs(10);
     while TcpStream::connect(("127.0.0.1", port)).is_err() {

@@ -130,6 +130,14 @@ fn env_defaults(text: &str) -> String {
     out
 }
 
+/// A template literal's text between `${…}`s, escapes applied.
+fn cooked<'q>(q: &'q TemplateElement) -> &'q str {
+    q.value
+        .cooked
+        .as_ref()
+        .map_or(q.value.raw.as_str(), |c| c.as_str())
+}
+
 /// 1-based line of a byte offset.
 fn line_of(text: &str, at: u32) -> usize {
     text[..(at as usize).min(text.len())].matches('\n').count() + 1
@@ -459,12 +467,7 @@ impl<'s, 'a> K6<'s, 'a> {
             Expression::TemplateLiteral(t) => {
                 let mut out = String::new();
                 for (i, q) in t.quasis.iter().enumerate() {
-                    out.push_str(
-                        q.value
-                            .cooked
-                            .as_ref()
-                            .map_or(q.value.raw.as_str(), |c| c.as_str()),
-                    );
+                    out.push_str(cooked(q));
                     if let Some(e) = t.expressions.get(i) {
                         out.push_str(&self.template(e)?);
                     }

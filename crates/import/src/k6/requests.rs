@@ -154,12 +154,7 @@ impl<'a> K6<'_, 'a> {
             Expression::TemplateLiteral(t) => {
                 let mut out = String::new();
                 for (i, q) in t.quasis.iter().enumerate() {
-                    out.push_str(
-                        q.value
-                            .cooked
-                            .as_ref()
-                            .map_or(q.value.raw.as_str(), |c| c.as_str()),
-                    );
+                    out.push_str(cooked(q));
                     match t.expressions.get(i).map(|x| self.template(x)) {
                         Some(Some(text)) => out.push_str(&text),
                         _ => break,
