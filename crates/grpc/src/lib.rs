@@ -108,18 +108,38 @@ pub struct Method {
 
 impl Method {
     /// A JSON request message (proto3's JSON mapping: field names as in
-    /// the `.proto` or lowerCamelCase) encoded and framed.
+    /// the `.proto` or lowerCamelCase) encoded and framed. A method that
+    /// streams its requests also takes a JSON array: each element one
+    /// message, framed one after the other.
     pub fn encode_json(&self, json: &str) -> Result<Vec<u8>, String> {
+        let wrong =
+            |e: &dyn std::fmt::Display| format!("message for {}: {e}", self.input.full_name());
+        if self.client_streaming && json.trim_start().starts_with('[') {
+            let messages: Vec<serde_json::Value> =
+                serde_json::from_str(json).map_err(|e| wrong(&e))?;
+            let mut out = Vec::new();
+            for value in messages {
+                let message = DynamicMessage::deserialize(self.input.clone(), value)
+                    .map_err(|e| wrong(&e))?;
+                out.extend_from_slice(&frame(&message.encode_to_vec()));
+            }
+            return Ok(out);
+        }
         let mut de = serde_json::Deserializer::from_str(json);
-        let message = DynamicMessage::deserialize(self.input.clone(), &mut de)
-            .map_err(|e| format!("message for {}: {e}", self.input.full_name()))?;
-        de.end()
-            .map_err(|e| format!("message for {}: {e}", self.input.full_name()))?;
+        let message =
+            DynamicMessage::deserialize(self.input.clone(), &mut de).map_err(|e| wrong(&e))?;
+        de.end().map_err(|e| wrong(&e))?;
         Ok(frame(&message.encode_to_vec()))
     }
 
-    /// The answer's messages (gRPC frames) as JSON: one message as an
-    /// object, several (a server stream) as an array of them.
+    /// Whether a call carries more than one message either way (a stream).
+    pub fn is_streaming(&self) -> bool {
+        self.client_streaming || self.server_streaming
+    }
+
+    /// The answer's messages (gRPC frames) as JSON: a unary answer's one
+    /// message as an object, a server stream's messages as an array of
+    /// them (however many came).
     pub fn decode_to_json(&self, framed: &[u8]) -> Result<String, String> {
         let mut messages = Vec::new();
         for payload in frames(framed)? {
@@ -127,8 +147,8 @@ impl Method {
                 .map_err(|e| format!("answer is not a {}: {e}", self.output.full_name()))?;
             messages.push(serde_json::to_value(&message).map_err(|e| e.to_string())?);
         }
-        let value = match messages.len() {
-            1 => messages.pop().expect("one message"),
+        let value = match (self.server_streaming, messages.len()) {
+            (false, 1) => messages.pop().expect("one message"),
             _ => serde_json::Value::Array(messages),
         };
         Ok(value.to_string())
@@ -166,6 +186,60 @@ pub fn frames(mut body: &[u8]) -> Result<Vec<&[u8]>, String> {
         body = &body[5 + len..];
     }
     Ok(out)
+}
+
+/// Where gRPC messages end in a body read chunk by chunk, found without
+/// keeping the body: each frame's 5-byte prefix read (across chunks when
+/// split), its payload skipped.
+#[derive(Clone, Debug, Default)]
+pub struct MessageBoundaries {
+    prefix: [u8; 5],
+    /// Prefix bytes read of the frame now being read.
+    have: usize,
+    /// Payload bytes of that frame still to come (once its prefix is read).
+    left: u64,
+}
+
+impl MessageBoundaries {
+    /// Reads `chunk`, calling `ended` with the payload size of each
+    /// message that ends in it. A compressed frame is an error (headroom
+    /// asks for none).
+    pub fn feed(&mut self, mut chunk: &[u8], mut ended: impl FnMut(u64)) -> Result<(), String> {
+        while !chunk.is_empty() {
+            if self.have < 5 {
+                let take = (5 - self.have).min(chunk.len());
+                self.prefix[self.have..self.have + take].copy_from_slice(&chunk[..take]);
+                self.have += take;
+                chunk = &chunk[take..];
+                if self.have < 5 {
+                    return Ok(());
+                }
+                if self.prefix[0] != 0 {
+                    return Err("a compressed gRPC frame (none was asked for)".into());
+                }
+                let [_, a, b, c, d] = self.prefix;
+                self.left = u32::from_be_bytes([a, b, c, d]) as u64;
+            }
+            let take = self.left.min(chunk.len() as u64);
+            self.left -= take;
+            chunk = &chunk[take as usize..];
+            if self.left == 0 {
+                ended(u32::from_be_bytes([
+                    self.prefix[1],
+                    self.prefix[2],
+                    self.prefix[3],
+                    self.prefix[4],
+                ]) as u64);
+                self.have = 0;
+            }
+        }
+        Ok(())
+    }
+
+    /// A message begun and not ended (the answer ended mid-frame).
+    pub fn is_cut(&self) -> bool {
+        self.have > 0
+    }
 }
 
 /// gRPC's status codes by name (`grpc-status` 0–16), as its spec names

@@ -92,3 +92,42 @@ fn deadlines_are_written_as_grpc_timeout_wants_them() {
     assert_eq!(timeout_header(Duration::from_secs(3600)), "3600000m");
     assert_eq!(timeout_header(Duration::from_nanos(5)), "5n");
 }
+
+#[test]
+fn message_boundaries_are_found_across_any_chunking() {
+    let body = [frame(b"abc"), frame(b""), frame(&[7u8; 300])].concat();
+    for size in [1, 2, 4, 5, 6, 9, 64, body.len()] {
+        let mut b = MessageBoundaries::default();
+        let mut ended = Vec::new();
+        for chunk in body.chunks(size) {
+            b.feed(chunk, |len| ended.push(len)).unwrap();
+        }
+        assert_eq!(ended, [3, 0, 300], "chunks of {size}");
+        assert!(!b.is_cut());
+    }
+    let mut b = MessageBoundaries::default();
+    b.feed(&body[..7], |_| {}).unwrap();
+    assert!(b.is_cut());
+    let mut b = MessageBoundaries::default();
+    assert!(b.feed(&[1, 0, 0, 0, 1, 9], |_| {}).is_err());
+}
+
+#[test]
+fn a_streaming_method_takes_an_array_of_messages_and_answers_as_an_array() {
+    let (_dir, s) = schema();
+    let chat = s.method("demo.v1.Greeter/Chat").unwrap();
+    let framed = chat
+        .encode_json(r#"[{"name": "a"}, {"name": "b"}]"#)
+        .unwrap();
+    assert_eq!(
+        frames(&framed).unwrap(),
+        [&[0x0a, 1, b'a'][..], &[0x0a, 1, b'b']]
+    );
+    assert!(chat.encode_json(r#"[{"nmae": "a"}]"#).is_err());
+    // A unary method's message is never an array.
+    let hello = s.method("demo.v1.Greeter/SayHello").unwrap();
+    assert!(hello.encode_json(r#"[{"name": "a"}]"#).is_err());
+    // One message of a server stream is still an array.
+    let json = chat.decode_to_json(&frame(&[0x0a, 2, b'h', b'i'])).unwrap();
+    assert_eq!(json, r#"[{"message":"hi"}]"#);
+}

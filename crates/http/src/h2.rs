@@ -145,59 +145,170 @@ impl H2Connection {
     ) -> Result<Response, Failure> {
         captured.clear();
         let (head, body) = request;
+        let mut stream = self.open_duplex(head, body.is_empty(), attempts).await?;
+        if !body.is_empty() {
+            stream.send(body, true)?;
+        }
+        let mut response = Response {
+            status: 0,
+            bytes: 0,
+            keep_alive: true,
+        };
+        loop {
+            match stream.next(want, captured).await? {
+                Incoming::Head { status, bytes } => {
+                    response.status = status;
+                    response.bytes += bytes;
+                }
+                Incoming::Data(chunk) => {
+                    response.bytes += chunk.len() as u64;
+                    if want.body {
+                        append_limited(&mut captured.body, &chunk, MAX_CAPTURED_BODY);
+                    }
+                }
+                Incoming::End { bytes } => {
+                    response.bytes += bytes;
+                    return Ok(response);
+                }
+            }
+        }
+    }
+
+    /// Opens a stream with request head `head`; its body goes out through
+    /// [`Duplex::send`] while the answer is read (a gRPC stream), or none
+    /// follows when `ends` (the head carries END_STREAM). `attempts`
+    /// counts the stream once opened.
+    pub async fn open_duplex(
+        &self,
+        head: http::Request<()>,
+        ends: bool,
+        attempts: &crate::exchange::Attempts,
+    ) -> Result<Duplex, Failure> {
         // The handle is shared by the connection's streams: borrowed only
         // within a poll, never across an await.
         std::future::poll_fn(|cx| self.send.borrow_mut().poll_ready(cx))
             .await
             .map_err(|e| failure_of(&e, false))?;
-        let (response, mut outgoing) = self
+        let (response, outgoing) = self
             .send
             .borrow_mut()
-            .send_request(head, body.is_empty())
+            .send_request(head, ends)
             .map_err(|e| failure_of(&e, false))?;
         // Queued for the connection's next write.
         attempts.head_sent();
-        if !body.is_empty() {
-            // Buffered by h2 and sent as the server's window allows; a
-            // window held at 0 ends as the request's timeout.
-            outgoing
-                .send_data(body, true)
-                .map_err(|e| failure_of(&e, false))?;
-        }
-        let response = response.await.map_err(|e| failure_of(&e, false))?;
-        let status = response.status().as_u16();
-        let mut received = crate::h2::take_head(response.headers(), want, captured);
-        if want.grpc {
-            // A trailers-only answer: the status is in the head.
-            grpc_status_of(response.headers(), captured);
-        }
-        let mut incoming = response.into_body();
-        while let Some(chunk) = incoming.data().await {
-            let chunk = chunk.map_err(|e| failure_of(&e, true))?;
-            received += chunk.len() as u64;
-            if want.body {
-                append_limited(&mut captured.body, &chunk, MAX_CAPTURED_BODY);
-            }
-            // Read and counted: the server may send as much again.
-            let _ = incoming.flow_control().release_capacity(chunk.len());
-        }
-        if want.grpc {
-            let trailers = incoming
-                .trailers()
-                .await
-                .map_err(|e| failure_of(&e, true))?;
-            if let Some(trailers) = trailers {
-                for (name, value) in &trailers {
-                    received += (name.as_str().len() + value.len()) as u64;
-                }
-                grpc_status_of(&trailers, captured);
-            }
-        }
-        Ok(Response {
-            status,
-            bytes: received,
-            keep_alive: true,
+        Ok(Duplex {
+            outgoing,
+            answer: Answer::Awaited(response),
         })
+    }
+}
+
+/// A stream whose request body goes out piece by piece while its answer
+/// is read. Dropped before its end, it is reset (h2 sends RST_STREAM
+/// CANCEL), as a cancelled call is.
+pub struct Duplex {
+    outgoing: h2::SendStream<Bytes>,
+    answer: Answer,
+}
+
+enum Answer {
+    Awaited(h2::client::ResponseFuture),
+    Body(h2::RecvStream),
+    Ended,
+}
+
+/// What a stream's answer brought next.
+#[derive(Debug)]
+pub enum Incoming {
+    /// Its head: status, and the header fields' bytes.
+    Head { status: u16, bytes: u64 },
+    /// A piece of its body (already released to the flow-control window:
+    /// read and counted, the server may send as much again).
+    Data(Bytes),
+    /// Its end, with the trailer fields' bytes (0 without trailers).
+    End { bytes: u64 },
+}
+
+impl Duplex {
+    /// Queues `data` on the request body (h2 sends it as the server's
+    /// window allows; a window held at 0 ends as the request's timeout);
+    /// `end` closes our side.
+    pub fn send(&mut self, data: Bytes, end: bool) -> Result<(), Failure> {
+        self.outgoing
+            .send_data(data, end)
+            .map_err(|e| failure_of(&e, false))
+    }
+
+    /// Waits for the next piece of the answer, keeping what `want` asks
+    /// for of the head and trailers in `captured` (gRPC's status from the
+    /// trailers, or from the head of a trailers-only answer). Safe to drop
+    /// unfinished (as in a `select!`): its state is kept here, not in the
+    /// future.
+    pub async fn next(
+        &mut self,
+        want: Capture,
+        captured: &mut Captured,
+    ) -> Result<Incoming, Failure> {
+        std::future::poll_fn(|cx| self.poll_next(cx, want, captured)).await
+    }
+
+    fn poll_next(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+        want: Capture,
+        captured: &mut Captured,
+    ) -> std::task::Poll<Result<Incoming, Failure>> {
+        use std::future::Future;
+        use std::task::Poll;
+        match &mut self.answer {
+            Answer::Awaited(response) => {
+                let response = match std::pin::Pin::new(response).poll(cx) {
+                    Poll::Pending => return Poll::Pending,
+                    Poll::Ready(r) => r.map_err(|e| failure_of(&e, false))?,
+                };
+                let status = response.status().as_u16();
+                let bytes = take_head(response.headers(), want, captured);
+                if want.grpc {
+                    // A trailers-only answer: the status is in the head.
+                    grpc_status_of(response.headers(), captured);
+                }
+                self.answer = Answer::Body(response.into_body());
+                Poll::Ready(Ok(Incoming::Head { status, bytes }))
+            }
+            Answer::Body(body) => match body.poll_data(cx) {
+                Poll::Pending => Poll::Pending,
+                Poll::Ready(Some(chunk)) => {
+                    let chunk = chunk.map_err(|e| failure_of(&e, true))?;
+                    let _ = body.flow_control().release_capacity(chunk.len());
+                    Poll::Ready(Ok(Incoming::Data(chunk)))
+                }
+                Poll::Ready(None) if !want.grpc => {
+                    self.answer = Answer::Ended;
+                    Poll::Ready(Ok(Incoming::End { bytes: 0 }))
+                }
+                Poll::Ready(None) => {
+                    let trailers = match body.poll_trailers(cx) {
+                        Poll::Pending => return Poll::Pending,
+                        Poll::Ready(t) => t.map_err(|e| failure_of(&e, true))?,
+                    };
+                    self.answer = Answer::Ended;
+                    let mut bytes = 0;
+                    if let Some(trailers) = trailers {
+                        for (name, value) in &trailers {
+                            bytes += (name.as_str().len() + value.len()) as u64;
+                        }
+                        grpc_status_of(&trailers, captured);
+                    }
+                    Poll::Ready(Ok(Incoming::End { bytes }))
+                }
+            },
+            Answer::Ended => Poll::Ready(Ok(Incoming::End { bytes: 0 })),
+        }
+    }
+
+    /// Resets the stream (RST_STREAM CANCEL): the call is given up.
+    pub fn cancel(&mut self) {
+        self.outgoing.send_reset(Reason::CANCEL);
     }
 }
 

@@ -512,6 +512,8 @@ pub struct SocketStats {
     /// Event streams opened again after the server ended one (with
     /// `Last-Event-ID`).
     pub sse_reconnects: u64,
+    /// gRPC streaming calls opened (server, client or bidirectional).
+    pub opened_grpc: u64,
     /// Data frames (text and binary) sent; their payload bytes.
     pub messages_sent: u64,
     pub bytes_sent: u64,
@@ -545,6 +547,7 @@ impl AddAssign<&SocketStats> for SocketStats {
             opened_ws,
             opened_sse,
             sse_reconnects,
+            opened_grpc,
             messages_sent,
             bytes_sent,
             messages_received,
@@ -556,6 +559,7 @@ impl AddAssign<&SocketStats> for SocketStats {
         self.opened_ws += opened_ws;
         self.opened_sse += opened_sse;
         self.sse_reconnects += sse_reconnects;
+        self.opened_grpc += opened_grpc;
         self.messages_sent += messages_sent;
         self.bytes_sent += bytes_sent;
         self.messages_received += messages_received;

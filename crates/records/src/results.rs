@@ -318,6 +318,10 @@ pub struct Sockets {
     /// `Last-Event-ID`.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub event_stream_reconnects: u64,
+    /// gRPC streaming calls opened (server, client or bidirectional); their
+    /// messages are counted with the sockets' below.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub grpc_streams_opened: u64,
     /// Most sockets open at once in any second (the timeline's `sockets_open`).
     pub open_peak: u32,
     /// Data messages (WebSocket text and binary frames) sent, and their
@@ -340,7 +344,9 @@ pub struct Sockets {
     /// 1000 when a session ended with its socket open), `server:<code>`,
     /// `server:no_code` (a close frame without a code),
     /// `server:no_close_frame`, `server:ended` (an event stream),
-    /// `error:<class>`.
+    /// `error:<class>`; a gRPC stream: `server:<status>` (`server:ok`,
+    /// `server:unavailable`, …; `server:no_status`), `client:cancelled`
+    /// (reset at its deadline, or by the run's stop), `error:<class>`.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub closes: BTreeMap<String, u64>,
 }
@@ -365,6 +371,7 @@ impl Sockets {
             websockets_opened: s.opened_ws,
             event_streams_opened: s.opened_sse,
             event_stream_reconnects: s.sse_reconnects,
+            grpc_streams_opened: s.opened_grpc,
             open_peak: timeline
                 .iter()
                 .filter_map(|p| p.sockets_open)
@@ -395,6 +402,7 @@ impl Sockets {
                 opened_ws: p.websockets_opened,
                 opened_sse: p.event_streams_opened,
                 sse_reconnects: p.event_stream_reconnects,
+                opened_grpc: p.grpc_streams_opened,
                 messages_sent: p.messages_sent,
                 bytes_sent: p.bytes_sent,
                 messages_received: p.messages_received,

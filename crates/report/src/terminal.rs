@@ -591,6 +591,9 @@ fn write_sockets(out: &mut dyn Write, k: &headroom_records::results::Sockets) ->
             thousands(k.event_streams_opened)
         ));
     }
+    if k.grpc_streams_opened > 0 {
+        opened.push(format!("{} gRPC streams", thousands(k.grpc_streams_opened)));
+    }
     writeln!(out)?;
     writeln!(
         out,

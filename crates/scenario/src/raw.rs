@@ -583,6 +583,27 @@ pub struct RawRequest {
     /// as for bodies), its metadata the `headers`; sent over HTTP/2.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub grpc: Option<String>,
+    /// A streaming gRPC call's messages: the message (or each of a JSON
+    /// array's) sent in turn, `count` in all, `interval` apart.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stream: Option<RawGrpcStream>,
+}
+
+/// `stream = { count = 10, interval = "100ms" }` on a gRPC call that
+/// streams its requests (ghz's `--stream-call-count`, `--stream-interval`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawGrpcStream {
+    /// Messages sent in all, the message (or the array's messages) in
+    /// turn (default: each once).
+    #[serde(default, with = "lenient", skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<lenient::Lenient<u32>>")]
+    pub count: Option<u32>,
+    /// Time between one message sent and the next, paced from the
+    /// stream's start (default: all at once).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<lenient::DurationText>")]
+    pub interval: Option<String>,
 }
 
 /// Exactly one of: `status`, `body_contains`, `body_regex`, `json_path`

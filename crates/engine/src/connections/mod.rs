@@ -14,6 +14,7 @@
 
 mod streams;
 
+pub(crate) use self::streams::Carrier;
 use self::streams::{H2Pool, QuicState};
 use crate::metrics::ErrorClass;
 use crate::plan::{HttpVersion, Plan};

@@ -68,6 +68,16 @@ impl Carrier {
             Carrier::H3(c, _) => c.exchange(request, want, captured, attempts).await,
         }
     }
+
+    /// The HTTP/2 connection under it: gRPC streams send and read their
+    /// messages on it. (gRPC runs over HTTP/2 only: a plan with gRPC
+    /// calls never opens HTTP/3.)
+    pub fn h2(&self) -> Result<&H2Connection, Failure> {
+        match self {
+            Carrier::H2(c) => Ok(c),
+            Carrier::H3(..) => Err(Failure::H2NotNegotiated),
+        }
+    }
 }
 
 /// An origin's HTTP/2 connections (on this worker).

@@ -240,6 +240,7 @@ impl Plan {
             before: None,
             after: None,
             grpc: None,
+            grpc_stream: None,
         };
         Ok(Plan {
             endpoint,
@@ -666,6 +667,22 @@ pub struct RequestSpec {
     /// A gRPC call: its method (the message a template renders is encoded
     /// as its input at each send; its answer's status is judged).
     pub grpc: Option<std::sync::Arc<headroom_grpc::Method>>,
+    /// A gRPC call that streams (either way): how its messages go out and
+    /// where its answer's messages are timed.
+    pub grpc_stream: Option<GrpcStream>,
+}
+
+/// A gRPC streaming call's messages: the rendered ones (one, or a JSON
+/// array's) sent in turn, `count` in all (`None`: each once), `interval`
+/// apart (`None`: all at once); the answer's messages timed into request
+/// entries `first_message` (from the stream's start) and `next_message`
+/// (from the later of the previous message received and the last sent).
+#[derive(Clone, Debug)]
+pub struct GrpcStream {
+    pub count: Option<u32>,
+    pub interval: Option<Duration>,
+    pub first_message: usize,
+    pub next_message: usize,
 }
 
 /// The parts of a request that are rendered for each send.

@@ -4,7 +4,7 @@
 
 use super::timeout::{timed, RequestTimer};
 use crate::backoff::ConnectBackoff;
-use crate::connections::{Conn, Origin, Unreachable};
+use crate::connections::{Carrier, Conn, Origin, Unreachable};
 use crate::cookies;
 use crate::cookies::Jar;
 use crate::metrics::{ConnectionEvent, ErrorClass, Outcome};
@@ -12,13 +12,14 @@ use crate::plan::{HttpVersion, Load, RequestSpec, Wire};
 use crate::script::{Action, Script};
 use crate::shared::{InFlight, Shared};
 use headroom_http::exchange::{self, Attempts, Phase, Retry};
-use headroom_http::h2::H2Request;
-use headroom_http::{routes, Capture, Failure, Idle};
+use headroom_http::h2::{H2Parts, H2Request};
+use headroom_http::{routes, Capture, Captured, Failure, Idle, Response};
 use smallvec::SmallVec;
 use std::future::Future;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
+mod grpc_stream;
 mod socket;
 
 /// Whether the user goes on after an iteration or a step.
@@ -582,12 +583,8 @@ impl User {
             };
             let due = Instant::now() + plan.timeout_of(spec);
             let finished = {
-                let exchange = std::pin::pin!(conn.http.exchange(
-                    request,
-                    want,
-                    &mut self.script.captured,
-                    attempts
-                ));
+                let call = (request, (want, &mut self.script.captured), attempts);
+                let exchange = std::pin::pin!(on_stream(shared, spec, &conn.http, call));
                 timed(&mut self.request_timer, due, exchange).await
             };
             drop(stream);
@@ -652,6 +649,24 @@ impl User {
             Err(_) => self.backoff_pending = true,
         }
         result
+    }
+}
+
+/// A request on a new stream of `carrier`: one exchange, or a gRPC
+/// streaming call's messages each way (boxed: a stream's state is not
+/// carried in every request's future).
+async fn on_stream(
+    shared: &Shared,
+    spec: &RequestSpec,
+    carrier: &Carrier,
+    (request, (want, captured), attempts): (H2Parts, (Capture, &mut Captured), &Attempts),
+) -> Result<Response, Failure> {
+    match &spec.grpc_stream {
+        Some(plan) => {
+            let call = (request, (want, captured), attempts);
+            Box::pin(grpc_stream::call(shared, plan, carrier, call)).await
+        }
+        None => carrier.exchange(request, want, captured, attempts).await,
     }
 }
 

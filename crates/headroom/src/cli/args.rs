@@ -34,9 +34,20 @@ pub struct RunArgs {
     #[arg(long, value_name = "METHOD", requires = "grpc")]
     pub call: Option<String>,
 
-    /// The gRPC call's message, as JSON (proto3's JSON mapping) [default: {}].
+    /// The gRPC call's message, as JSON (proto3's JSON mapping) [default: {}];
+    /// a call that streams its requests also takes an array of messages.
     #[arg(long, value_name = "JSON", requires = "grpc")]
     pub data: Option<String>,
+
+    /// A call that streams its requests: messages sent in all, --data's
+    /// message (or its array's messages) in turn [default: each once].
+    #[arg(long, value_name = "N", requires = "grpc")]
+    pub stream_call_count: Option<u32>,
+
+    /// A call that streams its requests: time between one message and the
+    /// next, paced from the stream's start [default: all at once].
+    #[arg(long, value_name = "DURATION", requires = "grpc")]
+    pub stream_interval: Option<String>,
 
     /// A .proto file with the method's message types, compiled at the
     /// start (no protoc needed; repeatable). Without --proto or

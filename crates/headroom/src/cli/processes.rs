@@ -550,6 +550,8 @@ mod tests {
             "--proto",
             "--import-path",
             "--protoset",
+            "--stream-call-count",
+            "--stream-interval",
             "--base-url",
             "--vus",
             "--connections",

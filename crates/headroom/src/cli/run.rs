@@ -277,6 +277,12 @@ fn grpc_one_liner(args: &RunArgs, url: &str) -> anyhow::Result<RawScenario> {
             name: call.clone(),
             grpc: Some(call),
             body: Some(args.data.clone().unwrap_or_else(|| "{}".into())),
+            stream: (args.stream_call_count.is_some() || args.stream_interval.is_some()).then(
+                || headroom_scenario::raw::RawGrpcStream {
+                    count: args.stream_call_count,
+                    interval: args.stream_interval.clone(),
+                },
+            ),
             ..RawRequest::default()
         }],
         ..RawScenario::default()

@@ -175,7 +175,10 @@ fn tls_and_the_streams_model() {
         "{}",
         results["connections"]
     );
-    assert_eq!(n(&server.counts()["calls"]["SayHello"]), 2000);
+    let c = server.counts();
+    assert_eq!(n(&c["calls"]["SayHello"]), 2000);
+    // The server's own count of the connections its calls came on.
+    assert_eq!(n(&c["connections"]), 4, "{c}");
 }
 
 /// Each status a server gives is its own class, exactly as often as it
@@ -278,4 +281,122 @@ json = {{ name = "big" }}
     assert_eq!(n(&c["statuses"]["unavailable"]), 10, "{c}");
     assert_eq!(n(&c["statuses"]["failed_precondition"]), 10, "{c}");
     assert_eq!(n(&c["statuses"]["slow"]), 10, "{c}");
+}
+
+/// The three streaming shapes against grpcio, from a scenario: a server
+/// stream's replies, a client stream's messages (an array sent 3 times
+/// over, `interval` apart) and a bidirectional chat's echoes, each
+/// message counted as the server counted it and timed in the call's
+/// `first message` / `next message` entries; a server that waits 30 ms
+/// before each reply shows it in both; a stream past its deadline is
+/// `grpc_deadline_exceeded`, its messages cut off.
+#[test]
+fn server_client_and_bidirectional_streams_count_and_time_each_message() {
+    let server = GrpcServer::start(&[]);
+    let dir = scenario_dir(&[(
+        "s.toml",
+        &format!(
+            r#"
+base_url = "http://127.0.0.1:{port}"
+[grpc]
+protoset = "{protoset}"
+[load]
+vus = 2
+iterations = 3
+[[session]]
+name = "streams"
+steps = [
+  {{ request = "countdown" }},
+  {{ request = "paced countdown" }},
+  {{ request = "collect" }},
+  {{ request = "chat" }},
+  {{ request = "late" }},
+]
+[[request]]
+name = "countdown"
+grpc = "demo.v1.Greeter/Countdown"
+json = {{ name = "u{{{{user_id}}}}", times = 5 }}
+check = [ {{ json_path = "$[4].message", equals = "u{{{{user_id}}}} 1" }} ]
+[[request]]
+name = "paced countdown"
+grpc = "demo.v1.Greeter/Countdown"
+json = {{ name = "every:30", times = 3 }}
+[[request]]
+name = "collect"
+grpc = "demo.v1.Greeter/Collect"
+body = '[{{"name": "a"}}, {{"name": "b"}}]'
+stream = {{ count = 6, interval = "5ms" }}
+check = [ {{ json_path = "$.message", equals = "collected 6 a b a b a b" }} ]
+[[request]]
+name = "chat"
+grpc = "demo.v1.Greeter/Chat"
+json = {{ name = "hi {{{{user_id}}}}" }}
+stream = {{ count = 4, interval = "20ms" }}
+check = [ {{ json_path = "$[3].message", equals = "echo hi {{{{user_id}}}}" }} ]
+[[request]]
+name = "late"
+grpc = "demo.v1.Greeter/Countdown"
+json = {{ name = "every:1000", times = 5 }}
+timeout = "300ms"
+"#,
+            port = server.port,
+            protoset = server.file("greeter.protoset").display()
+        ),
+    )]);
+    let r = run(&[dir.path().join("s.toml").to_str().unwrap()]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let results = r.results();
+    let per = |name: &str| results["per_request"][name].clone();
+    let count = |name: &str| n(&per(name)["requests"]["total"]);
+    let failed = |name: &str| n(&per(name)["requests"]["failed"]);
+    // 2 users × 3 iterations: 6 calls of each.
+    for call in ["countdown", "paced countdown", "collect", "chat", "late"] {
+        assert_eq!(count(call), 6, "{call}: {}", per(call));
+    }
+    for call in ["countdown", "paced countdown", "collect", "chat"] {
+        assert_eq!(failed(call), 0, "{call}: {}", results["errors"]);
+    }
+    assert_eq!(failed("late"), 6, "{}", results["errors"]);
+    assert_eq!(
+        n(&results["errors"]["grpc_deadline_exceeded"]),
+        6,
+        "{}",
+        results["errors"]
+    );
+    // Messages received, each timed: the first of each call, then the rest.
+    let first = |call: &str| count(&format!("{call} first message"));
+    let next = |call: &str| count(&format!("{call} next message"));
+    assert_eq!((first("countdown"), next("countdown")), (6, 24));
+    assert_eq!((first("paced countdown"), next("paced countdown")), (6, 12));
+    assert_eq!((first("collect"), next("collect")), (6, 0));
+    assert_eq!((first("chat"), next("chat")), (6, 18));
+    // The late stream got no reply before its deadline.
+    assert_eq!(first("late"), 0, "{}", per("late first message"));
+    // 30 ms before each reply: none came sooner after the call's start;
+    // the later ones' gaps (from the reply before: one read late shortens
+    // the next gap, so their mean, with room) show the wait too.
+    let latency = |entry: &str, figure: &str| per(entry)["latency_ms"][figure].as_f64().unwrap();
+    let first_min = latency("paced countdown first message", "min");
+    assert!(
+        first_min >= 29.0,
+        "{}",
+        per("paced countdown first message")
+    );
+    let next_mean = latency("paced countdown next message", "mean");
+    assert!(next_mean >= 20.0, "{}", per("paced countdown next message"));
+    assert!(latency("countdown next message", "mean") < next_mean);
+    let k = &results["sockets"];
+    assert_eq!(n(&k["grpc_streams_opened"]), 30, "{k}");
+    // Sent: 4 server-stream requests, 6 + 4 messages a client stream.
+    assert_eq!(n(&k["messages_sent"]), 6 * (1 + 1 + 6 + 4 + 1), "{k}");
+    assert_eq!(n(&k["messages_received"]), 6 * (5 + 3 + 1 + 4), "{k}");
+    assert_eq!(n(&k["closes"]["server:ok"]), 24, "{k}");
+    let c = server.counts();
+    assert_eq!(n(&c["calls"]["Countdown"]), 18, "{c}");
+    assert_eq!(n(&c["calls"]["Collect"]), 6, "{c}");
+    assert_eq!(n(&c["calls"]["Chat"]), 6, "{c}");
+    // What the server received and sent (the late streams' replies never
+    // left: their calls were cancelled first).
+    assert_eq!(n(&c["received"]), n(&k["messages_sent"]), "{c}");
+    assert_eq!(n(&c["sent"]), 6 * (5 + 3 + 1 + 4), "{c}");
 }

@@ -15,13 +15,16 @@ raw bytes) unless told otherwise; --protoset-out writes its protoset:
             "slow:MS" -> answers after MS ms (counted as "slow" when it
             arrives); "big" -> a 10 MB message;
             "trailers-only" -> an error status with no message at all
-  Countdown (server stream)  `times` replies "NAME N", N = times..1
+  Countdown (server stream)  `times` replies "NAME N", N = times..1; NAME
+            "every:MS" -> MS ms before each reply (the call is counted
+            as it arrives, each reply once gRPC has taken it)
   Collect   (client stream)  one reply "collected N NAMES"
   Chat      (bidirectional)  each request echoed "echo NAME"
 
 Binds 127.0.0.1 on a free port and writes it to PORT_FILE. COUNTS_FILE
 (JSON) is rewritten after each call: calls per method, statuses by name,
-messages received and sent.
+messages received and sent, and "connections": the distinct client
+connections (peer addresses) calls came on.
 """
 import json
 import os
@@ -83,7 +86,8 @@ HelloRequest = factory.GetPrototype(pool.FindMessageTypeByName("demo.v1.HelloReq
 HelloReply = factory.GetPrototype(pool.FindMessageTypeByName("demo.v1.HelloReply"))
 
 lock = threading.Lock()
-counts = {"calls": {}, "statuses": {}, "received": 0, "sent": 0}
+counts = {"calls": {}, "statuses": {}, "received": 0, "sent": 0, "connections": 0}
+peers = set()
 COUNTS_FILE = None
 
 
@@ -94,8 +98,11 @@ def save():
     os.replace(tmp, COUNTS_FILE)
 
 
-def counted(method, status="ok", received=0, sent=0):
+def counted(method, status="ok", received=0, sent=0, context=None):
     with lock:
+        if context is not None:
+            peers.add(context.peer())
+            counts["connections"] = len(peers)
         counts["calls"][method] = counts["calls"].get(method, 0) + 1
         counts["statuses"][status] = counts["statuses"].get(status, 0) + 1
         counts["received"] += received
@@ -116,30 +123,38 @@ def say_hello(raw, context):
               "trailers-only": grpc.StatusCode.FAILED_PRECONDITION}
     if name in errors:
         code = errors[name]
-        counted("SayHello", code.name.lower(), received=1)
+        counted("SayHello", code.name.lower(), received=1, context=context)
         context.abort(code, "asked for " + name)
     if name.startswith("slow:"):
         # Counted as it arrives: a deadline ends it before it answers.
-        counted("SayHello", "slow", received=1)
+        counted("SayHello", "slow", received=1, context=context)
         time.sleep(int(name[5:]) / 1000.0)
         return reply("too late")
     if name == "big":
-        counted("SayHello", received=1, sent=1)
+        counted("SayHello", received=1, sent=1, context=context)
         return reply("x" * (10 * 1024 * 1024))
-    counted("SayHello", received=1, sent=1)
+    counted("SayHello", received=1, sent=1, context=context)
     return reply("hello " + name)
 
 
 def countdown(raw, context):
     request = HelloRequest.FromString(raw)
+    # Counted as it arrives (a deadline may end it), each reply once gRPC
+    # took it (the code after a yield runs when the next is asked for).
+    counted("Countdown", "started", received=1, context=context)
+    pause = int(request.name[6:]) / 1000.0 if request.name.startswith("every:") else 0
     for n in range(request.times, 0, -1):
+        if pause:
+            time.sleep(pause)
         yield reply("%s %d" % (request.name, n), n)
-    counted("Countdown", received=1, sent=max(request.times, 0))
+        with lock:
+            counts["sent"] += 1
+            save()
 
 
 def collect(requests, context):
     names = [HelloRequest.FromString(raw).name for raw in requests]
-    counted("Collect", received=len(names), sent=1)
+    counted("Collect", received=len(names), sent=1, context=context)
     return reply("collected %d %s" % (len(names), " ".join(names)), len(names))
 
 
@@ -148,7 +163,7 @@ def chat(requests, context):
     for raw in requests:
         received += 1
         yield reply("echo " + HelloRequest.FromString(raw).name, received)
-    counted("Chat", received=received, sent=received)
+    counted("Chat", received=received, sent=received, context=context)
 
 
 # The reflection service, over raw bytes: requests are read field by field.

@@ -9,6 +9,7 @@
 
 use super::builder::Builder;
 use crate::raw::{RawRequest, RawScenario};
+use headroom_engine::plan::{GrpcStream, RequestSpec};
 use headroom_grpc::{Method, Schema};
 use headroom_http::tls::TlsClient;
 use headroom_http::{ConnectOptions, Endpoint, HttpVersion};
@@ -152,5 +153,83 @@ impl Builder<'_> {
                 None
             }
         }
+    }
+
+    /// Each streaming gRPC call's plan: its `stream` sends, and the two
+    /// entries its answer's messages are timed in (added after every
+    /// other request, weight 0: never drawn from a mix).
+    pub(super) fn grpc_streams(&mut self, raw: &RawScenario, out: &mut Vec<RequestSpec>) {
+        for r in &raw.requests {
+            let a = Some(r.name.as_str());
+            let streaming = self.grpc_streaming(r);
+            if r.stream.is_some() && !streaming.is_some_and(|(sends, _)| sends) {
+                self.problem(
+                    a,
+                    "stream",
+                    "stream",
+                    format!(
+                        "request `{}`: `stream` sends a gRPC call's messages one by one — the call must stream its requests (`stream` in the .proto's request type)",
+                        r.name
+                    ),
+                );
+                continue;
+            }
+            if streaming.is_none() {
+                continue;
+            }
+            let raw_stream = r.stream.clone().unwrap_or_default();
+            if raw_stream.count == Some(0) {
+                self.problem(
+                    a,
+                    "count",
+                    "count",
+                    format!("request `{}`: stream.count must be at least 1", r.name),
+                );
+            }
+            let interval = raw_stream
+                .interval
+                .as_deref()
+                .and_then(|t| self.duration(a, "interval", t));
+            let Some(at) = out.iter().position(|s| s.name == r.name) else {
+                continue;
+            };
+            let entry = |what: &str| RequestSpec {
+                name: format!("{} {what}", r.name),
+                method: "gRPC".into(),
+                weight: 0,
+                encoded: Vec::new(),
+                template: None,
+                checks: Vec::new(),
+                extracts: Vec::new(),
+                capture: Default::default(),
+                before: None,
+                after: None,
+                grpc: None,
+                grpc_stream: None,
+                ..out[at].clone()
+            };
+            let (first, next) = (entry("first message"), entry("next message"));
+            for e in [&first, &next] {
+                if out.iter().any(|s| s.name == e.name) {
+                    self.problem(a, "name", &r.name, format!("request `{}`: its messages are timed as `{}`, the name of another request", r.name, e.name));
+                }
+            }
+            out.extend([first, next]);
+            out[at].grpc_stream = Some(GrpcStream {
+                count: raw_stream.count,
+                interval,
+                first_message: out.len() - 2,
+                next_message: out.len() - 1,
+            });
+        }
+    }
+
+    /// Whether request `r` is a streaming gRPC call: `Some((its requests
+    /// stream, its answers stream))`, `None` for a unary call or no call.
+    fn grpc_streaming(&self, r: &RawRequest) -> Option<(bool, bool)> {
+        let method = self.grpc.as_ref()?.method(r.grpc.as_deref()?).ok()?;
+        method
+            .is_streaming()
+            .then_some((method.client_streaming, method.server_streaming))
     }
 }

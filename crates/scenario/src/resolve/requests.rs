@@ -194,6 +194,7 @@ impl Builder<'_> {
             }
         }
         self.request_hooks(raw, &mut out, check_names);
+        self.grpc_streams(raw, &mut out);
         out
     }
 
@@ -296,6 +297,7 @@ impl Builder<'_> {
             before: None,
             after: None,
             grpc: call.map(|(_, method)| method),
+            grpc_stream: None, // set by `grpc_streams`
         })
     }
 
