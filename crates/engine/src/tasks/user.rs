@@ -11,7 +11,7 @@ use crate::metrics::{ConnectionEvent, ErrorClass, Outcome};
 use crate::plan::{HttpVersion, Load, RequestSpec, Wire};
 use crate::script::{Action, Script};
 use crate::shared::{InFlight, Shared};
-use headroom_http::exchange::{self, Attempts, Phase, Retry};
+use headroom_http::exchange::{self, Attempts, Phase, Retry, StaleRetry};
 use headroom_http::h2::{H2Parts, H2Request};
 use headroom_http::{routes, Capture, Captured, Failure, Idle, Response};
 use smallvec::SmallVec;
@@ -608,7 +608,7 @@ impl User {
                 shared.origins.zero_rtt_refused();
             }
             match retry_event {
-                Some(event) if retry.again(true, plan.stale_retry, &spec.method) => {
+                Some(event) if retry.again(true, unprocessed_policy(plan, spec), &spec.method) => {
                     shared.recorder.borrow_mut().connection_event(index, event);
                     avoid = Some(conn);
                 }
@@ -649,6 +649,16 @@ impl User {
             Err(_) => self.backoff_pending = true,
         }
         result
+    }
+}
+
+/// Whether a request the server never processed may go again: by the
+/// plan's policy — and a gRPC call whatever its method (a POST), as gRPC
+/// retries such a call transparently; only `never` stops it.
+fn unprocessed_policy(plan: &crate::plan::Plan, spec: &RequestSpec) -> StaleRetry {
+    match (spec.grpc.is_some(), plan.stale_retry) {
+        (true, StaleRetry::Idempotent) => StaleRetry::All,
+        (_, policy) => policy,
     }
 }
 

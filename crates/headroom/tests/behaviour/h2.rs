@@ -743,6 +743,47 @@ fn refused_streams_are_sent_again_once_and_counted() {
     assert_eq!(ok(&r), counts["answered"]);
 }
 
+/// gRPC's transparent retry: a call the server never processed (refused)
+/// goes once more whatever its method — a gRPC call is a POST, which an
+/// HTTP request would not send again.
+#[test]
+fn refused_grpc_calls_are_sent_again_once_as_grpc_retries_them() {
+    let server = Hostile::start("refuse");
+    let dir = scenario_dir(&[(
+        "greeter.proto",
+        "syntax = \"proto3\";\npackage demo.v1;\nmessage Hi { string name = 1; }\n\
+         service Greeter { rpc SayHello (Hi) returns (Hi); }\n",
+    )]);
+    let url = format!("grpc://127.0.0.1:{}", server.port);
+    let proto = dir.path().join("greeter.proto");
+    let r = run(&[
+        "--grpc",
+        &url,
+        "--call",
+        "demo.v1.Greeter/SayHello",
+        "--proto",
+        proto.to_str().unwrap(),
+        "--vus",
+        "20",
+        "--requests",
+        "400",
+        "--timeout",
+        "3s",
+        "--duration",
+        "60s",
+    ]);
+    let counts = server.counts();
+    let errors = r.results()["errors"].clone();
+    let retried = r.results()["connections"]["h2_refused"]
+        .as_u64()
+        .unwrap_or(0);
+    let unretried = error(&errors, "h2_refused");
+    assert_eq!(ok(&r), counts["answered"], "{errors}");
+    assert_eq!(ok(&r) + unretried, 400, "{errors}");
+    assert_eq!(retried + unretried, counts["refused"]);
+    assert!(retried > 0, "every 4th stream is refused: {counts:?}");
+}
+
 #[test]
 fn reset_streams_fail_once_each_and_the_connection_carries_on() {
     let (r, counts, errors) = against("reset", &[]);

@@ -6,7 +6,8 @@ on Python's `h2` library (Debian's python3-h2).
 
 Listens on a free loopback port (written to PORT_FILE), misbehaves as MODE
 says, and keeps COUNTS_FILE (JSON) current with what it did, so a test can
-hold headroom's counts to the server's:
+hold headroom's counts to the server's (a request with `content-type:
+application/grpc` is answered as gRPC: an empty message, `grpc-status: 0`):
 
   answered  requests answered 200 (they reached "the application")
   refused   streams reset with REFUSED_STREAM (never processed)
@@ -80,6 +81,7 @@ def serve(sock, number):
     sock.sendall(conn.data_to_send())
     state = {"streams": 0, "answered": 0, "last": 0, "going_away": None}
     open_streams = set()
+    grpc_streams = set()
 
     def handle(sid):
         """A whole request arrived on stream `sid`: misbehave or answer.
@@ -111,11 +113,17 @@ def serve(sock, number):
                 conn.ping(i.to_bytes(8, "big"))
             for _ in range(20):
                 conn.update_settings({h2.settings.SettingCodes.HEADER_TABLE_SIZE: 4096})
-        headers = [(":status", "200"), ("content-type", "text/plain")]
-        if MODE == "bigheaders" and state["streams"] % 10 == 0:
-            headers += [("x-big-%d" % i, "v" * 1000) for i in range(1000)]
-        conn.send_headers(sid, headers)
-        conn.send_data(sid, b"hello h2\n", end_stream=True)
+        if sid in grpc_streams:
+            grpc_streams.discard(sid)
+            conn.send_headers(sid, [(":status", "200"), ("content-type", "application/grpc")])
+            conn.send_data(sid, b"\x00\x00\x00\x00\x00")
+            conn.send_headers(sid, [("grpc-status", "0")], end_stream=True)
+        else:
+            headers = [(":status", "200"), ("content-type", "text/plain")]
+            if MODE == "bigheaders" and state["streams"] % 10 == 0:
+                headers += [("x-big-%d" % i, "v" * 1000) for i in range(1000)]
+            conn.send_headers(sid, headers)
+            conn.send_data(sid, b"hello h2\n", end_stream=True)
         state["answered"] += 1
         state["last"] = sid
         count("answered")
@@ -136,6 +144,8 @@ def serve(sock, number):
             for event in conn.receive_data(data):
                 if isinstance(event, h2.events.RequestReceived):
                     open_streams.add(event.stream_id)
+                    if ("content-type", "application/grpc") in event.headers:
+                        grpc_streams.add(event.stream_id)
                     if MODE == "maxstreams1":
                         with lock:
                             counts["most_concurrent"] = max(
