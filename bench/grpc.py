@@ -15,7 +15,14 @@ Load shapes, alike on all three: C connections with M calls in flight on
 each — headroom `--vus C*M --streams M` (closed model, one call in flight
 per user), ghz `-c C*M --connections C`, h2load `-c C -m M`.
 
+Server streaming (`--stream-points 10x10 --stream-times 100`): Countdown
+calls of `times` replies each, messages received per generator CPU-second,
+headroom (its `sockets.messages_received`, each message also timed) vs ghz
+(its OK calls x times; ghz times whole calls only). h2load is left out: it
+cannot read a stream's messages.
+
 Usage: bench/grpc.py [--rounds 3] [--duration 5] [--points 1x1,10x10,100x10]
+                     [--stream-points 10x10] [--stream-times 100]
                      [--headroom PATH] [--ghz PATH] [--out DIR]
 Needs: go (builds the server), ghz (go install
 github.com/bojand/ghz/cmd/ghz@v0.120.0), h2load (nghttp2-client), taskset.
@@ -55,27 +62,33 @@ def measured(cmd, d):
     return open(f"{d}/out.txt").read(), ru.ru_utime + ru.ru_stime
 
 
-def run(tool, a, port, c, m, d):
+def run(tool, a, port, c, m, d, times=None):
+    """One run: (OK calls, or messages received with `times`; CPU s; not OK)."""
     pin = ["taskset", "-c", "1"]
     proto = f"{d}/greeter.proto"
+    method, data = "SayHello", '{"name": "ann"}'
+    if times:
+        method, data = "Countdown", '{"name": "ann", "times": %d}' % times
     if tool == "headroom":
         cmd = pin + [a.headroom, "run", "--grpc", f"grpc://127.0.0.1:{port}",
-                     "--call", "demo.v1.Greeter/SayHello", "--data", '{"name": "ann"}',
+                     "--call", f"demo.v1.Greeter/{method}", "--data", data,
                      "--proto", proto, "--vus", str(c * m), "--streams", str(m),
                      "-d", f"{a.duration}s", "--threads", "1", "--quiet", "--out", f"{d}/r.json"]
         measured_out, cpu = measured(cmd, d)
         r = json.load(open(f"{d}/r.json"))
-        ok = r["requests"]["total"] - r["requests"]["failed"]
-        return ok, cpu, r["requests"]["failed"]
+        call = r["per_request"][f"demo.v1.Greeter/{method}"]["requests"]
+        if times:
+            return r["sockets"]["messages_received"], cpu, call["failed"]
+        return call["total"] - call["failed"], cpu, call["failed"]
     if tool == "ghz":
         cmd = pin + [a.ghz, "--insecure", "--cpus", "1", "--proto", proto,
-                     "--call", "demo.v1.Greeter.SayHello", "-d", '{"name": "ann"}',
+                     "--call", f"demo.v1.Greeter.{method}", "-d", data,
                      "-c", str(c * m), "--connections", str(c), "-z", f"{a.duration}s",
                      "--format", "json", f"127.0.0.1:{port}"]
         text, cpu = measured(cmd, d)
         r = json.loads(text)
         ok = r.get("statusCodeDistribution", {}).get("OK", 0)
-        return ok, cpu, r["count"] - ok
+        return ok * (times or 1), cpu, r["count"] - ok
     cmd = pin + ["h2load", "-t", "1", "-c", str(c), "-m", str(m), "-D", str(a.duration),
                  "-d", f"{d}/call.bin", "-H", "content-type: application/grpc",
                  "-H", "te: trailers", f"http://127.0.0.1:{port}/demo.v1.Greeter/SayHello"]
@@ -92,6 +105,8 @@ def main():
     p.add_argument("--headroom", default="target/release/headroom")
     p.add_argument("--ghz", default=shutil.which("ghz") or os.path.expanduser("~/go/bin/ghz"))
     p.add_argument("--tools", default="headroom,ghz,h2load")
+    p.add_argument("--stream-points", default="")
+    p.add_argument("--stream-times", type=int, default=100)
     p.add_argument("--out", default=None)
     a = p.parse_args()
     tools = a.tools.split(",")
@@ -101,23 +116,28 @@ def main():
     server, port = start_server(d)
     rows = []
     try:
-        for point in a.points.split(","):
+        unary = [(p, None, tools) for p in a.points.split(",") if p]
+        streams = [(p, a.stream_times, [t for t in tools if t != "h2load"])
+                   for p in a.stream_points.split(",") if p]
+        for point, times, shape_tools in unary + streams:
             c, m = (int(x) for x in point.split("x"))
-            per = {t: [] for t in tools}
+            label = f"{point} stream x{times}" if times else point
+            unit = "messages" if times else "calls"
+            per = {t: [] for t in shape_tools}
             for rnd in range(a.rounds):
-                for tool in tools:
-                    ok, cpu, bad = run(tool, a, port, c, m, d)
+                for tool in shape_tools:
+                    ok, cpu, bad = run(tool, a, port, c, m, d, times)
                     per[tool].append({"ok": ok, "cpu_s": cpu, "not_ok": bad, "per_cpu_s": ok / cpu})
-                    print(f"{point} round {rnd + 1} {tool}: {ok} OK ({bad} not), "
-                          f"{cpu:.2f} CPU-s, {ok / cpu:,.0f} calls per CPU-s", flush=True)
-            med = {t: statistics.median(x["per_cpu_s"] for x in per[t]) for t in tools}
-            row = {"point": point, "median_per_cpu_s": med, "rounds": per}
-            for peer in tools[1:]:
+                    print(f"{label} round {rnd + 1} {tool}: {ok} OK {unit} ({bad} calls not), "
+                          f"{cpu:.2f} CPU-s, {ok / cpu:,.0f} {unit} per CPU-s", flush=True)
+            med = {t: statistics.median(x["per_cpu_s"] for x in per[t]) for t in shape_tools}
+            row = {"point": label, "unit": unit, "median_per_cpu_s": med, "rounds": per}
+            for peer in shape_tools[1:]:
                 row[f"headroom_over_{peer}"] = med["headroom"] / med[peer]
             rows.append(row)
             ratios = ", ".join(f"{r[14:]} {row[r]:.2f}x" for r in row if r.startswith("headroom_over"))
-            print(f"== {point}: " + ", ".join(f"{t} {med[t]:,.0f}" for t in tools)
-                  + f" calls per CPU-s; headroom/{ratios}", flush=True)
+            print(f"== {label}: " + ", ".join(f"{t} {med[t]:,.0f}" for t in shape_tools)
+                  + f" {unit} per CPU-s; headroom/{ratios}", flush=True)
     finally:
         server.kill()
     if a.out:

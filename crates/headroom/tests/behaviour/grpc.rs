@@ -400,3 +400,47 @@ timeout = "300ms"
     assert_eq!(n(&c["received"]), n(&k["messages_sent"]), "{c}");
     assert_eq!(n(&c["sent"]), 6 * (5 + 3 + 1 + 4), "{c}");
 }
+
+/// Metadata reaches the server: text as given, a `-bin` field given as
+/// base64 (padded or not) arrives as its bytes; one that is not base64 is
+/// refused before any load, naming the file and the field.
+#[test]
+fn text_and_binary_metadata_reach_the_server() {
+    let server = GrpcServer::start(&[]);
+    let scenario = |trace: &str| {
+        format!(
+            r#"
+base_url = "http://127.0.0.1:{port}"
+[load]
+vus = 1
+iterations = 3
+[[request]]
+name = "metadata"
+grpc = "demo.v1.Greeter/SayHello"
+json = {{ name = "metadata" }}
+headers = {{ "x-tenant" = "t1", "trace-bin" = "{trace}" }}
+check = [ {{ json_path = "$.message", equals = "trace-bin=68690a x-tenant=t1" }} ]
+"#,
+            port = server.port
+        )
+    };
+    for trace in ["aGkK", "aGkK===="] {
+        let dir = scenario_dir(&[("s.toml", &scenario(trace))]);
+        let r = run(&[dir.path().join("s.toml").to_str().unwrap()]);
+        assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+        let results = r.results();
+        assert_eq!(results["requests"]["total"], 3);
+        assert_eq!(results["requests"]["failed"], 0, "{}", results["errors"]);
+    }
+    let dir = scenario_dir(&[("s.toml", &scenario("not base64!"))]);
+    let r = run(&[dir.path().join("s.toml").to_str().unwrap()]);
+    assert_ne!(r.code, 0);
+    assert!(
+        r.stderr.contains("s.toml")
+            && r.stderr.contains("trace-bin")
+            && r.stderr.contains("base64"),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(n(&server.counts()["calls"]["SayHello"]), 6);
+}

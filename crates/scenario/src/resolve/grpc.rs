@@ -125,12 +125,45 @@ impl Builder<'_> {
         if let Some(t) = timeout.and_then(|t| humantime::parse_duration(t).ok()) {
             headers.insert("grpc-timeout".into(), headroom_grpc::timeout_header(t));
         }
-        headers.extend(r.headers.clone().unwrap_or_default());
+        for (key, value) in r.headers.clone().unwrap_or_default() {
+            let value = match self.binary_metadata(r, &key, value) {
+                Some(value) => value,
+                None => return None,
+            };
+            headers.insert(key, value);
+        }
         call.headers = Some(headers);
         if call.json.is_none() && call.body.is_none() && call.body_file.is_none() {
             call.body = Some("{}".into());
         }
         Some(Some((call, Arc::new(method))))
+    }
+
+    /// Metadata `key: value` as it goes on the wire: a binary field (its
+    /// name ends in `-bin`) is given base64-encoded, as gRPC carries it,
+    /// and sent unpadded (gRPC's spec: accept either, send unpadded); one
+    /// that is not base64 is a problem (a templated one goes as rendered).
+    fn binary_metadata(&mut self, r: &RawRequest, key: &str, value: String) -> Option<String> {
+        use base64::Engine as _;
+        if !key.to_ascii_lowercase().ends_with("-bin") || value.contains("{{") {
+            return Some(value);
+        }
+        let trimmed = value.trim_end_matches('=');
+        match base64::engine::general_purpose::STANDARD_NO_PAD.decode(trimmed) {
+            Ok(bytes) => Some(base64::engine::general_purpose::STANDARD_NO_PAD.encode(bytes)),
+            Err(e) => {
+                self.problem(
+                    Some(&r.name),
+                    key,
+                    &value,
+                    format!(
+                        "request `{}`: metadata `{key}` is binary (its name ends in -bin): give its value base64-encoded ({e})",
+                        r.name
+                    ),
+                );
+                None
+            }
+        }
     }
 
     /// A gRPC call's message, encoded now (nothing in it templated).
