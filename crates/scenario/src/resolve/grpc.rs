@@ -126,10 +126,7 @@ impl Builder<'_> {
             headers.insert("grpc-timeout".into(), headroom_grpc::timeout_header(t));
         }
         for (key, value) in r.headers.clone().unwrap_or_default() {
-            let value = match self.binary_metadata(r, &key, value) {
-                Some(value) => value,
-                None => return None,
-            };
+            let value = self.binary_metadata(r, &key, value)?;
             headers.insert(key, value);
         }
         call.headers = Some(headers);
