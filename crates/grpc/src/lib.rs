@@ -91,6 +91,7 @@ impl Schema {
             output: m.output(),
             client_streaming: m.is_client_streaming(),
             server_streaming: m.is_server_streaming(),
+            compression: Compression::Identity,
         })
     }
 }
@@ -104,13 +105,91 @@ pub struct Method {
     pub output: MessageDescriptor,
     pub client_streaming: bool,
     pub server_streaming: bool,
+    /// How its messages are compressed each way (`[grpc] compression`).
+    pub compression: Compression,
 }
+
+/// gRPC message compression (`grpc-encoding`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Compression {
+    #[default]
+    Identity,
+    Gzip,
+}
+
+impl Compression {
+    pub fn parse(text: &str) -> Option<Compression> {
+        match text {
+            "identity" | "none" => Some(Compression::Identity),
+            "gzip" => Some(Compression::Gzip),
+            _ => None,
+        }
+    }
+
+    /// Its `grpc-encoding` name; `None` for no compression.
+    pub fn header(self) -> Option<&'static str> {
+        match self {
+            Compression::Identity => None,
+            Compression::Gzip => Some("gzip"),
+        }
+    }
+
+    /// A message as gRPC frames it, compressed so (flag 1) or not.
+    fn frame(self, message: &[u8]) -> Vec<u8> {
+        match self {
+            Compression::Identity => frame(message),
+            Compression::Gzip => {
+                use std::io::Write as _;
+                let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+                let _ = gz.write_all(message);
+                let packed = gz.finish().unwrap_or_default();
+                let mut out = frame(&packed);
+                out[0] = 1;
+                out
+            }
+        }
+    }
+
+    /// A frame's payload as the message it carries: unpacked when its
+    /// flag says compressed (refused when no compression was asked for).
+    fn unpacked<'a>(
+        self,
+        compressed: bool,
+        payload: &'a [u8],
+    ) -> Result<std::borrow::Cow<'a, [u8]>, String> {
+        use std::io::Read as _;
+        match (compressed, self) {
+            (false, _) => Ok(std::borrow::Cow::Borrowed(payload)),
+            (true, Compression::Identity) => {
+                Err("a compressed gRPC frame (none was asked for)".into())
+            }
+            (true, Compression::Gzip) => {
+                let mut out = Vec::new();
+                flate2::read::GzDecoder::new(payload)
+                    .take(MAX_UNPACKED as u64 + 1)
+                    .read_to_end(&mut out)
+                    .map_err(|e| format!("a gzip gRPC frame that does not unpack: {e}"))?;
+                if out.len() > MAX_UNPACKED {
+                    return Err(format!(
+                        "a gzip gRPC frame unpacks past {MAX_UNPACKED} bytes"
+                    ));
+                }
+                Ok(std::borrow::Cow::Owned(out))
+            }
+        }
+    }
+}
+
+/// Most bytes a compressed message may unpack to (a small frame that
+/// unpacks to gigabytes is refused, not held).
+pub const MAX_UNPACKED: usize = 64 * 1024 * 1024;
 
 impl Method {
     /// A JSON request message (proto3's JSON mapping: field names as in
     /// the `.proto` or lowerCamelCase) encoded and framed. A method that
     /// streams its requests also takes a JSON array: each element one
-    /// message, framed one after the other.
+    /// message, framed one after the other. Each compressed as the method
+    /// says.
     pub fn encode_json(&self, json: &str) -> Result<Vec<u8>, String> {
         let wrong =
             |e: &dyn std::fmt::Display| format!("message for {}: {e}", self.input.full_name());
@@ -121,7 +200,7 @@ impl Method {
             for value in messages {
                 let message = DynamicMessage::deserialize(self.input.clone(), value)
                     .map_err(|e| wrong(&e))?;
-                out.extend_from_slice(&frame(&message.encode_to_vec()));
+                out.extend_from_slice(&self.compression.frame(&message.encode_to_vec()));
             }
             return Ok(out);
         }
@@ -129,7 +208,7 @@ impl Method {
         let message =
             DynamicMessage::deserialize(self.input.clone(), &mut de).map_err(|e| wrong(&e))?;
         de.end().map_err(|e| wrong(&e))?;
-        Ok(frame(&message.encode_to_vec()))
+        Ok(self.compression.frame(&message.encode_to_vec()))
     }
 
     /// Whether a call carries more than one message either way (a stream).
@@ -142,8 +221,9 @@ impl Method {
     /// them (however many came).
     pub fn decode_to_json(&self, framed: &[u8]) -> Result<String, String> {
         let mut messages = Vec::new();
-        for payload in frames(framed)? {
-            let message = DynamicMessage::decode(self.output.clone(), payload)
+        for (compressed, payload) in flagged_frames(framed)? {
+            let payload = self.compression.unpacked(compressed, payload)?;
+            let message = DynamicMessage::decode(self.output.clone(), &payload[..])
                 .map_err(|e| format!("answer is not a {}: {e}", self.output.full_name()))?;
             messages.push(serde_json::to_value(&message).map_err(|e| e.to_string())?);
         }
@@ -165,15 +245,26 @@ pub fn frame(message: &[u8]) -> Vec<u8> {
 }
 
 /// The messages of a body of gRPC frames. Compressed frames are refused
-/// (headroom asks for none).
-pub fn frames(mut body: &[u8]) -> Result<Vec<&[u8]>, String> {
+/// (headroom asks for none unless `[grpc] compression` says).
+pub fn frames(body: &[u8]) -> Result<Vec<&[u8]>, String> {
+    flagged_frames(body)?
+        .into_iter()
+        .map(|(compressed, payload)| match compressed {
+            false => Ok(payload),
+            true => Err("a compressed gRPC frame (none was asked for)".to_string()),
+        })
+        .collect()
+}
+
+/// The frames of a body: each one's compressed flag and payload.
+pub fn flagged_frames(mut body: &[u8]) -> Result<Vec<(bool, &[u8])>, String> {
     let mut out = Vec::new();
     while !body.is_empty() {
         if body.len() < 5 {
             return Err(format!("a gRPC frame cut short ({} bytes)", body.len()));
         }
-        if body[0] != 0 {
-            return Err("a compressed gRPC frame (none was asked for)".into());
+        if body[0] > 1 {
+            return Err(format!("a gRPC frame with flags {:#04x}", body[0]));
         }
         let len = u32::from_be_bytes([body[1], body[2], body[3], body[4]]) as usize;
         let Some(payload) = body.get(5..5 + len) else {
@@ -182,7 +273,7 @@ pub fn frames(mut body: &[u8]) -> Result<Vec<&[u8]>, String> {
                 body.len() - 5
             ));
         };
-        out.push(payload);
+        out.push((body[0] == 1, payload));
         body = &body[5 + len..];
     }
     Ok(out)
@@ -193,6 +284,8 @@ pub fn frames(mut body: &[u8]) -> Result<Vec<&[u8]>, String> {
 /// split), its payload skipped.
 #[derive(Clone, Debug, Default)]
 pub struct MessageBoundaries {
+    /// Compressed frames are expected (`grpc-encoding` was asked for).
+    compressed: bool,
     prefix: [u8; 5],
     /// Prefix bytes read of the frame now being read.
     have: usize,
@@ -201,9 +294,17 @@ pub struct MessageBoundaries {
 }
 
 impl MessageBoundaries {
+    /// `compressed`: frames flagged compressed are expected too.
+    pub fn new(compressed: bool) -> MessageBoundaries {
+        MessageBoundaries {
+            compressed,
+            ..Default::default()
+        }
+    }
+
     /// Reads `chunk`, calling `ended` with the payload size of each
-    /// message that ends in it. A compressed frame is an error (headroom
-    /// asks for none).
+    /// message that ends in it. A compressed frame is an error unless
+    /// `compressed`.
     pub fn feed(&mut self, mut chunk: &[u8], mut ended: impl FnMut(u64)) -> Result<(), String> {
         while !chunk.is_empty() {
             if self.have < 5 {
@@ -214,8 +315,8 @@ impl MessageBoundaries {
                 if self.have < 5 {
                     return Ok(());
                 }
-                if self.prefix[0] != 0 {
-                    return Err("a compressed gRPC frame (none was asked for)".into());
+                if self.prefix[0] > u8::from(self.compressed) {
+                    return Err(format!("a gRPC frame with flags {:#04x}", self.prefix[0]));
                 }
                 let [_, a, b, c, d] = self.prefix;
                 self.left = u32::from_be_bytes([a, b, c, d]) as u64;

@@ -3,7 +3,7 @@
 //! files that define each, with the files they import. Two calls on one
 //! HTTP/2 connection, before any load.
 
-use super::{frame, frames, Schema};
+use super::{flagged_frames, frame, Schema};
 use headroom_http::h2::H2Connection;
 use headroom_http::{Capture, Captured, ConnectOptions};
 use prost::Message;
@@ -161,6 +161,8 @@ impl Call<'_> {
             .version(http::Version::HTTP_2)
             .header("content-type", "application/grpc")
             .header("te", "trailers")
+            // A server that compresses its answers may compress these.
+            .header("grpc-accept-encoding", "gzip")
             .body(())
             .map_err(|e| e.to_string())?;
         let body: Vec<u8> = requests
@@ -193,8 +195,9 @@ impl Call<'_> {
             None => return Err(format!("{service}: no grpc-status")),
         }
         let mut out = Vec::new();
-        for payload in frames(&captured.body)? {
-            let r = Response::decode(payload).map_err(|e| format!("{service}: {e}"))?;
+        for (compressed, payload) in flagged_frames(&captured.body)? {
+            let payload = crate::Compression::Gzip.unpacked(compressed, payload)?;
+            let r = Response::decode(&payload[..]).map_err(|e| format!("{service}: {e}"))?;
             if let Some(e) = &r.error_response {
                 return Err(format!(
                     "{service}: error {} {}",

@@ -131,3 +131,35 @@ fn a_streaming_method_takes_an_array_of_messages_and_answers_as_an_array() {
     let json = chat.decode_to_json(&frame(&[0x0a, 2, b'h', b'i'])).unwrap();
     assert_eq!(json, r#"[{"message":"hi"}]"#);
 }
+
+#[test]
+fn gzip_messages_are_sent_compressed_and_compressed_answers_unpacked() {
+    let (_dir, s) = schema();
+    let m = Method {
+        compression: Compression::Gzip,
+        ..s.method("demo.v1.Greeter/SayHello").unwrap()
+    };
+    let name = "a".repeat(10_000);
+    let framed = m.encode_json(&format!(r#"{{"name": "{name}"}}"#)).unwrap();
+    assert_eq!(framed[0], 1, "flagged compressed");
+    assert!(framed.len() < 200, "{} bytes", framed.len());
+    let (_, payload) = flagged_frames(&framed).unwrap()[0];
+    let plain = Compression::Gzip.unpacked(true, payload).unwrap();
+    // Field 1: its tag, a 2-byte length, the name.
+    assert_eq!(plain.len(), 1 + 2 + 10_000);
+    // An answer compressed so is read; a plain one too (a server may not
+    // compress); without compression asked, a compressed one is refused.
+    let reply = [0x0a, 2, b'h', b'i'];
+    let packed = Compression::Gzip.frame(&reply);
+    assert_eq!(m.decode_to_json(&packed).unwrap(), r#"{"message":"hi"}"#);
+    assert_eq!(
+        m.decode_to_json(&frame(&reply)).unwrap(),
+        r#"{"message":"hi"}"#
+    );
+    let plain_method = s.method("demo.v1.Greeter/SayHello").unwrap();
+    assert!(plain_method.decode_to_json(&packed).is_err());
+    // Bytes that are no gzip stream are an error, not a panic.
+    let mut bad = frame(b"not gzip");
+    bad[0] = 1;
+    assert!(m.decode_to_json(&bad).unwrap_err().contains("gzip"));
+}

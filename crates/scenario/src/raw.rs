@@ -82,6 +82,10 @@ pub struct RawGrpc {
     /// A protoset (`protoc --descriptor_set_out --include_imports`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub protoset: Option<String>,
+    /// Message compression both ways: `gzip` (sent compressed, and
+    /// compressed answers accepted), or `identity` (the default: none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compression: Option<String>,
 }
 
 /// `[script]`: a JavaScript module next to the scenario, and what one call

@@ -673,7 +673,9 @@ async fn on_stream(
 ) -> Result<Response, Failure> {
     match &spec.grpc_stream {
         Some(plan) => {
+            let compressed = spec.grpc.as_ref().and_then(|m| m.compression.header());
             let call = (request, (want, captured), attempts);
+            let plan = (plan, compressed.is_some());
             Box::pin(grpc_stream::call(shared, plan, carrier, call)).await
         }
         None => carrier.exchange(request, want, captured, attempts).await,

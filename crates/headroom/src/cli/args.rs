@@ -39,6 +39,10 @@ pub struct RunArgs {
     #[arg(long, value_name = "JSON", requires = "grpc")]
     pub data: Option<String>,
 
+    /// gRPC message compression both ways: gzip, or identity [default: identity].
+    #[arg(long, value_name = "ENCODING", requires = "grpc")]
+    pub grpc_compression: Option<String>,
+
     /// A call that streams its requests: messages sent in all, --data's
     /// message (or its array's messages) in turn [default: each once].
     #[arg(long, value_name = "N", requires = "grpc")]

@@ -550,6 +550,7 @@ mod tests {
             "--proto",
             "--import-path",
             "--protoset",
+            "--grpc-compression",
             "--stream-call-count",
             "--stream-interval",
             "--base-url",

@@ -272,6 +272,7 @@ fn grpc_one_liner(args: &RunArgs, url: &str) -> anyhow::Result<RawScenario> {
             proto: args.proto.iter().map(absolute).collect(),
             import_path: args.import_path.iter().map(absolute).collect(),
             protoset: args.protoset.as_ref().map(absolute),
+            compression: args.grpc_compression.clone(),
         }),
         requests: vec![RawRequest {
             name: call.clone(),

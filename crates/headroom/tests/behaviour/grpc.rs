@@ -444,3 +444,68 @@ check = [ {{ json_path = "$.message", equals = "trace-bin=68690a x-tenant=t1" }}
     );
     assert_eq!(n(&server.counts()["calls"]["SayHello"]), 6);
 }
+
+/// `[grpc] compression = "gzip"`: messages go compressed (a 10,000-letter
+/// name in under a tenth of its size) and the server's gzip answers are
+/// read — unary and bidirectional, checks on the unpacked messages.
+#[test]
+fn gzip_compression_both_ways() {
+    let server = GrpcServer::start(&["--gzip"]);
+    let name = "a".repeat(10_000);
+    let dir = scenario_dir(&[(
+        "s.toml",
+        &format!(
+            r#"
+base_url = "http://127.0.0.1:{port}"
+[grpc]
+compression = "gzip"
+[load]
+vus = 1
+iterations = 2
+[[session]]
+name = "packed"
+steps = [ {{ request = "hello" }}, {{ request = "chat" }} ]
+[[request]]
+name = "hello"
+grpc = "demo.v1.Greeter/SayHello"
+json = {{ name = "{name}" }}
+check = [ {{ json_path = "$.message", equals = "hello {name}" }} ]
+[[request]]
+name = "chat"
+grpc = "demo.v1.Greeter/Chat"
+json = {{ name = "{name}" }}
+stream = {{ count = 3 }}
+check = [ {{ json_path = "$[2].message", equals = "echo {name}" }} ]
+"#,
+            port = server.port
+        ),
+    )]);
+    let r = run(&[dir.path().join("s.toml").to_str().unwrap()]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let results = r.results();
+    assert_eq!(results["requests"]["failed"], 0, "{}", results["errors"]);
+    assert_eq!(n(&results["per_request"]["hello"]["requests"]["total"]), 2);
+    let k = &results["sockets"];
+    assert_eq!(n(&k["messages_sent"]), 6, "{k}");
+    assert_eq!(n(&k["messages_received"]), 6, "{k}");
+    // Compressed each way: far under the 10,000 bytes a message holds.
+    assert!(n(&k["bytes_sent"]) < 6 * 1_000, "{k}");
+    assert!(n(&k["bytes_received"]) < 6 * 1_000, "{k}");
+    let hello = n(&results["per_request"]["hello"]["bytes_received"]);
+    assert!(hello < 2 * 1_000, "{}", results["per_request"]["hello"]);
+    assert_eq!(n(&server.counts()["calls"]["Chat"]), 2);
+    // A compression headroom does not speak is refused before the load.
+    let text = std::fs::read_to_string(dir.path().join("s.toml")).unwrap();
+    std::fs::write(
+        dir.path().join("s.toml"),
+        text.replace("\"gzip\"", "\"br\""),
+    )
+    .unwrap();
+    let r = run(&[dir.path().join("s.toml").to_str().unwrap()]);
+    assert_ne!(r.code, 0);
+    assert!(
+        r.stderr.contains("s.toml:4") && r.stderr.contains("gzip, identity"),
+        "{}",
+        r.stderr
+    );
+}

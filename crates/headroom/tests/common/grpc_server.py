@@ -4,11 +4,13 @@ codebase than headroom's), for headroom's gRPC tests.
 
     grpc_server.py PORT_FILE COUNTS_FILE [--no-reflection | --v1alpha-only]
                    [--proto-out FILE] [--protoset-out FILE] [--tls CERT KEY]
+                   [--gzip]
 
 Serves `demo.v1.Greeter` (its .proto is PROTO below; --proto-out writes it)
 with messages decoded by python3-protobuf from a descriptor built here, and
 the reflection service (grpc.reflection.v1 and v1alpha, written by hand over
-raw bytes) unless told otherwise; --protoset-out writes its protoset:
+raw bytes) unless told otherwise; --protoset-out writes its protoset;
+--gzip compresses every answer's messages (gzip):
 
   SayHello  (unary)          "hello NAME"; NAME picks a status instead:
             "unavailable", "exhausted", "internal" -> that status;
@@ -248,8 +250,10 @@ def main():
         "Collect": grpc.stream_unary_rpc_method_handler(collect),
         "Chat": grpc.stream_stream_rpc_method_handler(chat),
     }
+    compression = grpc.Compression.Gzip if "--gzip" in args else None
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=32),
-                         options=[("grpc.max_send_message_length", 64 << 20)])
+                         options=[("grpc.max_send_message_length", 64 << 20)],
+                         compression=compression)
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, handlers),))
     reflections = []
     if "--no-reflection" not in args:

@@ -38,6 +38,8 @@ pub struct Builder<'a> {
     pub(super) scripts: Scripts,
     /// The message types of its gRPC calls (`[grpc]`, or reflection).
     pub(super) grpc: Option<headroom_grpc::Schema>,
+    /// How its gRPC calls' messages are compressed (`[grpc] compression`).
+    pub(super) grpc_compression: headroom_grpc::Compression,
 }
 
 impl<'a> Builder<'a> {
@@ -48,6 +50,7 @@ impl<'a> Builder<'a> {
             max_feeder_bytes: headroom_engine::plan::feeder::DEFAULT_MAX_FEEDER_BYTES,
             scripts: Default::default(),
             grpc: None,
+            grpc_compression: Default::default(),
         }
     }
 

@@ -10,7 +10,7 @@
 use super::builder::Builder;
 use crate::raw::{RawRequest, RawScenario};
 use headroom_engine::plan::{GrpcStream, RequestSpec};
-use headroom_grpc::{Method, Schema};
+use headroom_grpc::{Compression, Method, Schema};
 use headroom_http::tls::TlsClient;
 use headroom_http::{ConnectOptions, Endpoint, HttpVersion};
 use std::collections::BTreeMap;
@@ -34,6 +34,17 @@ impl Builder<'_> {
             return;
         }
         let section = raw.grpc.clone().unwrap_or_default();
+        if let Some(name) = &section.compression {
+            match Compression::parse(name) {
+                Some(c) => self.grpc_compression = c,
+                None => self.problem(
+                    Some("grpc"),
+                    "compression",
+                    name,
+                    format!("[grpc] compression: `{name}` is not one of gzip, identity"),
+                ),
+            }
+        }
         let schema = if let Some(file) = &section.protoset {
             if !section.proto.is_empty() {
                 self.problem(
@@ -108,7 +119,10 @@ impl Builder<'_> {
         }
         // No schema: its problem is recorded already.
         let method = match self.grpc.as_ref()?.method(name) {
-            Ok(m) => m,
+            Ok(m) => Method {
+                compression: self.grpc_compression,
+                ..m
+            },
             Err(e) => {
                 self.problem(a, "grpc", name, format!("request `{}`: {e}", r.name));
                 return None;
@@ -120,6 +134,10 @@ impl Builder<'_> {
         let mut headers: BTreeMap<String, String> = BTreeMap::new();
         headers.insert("content-type".into(), "application/grpc".into());
         headers.insert("te".into(), "trailers".into());
+        if let Some(encoding) = method.compression.header() {
+            headers.insert("grpc-encoding".into(), encoding.into());
+            headers.insert("grpc-accept-encoding".into(), encoding.into());
+        }
         // The call's deadline: its own timeout, else `[http] timeout`.
         let timeout = r.timeout.as_deref().or(http_timeout);
         if let Some(t) = timeout.and_then(|t| humantime::parse_duration(t).ok()) {
@@ -189,6 +207,10 @@ impl Builder<'_> {
     /// entries its answer's messages are timed in (added after every
     /// other request, weight 0: never drawn from a mix).
     pub(super) fn grpc_streams(&mut self, raw: &RawScenario, out: &mut Vec<RequestSpec>) {
+        if self.grpc.is_none() {
+            // No schema (its problem is recorded): nothing to say of streams.
+            return;
+        }
         for r in &raw.requests {
             let a = Some(r.name.as_str());
             let streaming = self.grpc_streaming(r);

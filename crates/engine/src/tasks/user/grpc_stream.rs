@@ -30,13 +30,14 @@ use headroom_http::response::append_limited;
 use headroom_http::{Capture, Captured, Failure, Response, MAX_CAPTURED_BODY};
 use std::time::Instant;
 
-/// Sends the call's messages (its body's frames, as `plan` says) and
+/// Sends the call's messages (its body's frames, as `plan` says;
+/// `compressed`: the answer's may be, as `grpc-encoding` asked) and
 /// reads its answer to the end: the response as [`Carrier::exchange`]
 /// gives it (the body is the answer's frames, as far as `want` keeps
 /// them).
 pub(crate) async fn call(
     shared: &Shared,
-    plan: &GrpcStream,
+    (plan, compressed): (&GrpcStream, bool),
     carrier: &Carrier,
     ((head, body), (want, captured), attempts): (H2Parts, (Capture, &mut Captured), &Attempts),
 ) -> Result<Response, Failure> {
@@ -54,7 +55,7 @@ pub(crate) async fn call(
         last_sent: started,
     };
     let mut receiving = Receiving {
-        boundaries: MessageBoundaries::default(),
+        boundaries: MessageBoundaries::new(compressed),
         since: started,
         first: true,
     };
@@ -121,8 +122,8 @@ pub(crate) async fn call(
 fn split_messages(body: Bytes) -> Result<Vec<Bytes>, Failure> {
     let mut out = Vec::new();
     let mut at = 0;
-    let frames = headroom_grpc::frames(&body).map_err(|_| Failure::MalformedRequest)?;
-    for payload in frames {
+    let frames = headroom_grpc::flagged_frames(&body).map_err(|_| Failure::MalformedRequest)?;
+    for (_, payload) in frames {
         let len = 5 + payload.len();
         out.push(body.slice(at..at + len));
         at += len;
