@@ -103,6 +103,7 @@ pub fn negotiate(plan: &Plan) -> Result<Protocol, NotNegotiated> {
         timeout: plan.connect_timeout,
         tls: tls.as_ref(),
         max_streams: plan.max_streams,
+        keepalive: None,
     };
     let asked = tokio::task::LocalSet::new().block_on(&runtime, async {
         if offer == HttpVersion::Http3 {

@@ -40,11 +40,16 @@ const CONNECTION_WINDOW: u32 = 4 * 1024 * 1024;
 pub struct H2Connection {
     send: RefCell<SendRequest<Bytes>>,
     driver: tokio::task::JoinHandle<()>,
+    /// The keepalive PINGs' task, when asked for.
+    keepalive: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl Drop for H2Connection {
     fn drop(&mut self) {
         self.driver.abort();
+        if let Some(keepalive) = &self.keepalive {
+            keepalive.abort();
+        }
     }
 }
 
@@ -65,7 +70,7 @@ impl H2Connection {
             }
         }
         let left = options.timeout.saturating_sub(started.elapsed());
-        Self::handshake(stream, options.max_streams, left).await
+        Self::handshake(stream, (options.max_streams, options.keepalive), left).await
     }
 
     /// The HTTP/2 handshake on an open stream (TLS that agreed on `h2`, or
@@ -73,10 +78,11 @@ impl H2Connection {
     /// `timeout`: the server's SETTINGS precede its PING ACK, so the
     /// stream limit it sets is known before the first request, and a
     /// server that does not speak HTTP/2 fails here, not on a request.
-    /// `max_streams` caps our streams until then.
+    /// `max_streams` caps our streams until then; `keepalive`: a PING this
+    /// often from then on (see [`keep_alive`]).
     async fn handshake(
         stream: Stream,
-        max_streams: u32,
+        (max_streams, keepalive): (u32, Option<Duration>),
         timeout: Duration,
     ) -> Result<H2Connection, Failure> {
         let open = async {
@@ -90,20 +96,27 @@ impl H2Connection {
                 .await
                 .map_err(|e| failure_of(&e, false))?;
             let mut ping = connection.ping_pong();
+            let dead = std::rc::Rc::new(tokio::sync::Notify::new());
+            let gone = dead.clone();
             // On the worker's LocalSet with the streams' tasks: woken
             // streams queue their requests before the driver runs again, so
             // one write carries a whole round of them.
             let driver = tokio::task::spawn_local(async move {
-                let _ = connection.await;
+                let unanswered = std::pin::pin!(gone.notified());
+                let _ = futures_util::future::select(connection, unanswered).await;
             });
-            let h2 = H2Connection {
+            let mut h2 = H2Connection {
                 send: RefCell::new(send),
                 driver,
+                keepalive: None,
             };
             if let Some(ping) = ping.as_mut() {
                 ping.ping(h2::Ping::opaque())
                     .await
                     .map_err(|e| failure_of(&e, false))?;
+            }
+            if let (Some(every), Some(ping)) = (keepalive, ping) {
+                h2.keepalive = Some(tokio::task::spawn_local(keep_alive(ping, every, dead)));
             }
             Ok(h2)
         };
@@ -309,6 +322,25 @@ impl Duplex {
     /// Resets the stream (RST_STREAM CANCEL): the call is given up.
     pub fn cancel(&mut self) {
         self.outgoing.send_reset(Reason::CANCEL);
+    }
+}
+
+/// gRPC's keepalive: a PING every `every`; one not answered before the
+/// next is due ends the connection (`dead`: its driver stops, and its
+/// streams fail as on a broken connection), as a gRPC client's keepalive
+/// timeout does.
+async fn keep_alive(
+    mut ping: h2::PingPong,
+    every: Duration,
+    dead: std::rc::Rc<tokio::sync::Notify>,
+) {
+    loop {
+        tokio::time::sleep(every).await;
+        let answered = tokio::time::timeout(every, ping.ping(h2::Ping::opaque())).await;
+        if !matches!(answered, Ok(Ok(_))) {
+            dead.notify_one();
+            return;
+        }
     }
 }
 

@@ -230,6 +230,9 @@ pub struct ConnectOptions<'a> {
     pub tls: Option<&'a TlsClient>,
     /// Our cap on streams in flight on one connection.
     pub max_streams: u32,
+    /// A PING this often on the connection (gRPC's keepalive); one still
+    /// unanswered when the next is due closes it. `None`: none.
+    pub keepalive: Option<Duration>,
 }
 
 /// TCP, and TLS when `tls` is given, within `timeout`.

@@ -86,6 +86,12 @@ pub struct RawGrpc {
     /// compressed answers accepted), or `identity` (the default: none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub compression: Option<String>,
+    /// An HTTP/2 PING on each connection this often (gRPC's keepalive,
+    /// e.g. `"10s"`); one unanswered when the next is due closes the
+    /// connection. Default: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<lenient::DurationText>")]
+    pub keepalive: Option<String>,
 }
 
 /// `[script]`: a JavaScript module next to the scenario, and what one call

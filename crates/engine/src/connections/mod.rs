@@ -150,6 +150,8 @@ pub(crate) struct Origins {
     version: HttpVersion,
     /// HTTP/2 and HTTP/3: most streams in flight on one connection.
     max_streams: u32,
+    /// HTTP/2 keepalive PINGs (the plan's).
+    keepalive: Option<Duration>,
     connect_timeout: Duration,
     /// HTTP/3: a connection with no packet from the server for this long
     /// is given up (the request timeout: its streams have timed out).
@@ -188,6 +190,7 @@ impl Origins {
             plan_tls: plan.tls.clone(),
             version: plan.http_version,
             max_streams: plan.max_streams,
+            keepalive: plan.keepalive,
             connect_timeout: plan.connect_timeout,
             idle_timeout: plan.request_timeout,
             zero_rtt: plan.zero_rtt,

@@ -215,6 +215,7 @@ impl Origins {
                 timeout: self.connect_timeout,
                 tls: origin.tls.as_ref(),
                 max_streams: self.max_streams,
+                keepalive: self.keepalive,
             };
             Box::pin(H2Connection::connect(origin.addr, options))
                 .await

@@ -97,6 +97,8 @@ pub struct Plan {
     /// HTTP/2: most streams in flight on one connection (never above the
     /// server's SETTINGS_MAX_CONCURRENT_STREAMS).
     pub max_streams: u32,
+    /// HTTP/2: a PING on each connection this often (`[grpc] keepalive`).
+    pub keepalive: Option<Duration>,
     /// HTTP/3: resume QUIC connections with 0-RTT (`--0rtt`): a request on
     /// a resumed connection may go before its handshake completes — only
     /// an idempotent one, since early data can be replayed.
@@ -270,6 +272,7 @@ impl Plan {
             engine: Engine::Auto,
             http_version: HttpVersion::Http1,
             max_streams: DEFAULT_MAX_STREAMS,
+            keepalive: None,
             zero_rtt: false,
             keep_second_histograms: false,
             scripts: None,

@@ -43,6 +43,11 @@ pub struct RunArgs {
     #[arg(long, value_name = "ENCODING", requires = "grpc")]
     pub grpc_compression: Option<String>,
 
+    /// An HTTP/2 PING on each connection this often (gRPC's keepalive);
+    /// one unanswered when the next is due closes the connection.
+    #[arg(long, value_name = "DURATION", requires = "grpc")]
+    pub grpc_keepalive: Option<String>,
+
     /// A call that streams its requests: messages sent in all, --data's
     /// message (or its array's messages) in turn [default: each once].
     #[arg(long, value_name = "N", requires = "grpc")]

@@ -551,6 +551,7 @@ mod tests {
             "--import-path",
             "--protoset",
             "--grpc-compression",
+            "--grpc-keepalive",
             "--stream-call-count",
             "--stream-interval",
             "--base-url",

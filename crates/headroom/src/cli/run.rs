@@ -273,6 +273,7 @@ fn grpc_one_liner(args: &RunArgs, url: &str) -> anyhow::Result<RawScenario> {
             import_path: args.import_path.iter().map(absolute).collect(),
             protoset: args.protoset.as_ref().map(absolute),
             compression: args.grpc_compression.clone(),
+            keepalive: args.grpc_keepalive.clone(),
         }),
         requests: vec![RawRequest {
             name: call.clone(),

@@ -743,17 +743,17 @@ fn refused_streams_are_sent_again_once_and_counted() {
     assert_eq!(ok(&r), counts["answered"]);
 }
 
+/// A gRPC service the hostile server answers (an empty message, OK).
+const GREETER_PROTO: &str = "syntax = \"proto3\";\npackage demo.v1;\n\
+    message Hi { string name = 1; }\nservice Greeter { rpc SayHello (Hi) returns (Hi); }\n";
+
 /// gRPC's transparent retry: a call the server never processed (refused)
 /// goes once more whatever its method — a gRPC call is a POST, which an
 /// HTTP request would not send again.
 #[test]
 fn refused_grpc_calls_are_sent_again_once_as_grpc_retries_them() {
     let server = Hostile::start("refuse");
-    let dir = scenario_dir(&[(
-        "greeter.proto",
-        "syntax = \"proto3\";\npackage demo.v1;\nmessage Hi { string name = 1; }\n\
-         service Greeter { rpc SayHello (Hi) returns (Hi); }\n",
-    )]);
+    let dir = scenario_dir(&[("greeter.proto", GREETER_PROTO)]);
     let url = format!("grpc://127.0.0.1:{}", server.port);
     let proto = dir.path().join("greeter.proto");
     let r = run(&[
@@ -782,6 +782,45 @@ fn refused_grpc_calls_are_sent_again_once_as_grpc_retries_them() {
     assert_eq!(ok(&r) + unretried, 400, "{errors}");
     assert_eq!(retried + unretried, counts["refused"]);
     assert!(retried > 0, "every 4th stream is refused: {counts:?}");
+}
+
+/// gRPC's keepalive: with `--grpc-keepalive 100ms` each connection PINGs
+/// the server every 100 ms while it is open (the server counts them);
+/// without it, the one PING of the handshake only.
+#[test]
+fn grpc_keepalive_pings_each_connection() {
+    let pings = |keepalive: &[&str]| {
+        let server = Hostile::start("plain");
+        let dir = scenario_dir(&[("greeter.proto", GREETER_PROTO)]);
+        let url = format!("grpc://127.0.0.1:{}", server.port);
+        let proto = dir.path().join("greeter.proto");
+        let mut args = vec![
+            "--grpc",
+            &url,
+            "--call",
+            "demo.v1.Greeter/SayHello",
+            "--proto",
+            proto.to_str().unwrap(),
+            "--rate",
+            "10",
+            "--duration",
+            "1500ms",
+        ];
+        args.extend_from_slice(keepalive);
+        let r = run(&args);
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        let counts = server.counts();
+        assert_eq!(ok(&r), counts["answered"]);
+        (counts["pings"], counts["connections"])
+    };
+    let (without, connections) = pings(&[]);
+    assert_eq!(without, connections, "the handshake's PING only");
+    let (with, connections) = pings(&["--grpc-keepalive", "100ms"]);
+    // 1.5 s open: about 15 a connection; 5 leaves room for a loaded machine.
+    assert!(
+        with >= connections * 5,
+        "{with} PINGs on {connections} connections"
+    );
 }
 
 #[test]

@@ -14,6 +14,7 @@ application/grpc` is answered as gRPC: an empty message, `grpc-status: 0`):
   reset     streams reset with INTERNAL_ERROR (processed, then failed)
   unprocessed  streams above the last stream id of a GOAWAY (never processed)
   dropped   streams open when the server closed the TCP connection
+  pings     PINGs received (each answered)
 
 MODES
   goaway      after 20 requests on a connection, GOAWAY (NO_ERROR) naming the
@@ -28,6 +29,7 @@ MODES
   close       every 3rd connection is closed after 5 requests, streams open
   maxstreams1 SETTINGS_MAX_CONCURRENT_STREAMS 1; counts the most streams
               ever open at once on a connection (`most_concurrent`)
+  plain       no misbehaviour: every request answered
 """
 
 import json
@@ -54,6 +56,7 @@ counts = {
     "dropped": 0,
     "connections": 0,
     "most_concurrent": 0,
+    "pings": 0,
 }
 
 
@@ -159,6 +162,8 @@ def serve(sock, number):
                     )
                     if event.stream_ended is not None and not handle(event.stream_id):
                         return
+                elif isinstance(event, h2.events.PingReceived):
+                    count("pings")
                 elif isinstance(event, h2.events.StreamReset):
                     open_streams.discard(event.stream_id)
             out = conn.data_to_send()

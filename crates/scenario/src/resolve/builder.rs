@@ -40,6 +40,8 @@ pub struct Builder<'a> {
     pub(super) grpc: Option<headroom_grpc::Schema>,
     /// How its gRPC calls' messages are compressed (`[grpc] compression`).
     pub(super) grpc_compression: headroom_grpc::Compression,
+    /// Its HTTP/2 connections' keepalive PINGs (`[grpc] keepalive`).
+    pub(super) grpc_keepalive: Option<std::time::Duration>,
 }
 
 impl<'a> Builder<'a> {
@@ -51,6 +53,7 @@ impl<'a> Builder<'a> {
             scripts: Default::default(),
             grpc: None,
             grpc_compression: Default::default(),
+            grpc_keepalive: None,
         }
     }
 

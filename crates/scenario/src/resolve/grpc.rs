@@ -45,6 +45,13 @@ impl Builder<'_> {
                 ),
             }
         }
+        if let Some(every) = &section.keepalive {
+            self.grpc_keepalive = self.duration(Some("grpc"), "keepalive", every);
+            if self.grpc_keepalive.is_some_and(|d| d.is_zero()) {
+                let message = "[grpc] keepalive: give a time between PINGs above 0".into();
+                self.problem(Some("grpc"), "keepalive", every, message);
+            }
+        }
         let schema = if let Some(file) = &section.protoset {
             if !section.proto.is_empty() {
                 self.problem(
@@ -71,6 +78,7 @@ impl Builder<'_> {
                 timeout: connect_timeout.max(headroom_grpc::REFLECTION_TIMEOUT),
                 tls: tls.as_ref(),
                 max_streams: 1,
+                keepalive: None,
             };
             headroom_grpc::reflect(
                 endpoint.addr,

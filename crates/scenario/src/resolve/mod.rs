@@ -137,6 +137,7 @@ impl Builder<'_> {
             http_version,
             zero_rtt: http.zero_rtt.unwrap_or(false),
             max_streams: http.max_streams.unwrap_or(DEFAULT_MAX_STREAMS),
+            keepalive: self.grpc_keepalive,
             keep_second_histograms: false,
             scripts,
             script_data: None,
