@@ -4,7 +4,7 @@
 //! server's reflection, a `.proto` file and a protoset; statuses as
 //! classes; deadlines; checks on the decoded answer.
 
-use crate::common::{run, scenario_dir, ProcessGuard};
+use crate::common::{import_to_scenario, run, scenario_dir, ProcessGuard};
 use serde_json::Value;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
@@ -508,4 +508,38 @@ check = [ {{ json_path = "$[2].message", equals = "echo {name}" }} ]
         "{}",
         r.stderr
     );
+}
+
+/// `headroom import k6` of a k6 gRPC script (`k6/net/grpc`, as k6's docs
+/// write one): the scenario it writes calls the same server, types from
+/// the script's `.proto`, metadata and checks on the message carried.
+#[test]
+fn a_k6_grpc_script_imports_and_runs() {
+    let server = GrpcServer::start(&["--no-reflection"]);
+    let proto = std::fs::read_to_string(server.file("greeter.proto")).unwrap();
+    let script = format!(
+        "import grpc from 'k6/net/grpc';\n\
+         import {{ check }} from 'k6';\n\
+         export const options = {{ vus: 2, iterations: 10 }};\n\
+         const client = new grpc.Client();\n\
+         client.load(['.'], 'greeter.proto');\n\
+         export default () => {{\n\
+           client.connect('127.0.0.1:{port}', {{ plaintext: true }});\n\
+           const res = client.invoke('demo.v1.Greeter/SayHello', {{ name: 'metadata' }}, {{ metadata: {{ 'x-tenant': 't1' }} }});\n\
+           check(res, {{\n\
+             'status is OK': (r) => r && r.status === grpc.StatusOK,\n\
+             'metadata arrived': (r) => r.message.message === 'x-tenant=t1',\n\
+           }});\n\
+           client.close();\n\
+         }};\n",
+        port = server.port
+    );
+    let dir = scenario_dir(&[("script.js", &script), ("greeter.proto", &proto)]);
+    let (scenario, _) = import_to_scenario("k6", &dir.path().join("script.js"));
+    let r = run(&[scenario.to_str().unwrap()]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let results = r.results();
+    assert_eq!(results["requests"]["total"], 10, "{}", r.stdout);
+    assert_eq!(results["requests"]["failed"], 0, "{}", results["errors"]);
+    assert_eq!(n(&server.counts()["calls"]["SayHello"]), 10);
 }

@@ -70,9 +70,9 @@ impl<'a> K6<'_, 'a> {
     /// helper that makes one.
     pub(super) fn is_effect(&self, call: &CallExpression) -> bool {
         match &call.callee {
-            Expression::StaticMemberExpression(m) => {
-                matches!(&m.object, Expression::Identifier(h) if self.is(&h.name, "http"))
-            }
+            Expression::StaticMemberExpression(m) => matches!(&m.object,
+                Expression::Identifier(h) if self.is(&h.name, "http")
+                    || self.grpc_clients.contains(h.name.as_str())),
             Expression::Identifier(f) => {
                 ["check", "sleep", "group"]
                     .iter()

@@ -20,6 +20,8 @@
 //!   `{{field}}`;
 //! - constants, template literals and `__ENV.NAME || 'default'`
 //!   (→ `${NAME:-default}`);
+//! - `k6/net/grpc` clients' `load`, `connect` and `invoke` → `[grpc]`
+//!   and `grpc` requests (`grpc.rs`);
 //! - logic, as script code in a module beside the scenario (`logic.rs`):
 //!   branches, computed loops (`for`, `for … of`, `while`, `forEach`),
 //!   locals, helper functions, `return`, checks only code can say, URLs,
@@ -34,6 +36,7 @@
 //! `requests.rs`, options in `options.rs`, logic in `logic.rs`, what a
 //! piece of code refers to in `scan.rs`.
 
+mod grpc;
 mod logic;
 mod options;
 mod requests;
@@ -90,26 +93,31 @@ pub fn import(text: &str) -> Result<Imported, String> {
                 _ => k6.leave(e.span, "export"),
             },
             Statement::ExportDefaultDeclaration(d) => match &d.declaration {
-                ExportDefaultDeclarationKind::FunctionDeclaration(f) => default_fn = Some(&**f),
+                ExportDefaultDeclarationKind::FunctionDeclaration(f) => {
+                    default_fn = f.body.as_deref().map(|body| (&*f.params, body));
+                }
+                // `export default () => { … }`, as k6's gRPC examples write it.
+                ExportDefaultDeclarationKind::ArrowFunctionExpression(f) => {
+                    default_fn = f.get_function_body().map(|body| (&*f.params, body));
+                }
                 _ => k6.leave(d.span, "default export that is not a function"),
             },
             Statement::FunctionDeclaration(f) => k6.function(f),
             Statement::EmptyStatement(_) => {}
+            Statement::ExpressionStatement(e) if k6.grpc_load(&e.expression) => {}
             other => k6.leave(other.span(), "top-level statement"),
         }
     }
-    let Some(f) = default_fn else {
+    let Some((params, body)) = default_fn else {
         return Err("no `export default function` in the script: nothing to run".into());
     };
     k6.find_effectful();
-    k6.data_param = f.params.items.first().and_then(|p| match &p.pattern {
+    k6.data_param = params.items.first().and_then(|p| match &p.pattern {
         BindingPattern::BindingIdentifier(id) => Some(id.name.to_string()),
         _ => None,
     });
     let mut steps = k6.setup_and_teardown();
-    if let Some(body) = &f.body {
-        steps.extend(k6.block(&body.statements));
-    }
+    steps.extend(k6.block(&body.statements));
     k6.finish(steps)
 }
 
@@ -212,6 +220,10 @@ struct K6<'s, 'a> {
     top_objects: HashMap<String, &'a Expression<'a>>,
     /// Some code was written: the module goes beside the scenario.
     scripted: bool,
+    /// `new grpc.Client()`s, by name.
+    grpc_clients: HashSet<String>,
+    /// What their `load` / `loadProtoset` name.
+    grpc: Option<headroom_scenario::raw::RawGrpc>,
 }
 
 impl<'s, 'a> K6<'s, 'a> {
@@ -244,6 +256,7 @@ impl<'s, 'a> K6<'s, 'a> {
             };
             let known: Option<&'static str> = match (module, imported) {
                 ("k6/http", "default") => Some("http"),
+                ("k6/net/grpc", "default") => Some("grpc"),
                 ("k6", "check") => Some("check"),
                 ("k6", "sleep") => Some("sleep"),
                 ("k6", "group") => Some("group"),
@@ -294,6 +307,9 @@ impl<'s, 'a> K6<'s, 'a> {
             };
             let name = id.name.to_string();
             let Some(init) = &d.init else { continue };
+            if self.grpc_client(&name, init) {
+                continue;
+            }
             if name == "options" {
                 if let Expression::ObjectExpression(o) = init.get_inner_expression() {
                     self.options = Some(o);
@@ -688,6 +704,17 @@ impl<'s, 'a> K6<'s, 'a> {
             return;
         };
         match &call.callee {
+            Expression::StaticMemberExpression(m) if matches!(&m.object, Expression::Identifier(c) if self.grpc_clients.contains(c.name.as_str())) => {
+                if let Some(Some(index)) = self.grpc_call(inner) {
+                    steps.push(RawStep {
+                        request: Some(self.requests[index].name.clone()),
+                        ..RawStep::default()
+                    });
+                    if let Some(name) = bound {
+                        self.responses.insert(name.to_string(), index);
+                    }
+                }
+            }
             Expression::StaticMemberExpression(m) if matches!(&m.object, Expression::Identifier(h) if self.is(&h.name, "http")) =>
             {
                 let method = m.property.name.as_str();
@@ -805,6 +832,7 @@ impl<'s, 'a> K6<'s, 'a> {
             }],
             thresholds: (!thresholds.is_empty()).then_some(thresholds),
             script: script.as_ref().map(|_| RawScript::default()),
+            grpc: self.grpc.take(),
             ..RawScenario::default()
         };
         sort_by_line(&mut self.left_out);

@@ -390,6 +390,10 @@ impl<'a> K6<'_, 'a> {
                 }),
                 _ => None,
             };
+            if predicate.is_some_and(|p| self.is_grpc_status_ok(p)) {
+                // Every gRPC call's status is judged: OK or its class.
+                continue;
+            }
             match predicate.and_then(check_of) {
                 Some(mut c) => {
                     c.name = name;
@@ -405,7 +409,8 @@ impl<'a> K6<'_, 'a> {
     }
 }
 
-/// `res.json('a.b.0')` or `res.json().a.b[0]`: (the response's name, `$.a.b[0]`).
+/// `res.json('a.b.0')` or `res.json().a.b[0]` (a gRPC answer's
+/// `res.message.a.b[0]`): (the response's name, `$.a.b[0]`).
 pub(super) fn json_path_of(e: &Expression) -> Option<(String, String)> {
     match e.get_inner_expression() {
         Expression::CallExpression(c) => {
@@ -435,6 +440,15 @@ pub(super) fn json_path_of(e: &Expression) -> Option<(String, String)> {
                 return None;
             }
             Some((res.name.to_string(), path))
+        }
+        // A gRPC answer: `r.message` is its decoded message.
+        Expression::StaticMemberExpression(m)
+            if m.property.name == "message" && matches!(&m.object, Expression::Identifier(_)) =>
+        {
+            let Expression::Identifier(res) = &m.object else {
+                return None;
+            };
+            Some((res.name.to_string(), "$".to_string()))
         }
         Expression::StaticMemberExpression(m) => {
             let (res, path) = json_path_of(&m.object)?;

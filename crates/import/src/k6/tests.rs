@@ -405,3 +405,50 @@ export function teardown(data) { http.del('http://127.0.0.1:1/session'); }
         ]
     );
 }
+
+#[test]
+fn k6_grpc_calls_become_grpc_requests() {
+    let i = import(
+        "import grpc from 'k6/net/grpc';\n\
+         import { check, sleep } from 'k6';\n\
+         const client = new grpc.Client();\n\
+         client.load(['protos'], 'greeter.proto');\n\
+         export default () => {\n\
+           client.connect('127.0.0.1:50051', { plaintext: true });\n\
+           const res = client.invoke('demo.v1.Greeter/SayHello', { name: 'ann' }, { metadata: { 'x-tenant': 't1' }, timeout: '2s' });\n\
+           check(res, {\n\
+             'status is OK': (r) => r && r.status === grpc.StatusOK,\n\
+             'says hello': (r) => r.message.message === 'hello ann',\n\
+           });\n\
+           client.close();\n\
+           sleep(1);\n\
+         };\n",
+    )
+    .unwrap();
+    assert!(i.left_out.is_empty(), "{:?}", i.left_out);
+    assert_eq!(
+        i.scenario.base_url.as_deref(),
+        Some("http://127.0.0.1:50051")
+    );
+    let g = i.scenario.grpc.as_ref().unwrap();
+    assert_eq!(
+        (&g.proto[..], &g.import_path[..]),
+        (
+            &["greeter.proto".to_string()][..],
+            &["protos".to_string()][..]
+        )
+    );
+    let r = &i.scenario.requests[0];
+    assert_eq!(r.grpc.as_deref(), Some("demo.v1.Greeter/SayHello"));
+    assert_eq!(r.name, "demo.v1.Greeter/SayHello");
+    assert_eq!(r.json, Some(json!({ "name": "ann" })));
+    assert_eq!(r.headers.as_ref().unwrap()["x-tenant"], "t1");
+    assert_eq!(r.timeout.as_deref(), Some("2s"));
+    // The status check is every call's own; the message's is a JSON path.
+    assert_eq!(r.checks.len(), 1, "{:?}", r.checks);
+    assert_eq!(r.checks[0].json_path.as_deref(), Some("$.message"));
+    assert_eq!(r.checks[0].equals, Some(json!("hello ann")));
+    assert!(i.script.is_none());
+    let steps = &i.scenario.sessions[0].steps;
+    assert_eq!(steps.len(), 2, "{steps:?}");
+}
