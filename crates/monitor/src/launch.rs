@@ -277,16 +277,23 @@ impl ServerProcess {
             descendants(self.pid()).into_iter().collect();
         left.extend(self.own_port_holders());
         self.stop_group();
-        let mut stray = 0;
+        let mut killed = Vec::new();
         for (pid, start) in left {
             if alive(pid, start) {
                 // SAFETY: a process of the tree we started (pid and start
                 // time both match, so not a reused pid).
                 unsafe { libc::kill(pid, libc::SIGKILL) };
-                stray += 1;
+                killed.push((pid, start));
             }
         }
-        stray
+        // SIGKILL is not instant, and these are not our children to wait
+        // for: wait (a little) until they are gone, so their ports are
+        // free when the next configuration starts on them.
+        let deadline = Instant::now() + Duration::from_secs(2);
+        while killed.iter().any(|&(pid, start)| alive(pid, start)) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        killed.len()
     }
 
     fn stop_group(&mut self) {

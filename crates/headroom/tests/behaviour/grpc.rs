@@ -144,7 +144,8 @@ fn unary_calls_from_reflection_proto_and_protoset_count_as_the_server_does() {
 }
 
 /// grpcs://: TLS with ALPN h2 (types by reflection over it), and the
-/// streams model: 100 users at 25 streams a connection are 4 connections.
+/// streams model: `--connections 4 --streams 25` (100 users, as h2load's
+/// -c 4 -m 25) is 4 connections, as headroom and the server count them.
 #[test]
 fn tls_and_the_streams_model() {
     let server = GrpcServer::start_tls();
@@ -159,8 +160,8 @@ fn tls_and_the_streams_model() {
         r#"{"name": "tls"}"#,
         "--ca-file",
         &ca,
-        "--vus",
-        "100",
+        "--connections",
+        "4",
         "--streams",
         "25",
         "--requests",

@@ -43,6 +43,11 @@ pub(crate) async fn call(
 ) -> Result<Response, Failure> {
     captured.clear();
     let messages = split_messages(body)?;
+    // The body's length is not the stream's (its messages go `count`
+    // times, or until the server ends it): no content-length, as gRPC
+    // clients send none on a stream.
+    let mut head = head;
+    head.headers_mut().remove("content-length");
     let total = plan.count.map_or(messages.len(), |n| n as usize);
     let mut stream = carrier.h2()?.open_duplex(head, false, attempts).await?;
     let mut tally = Tally::opened(shared);
