@@ -544,3 +544,45 @@ fn a_k6_grpc_script_imports_and_runs() {
     assert_eq!(results["requests"]["failed"], 0, "{}", results["errors"]);
     assert_eq!(n(&server.counts()["calls"]["SayHello"]), 10);
 }
+
+/// `--processes 2` with a streaming call: each process runs its share,
+/// and the merged results add up exactly — calls, their message entries
+/// and the streams' counts — to what the server counted.
+#[test]
+fn streaming_calls_over_two_processes_add_up() {
+    let server = GrpcServer::start(&[]);
+    let r = run(&[
+        "--grpc",
+        &server.url(),
+        "--call",
+        "demo.v1.Greeter/Chat",
+        "--data",
+        r#"[{"name": "a"}, {"name": "b"}]"#,
+        "--stream-call-count",
+        "4",
+        "--vus",
+        "4",
+        "--requests",
+        "40",
+        "--processes",
+        "2",
+    ]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    let results = r.results();
+    let per = |name: &str| n(&results["per_request"][name]["requests"]["total"]);
+    assert_eq!(
+        per("demo.v1.Greeter/Chat"),
+        40,
+        "{}",
+        results["per_request"]
+    );
+    assert_eq!(per("demo.v1.Greeter/Chat first message"), 40);
+    assert_eq!(per("demo.v1.Greeter/Chat next message"), 120);
+    let k = &results["sockets"];
+    assert_eq!(n(&k["grpc_streams_opened"]), 40, "{k}");
+    assert_eq!(n(&k["messages_sent"]), 160, "{k}");
+    assert_eq!(n(&k["closes"]["server:ok"]), 40, "{k}");
+    let c = server.counts();
+    assert_eq!(n(&c["calls"]["Chat"]), 40, "{c}");
+    assert_eq!(n(&c["received"]), 160, "{c}");
+}
