@@ -220,6 +220,25 @@ impl Method {
     /// message as an object, a server stream's messages as an array of
     /// them (however many came).
     pub fn decode_to_json(&self, framed: &[u8]) -> Result<String, String> {
+        let mut messages = self.decoded(framed)?;
+        let value = match (self.server_streaming, messages.len()) {
+            (false, 1) => messages.pop().expect("one message"),
+            _ => serde_json::Value::Array(messages),
+        };
+        Ok(value.to_string())
+    }
+
+    /// One message of an answer (one frame) as a JSON object: a message a
+    /// stream held in a session received.
+    pub fn decode_message_to_json(&self, framed: &[u8]) -> Result<String, String> {
+        match &self.decoded(framed)?[..] {
+            [one] => Ok(one.to_string()),
+            more => Err(format!("{} messages where one was expected", more.len())),
+        }
+    }
+
+    /// The messages of `framed`, each decoded as the method's output.
+    fn decoded(&self, framed: &[u8]) -> Result<Vec<serde_json::Value>, String> {
         let mut messages = Vec::new();
         for (compressed, payload) in flagged_frames(framed)? {
             let payload = self.compression.unpacked(compressed, payload)?;
@@ -227,11 +246,7 @@ impl Method {
                 .map_err(|e| format!("answer is not a {}: {e}", self.output.full_name()))?;
             messages.push(serde_json::to_value(&message).map_err(|e| e.to_string())?);
         }
-        let value = match (self.server_streaming, messages.len()) {
-            (false, 1) => messages.pop().expect("one message"),
-            _ => serde_json::Value::Array(messages),
-        };
-        Ok(value.to_string())
+        Ok(messages)
     }
 }
 

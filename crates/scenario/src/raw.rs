@@ -754,6 +754,13 @@ pub struct RawStep {
     /// Open the user's server-sent-event stream (a path or a full URL).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sse: Option<String>,
+    /// Open a gRPC stream of a streaming method (`package.Service/Method`,
+    /// types as `[grpc]` says): `send` steps send its messages (JSON),
+    /// `expect` waits for a decoded message that matches, `close`
+    /// half-closes it and waits for the server's status. Its entry is the
+    /// stream's lifetime and status.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grpc_stream: Option<String>,
     /// With `ws` or `sse`: headers of the handshake (the session's cookies
     /// and `[http] headers` are sent too).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -14,7 +14,7 @@
 
 mod streams;
 
-pub(crate) use self::streams::Carrier;
+pub(crate) use self::streams::{Carrier, StreamSlot};
 use self::streams::{H2Pool, QuicState};
 use crate::metrics::ErrorClass;
 use crate::plan::{HttpVersion, Plan};

@@ -16,6 +16,8 @@ use std::time::Duration;
 pub enum SocketKind {
     WebSocket,
     EventStream,
+    /// A gRPC stream (`grpc_stream`) on an HTTP/2 connection.
+    Grpc,
 }
 
 #[derive(Clone, Debug)]

@@ -586,3 +586,50 @@ fn streaming_calls_over_two_processes_add_up() {
     assert_eq!(n(&c["calls"]["Chat"]), 40, "{c}");
     assert_eq!(n(&c["received"]), 160, "{c}");
 }
+
+/// A gRPC stream held by a session, as WebSocket steps hold a socket:
+/// opened (metadata sent), messages sent at a rate, each echo awaited as
+/// a match (its round trip timed), closed with the server's status — every
+/// message counted as the server counted it.
+#[test]
+fn a_session_holds_a_grpc_stream_with_socket_steps() {
+    let server = GrpcServer::start(&[]);
+    let dir = scenario_dir(&[(
+        "s.toml",
+        &format!(
+            r#"
+base_url = "http://127.0.0.1:{port}"
+[load]
+vus = 2
+iterations = 3
+[[session]]
+name = "chatter"
+steps = [
+  {{ grpc_stream = "demo.v1.Greeter/Chat", name = "chat", headers = {{ "x-tenant" = "t1" }} }},
+  {{ repeat = 4, every = "20ms", steps = [
+    {{ send = '{{"name": "u{{{{user_id}}}}"}}', name = "echo", expect = {{ json_path = "$.message", equals = "echo u{{{{user_id}}}}", within = "2s" }} }},
+  ] }},
+  {{ close = 1000 }},
+]
+"#,
+            port = server.port
+        ),
+    )]);
+    let r = run(&[dir.path().join("s.toml").to_str().unwrap()]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    let results = r.results();
+    let per = |name: &str| results["per_request"][name]["requests"].clone();
+    assert_eq!(n(&per("chat")["total"]), 6, "{}", results["per_request"]);
+    assert_eq!(n(&per("chat")["failed"]), 0, "{}", results["errors"]);
+    assert_eq!(n(&per("echo")["total"]), 24, "{}", results["per_request"]);
+    assert_eq!(n(&per("echo")["failed"]), 0, "{}", results["errors"]);
+    let k = &results["sockets"];
+    assert_eq!(n(&k["grpc_streams_opened"]), 6, "{k}");
+    assert_eq!(n(&k["messages_sent"]), 24, "{k}");
+    assert_eq!(n(&k["messages_received"]), 24, "{k}");
+    assert_eq!(n(&k["unmatched"]), 0, "{k}");
+    assert_eq!(n(&k["closes"]["server:ok"]), 6, "{k}");
+    let c = server.counts();
+    assert_eq!(n(&c["calls"]["Chat"]), 6, "{c}");
+    assert_eq!((n(&c["received"]), n(&c["sent"])), (24, 24), "{c}");
+}

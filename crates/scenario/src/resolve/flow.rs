@@ -89,17 +89,18 @@ impl Builder<'_> {
             st.feed.is_some(),
             st.ws.is_some(),
             st.sse.is_some(),
+            st.grpc_stream.is_some(),
             st.send.is_some(),
             st.send_binary.is_some(),
             st.hold.is_some(),
             st.close.is_some(),
         ];
-        // `expect` alone waits; beside ws, sse or send it is theirs.
-        kinds.push(st.expect.is_some() && !kinds[5..9].contains(&true));
+        // `expect` alone waits; beside ws, sse, grpc_stream or send it is theirs.
+        kinds.push(st.expect.is_some() && !kinds[5..10].contains(&true));
         kinds.extend([st.js.is_some(), st.if_.is_some(), st.while_.is_some()]);
         if kinds.iter().filter(|&&k| k).count() != 1 {
             self.problem(a, "steps", "steps", format!(
-                "session `{session}` step {n}: each step has exactly one of request, think, repeat (with steps), choice, feed, js, if (with steps), while (with steps), ws, sse, send, send_binary, expect, hold, close"
+                "session `{session}` step {n}: each step has exactly one of request, think, repeat (with steps), choice, feed, js, if (with steps), while (with steps), ws, sse, grpc_stream, send, send_binary, expect, hold, close"
             ));
             return false;
         }
@@ -132,7 +133,7 @@ impl Builder<'_> {
                 a,
                 "name",
                 "name",
-                format!("session `{session}` step {n}: `name` goes with ws, sse, send, send_binary, expect or hold (a request's name is its own)"),
+                format!("session `{session}` step {n}: `name` goes with ws, sse, grpc_stream, send, send_binary, expect or hold (a request's name is its own)"),
             );
         }
         // Socket steps are checked by their own builder.

@@ -57,22 +57,18 @@ impl Builder<'_> {
         let (mut load, max_requests, graceful_stop) = self.load(raw.load.as_ref());
         let feeders = self.feeders(&raw.feeders);
         self.script_section(raw);
-        // Socket steps' handshakes and awaited messages are requests too,
-        // after the file's own.
-        let (socket_requests, socket_names) = self.socket_requests(raw);
-        let raw_requests = match socket_requests.is_empty() {
-            true => std::borrow::Cow::Borrowed(raw),
-            false => std::borrow::Cow::Owned(RawScenario {
-                requests: [raw.requests.clone(), socket_requests].concat(),
-                ..raw.clone()
-            }),
-        };
+        let (raw_requests, socket_names) = self.with_socket_requests(raw);
         let routes = self.routes(&raw_requests);
         let endpoint = self.endpoint(&raw_requests, &routes);
         let https = endpoint.as_ref().filter(|e| e.https);
         let tls = https.and_then(|e| self.tls(raw.tls.as_ref(), &e.host));
-        self.grpc_schema(raw, endpoint.as_ref(), (tls.as_ref(), connect_timeout));
-        let http_version = self.http_version(raw, &http);
+        // Socket steps' gRPC streams are gRPC calls too.
+        self.grpc_schema(
+            &raw_requests,
+            endpoint.as_ref(),
+            (tls.as_ref(), connect_timeout),
+        );
+        let http_version = self.http_version(&raw_requests, &http);
         let mut check_names = Vec::new();
         let mut requests = match &endpoint {
             Some(endpoint) => self.requests(
@@ -84,7 +80,7 @@ impl Builder<'_> {
             ),
             None => Vec::new(),
         };
-        sockets::label_messages(&mut requests, &socket_names);
+        self.message_entries(raw, &mut requests, &socket_names);
         let flow = self.flow(
             raw,
             &feeders,
@@ -148,6 +144,37 @@ impl Builder<'_> {
             aborts,
             capacity,
         })
+    }
+
+    /// The file's requests and, after them, its socket steps'
+    /// handshakes and awaited messages (requests too); the socket steps'
+    /// entries by step.
+    fn with_socket_requests<'r>(
+        &mut self,
+        raw: &'r RawScenario,
+    ) -> (std::borrow::Cow<'r, RawScenario>, sockets::SocketNames) {
+        let (socket_requests, socket_names) = self.socket_requests(raw);
+        let raw_requests = match socket_requests.is_empty() {
+            true => std::borrow::Cow::Borrowed(raw),
+            false => std::borrow::Cow::Owned(RawScenario {
+                requests: [raw.requests.clone(), socket_requests].concat(),
+                ..raw.clone()
+            }),
+        };
+        (raw_requests, socket_names)
+    }
+
+    /// Entries that stand for messages: socket steps' awaited messages
+    /// labelled with their protocol, and the file's streaming gRPC calls'
+    /// received messages (the socket steps' streams have their `expect`s).
+    fn message_entries(
+        &mut self,
+        raw: &RawScenario,
+        requests: &mut Vec<headroom_engine::plan::RequestSpec>,
+        socket_names: &sockets::SocketNames,
+    ) {
+        sockets::label_messages(requests, socket_names);
+        self.grpc_streams(raw, requests);
     }
 
     /// `[http] version`, or its default: HTTP/2 where the scenario makes

@@ -194,7 +194,6 @@ impl Builder<'_> {
             }
         }
         self.request_hooks(raw, &mut out, check_names);
-        self.grpc_streams(raw, &mut out);
         out
     }
 

@@ -32,12 +32,13 @@ pub(super) fn key(session: &str, path: &str) -> String {
 }
 
 /// The method shown for a message entry in the results.
-pub const MESSAGE_METHODS: [&str; 2] = ["WS", "SSE"];
+pub const MESSAGE_METHODS: [&str; 3] = ["WS", "SSE", "gRPC"];
 
 /// Whether a raw step is one of the socket kinds.
 pub(super) fn is_socket_step(st: &RawStep) -> bool {
     st.ws.is_some()
         || st.sse.is_some()
+        || st.grpc_stream.is_some()
         || st.send.is_some()
         || st.send_binary.is_some()
         || st.hold.is_some()
@@ -149,9 +150,13 @@ impl Builder<'_> {
                 .name
                 .clone()
                 .unwrap_or_else(|| format!("{session}: step {path}"));
-            let opening = match (&st.ws, &st.sse) {
-                (Some(t), _) => Some((SocketKind::WebSocket, t.clone())),
-                (None, Some(t)) => Some((SocketKind::EventStream, t.clone())),
+            let opening = match (&st.ws, &st.sse, &st.grpc_stream) {
+                (Some(t), _, _) => Some((SocketKind::WebSocket, t.clone())),
+                (None, Some(t), _) => Some((SocketKind::EventStream, t.clone())),
+                // Its entries are placed at the method's path.
+                (None, None, Some(m)) => {
+                    Some((SocketKind::Grpc, format!("/{}", m.trim_start_matches('/'))))
+                }
                 _ => None,
             };
             let mut entries = SocketEntries {
@@ -184,16 +189,7 @@ impl Builder<'_> {
                 continue;
             };
             entries.kind = kind;
-            if (st.send.is_some() || st.send_binary.is_some()) && kind == SocketKind::EventStream {
-                self.problem(
-                    a,
-                    "send",
-                    "send",
-                    format!(
-                        "session `{session}` step {path}: an event stream only receives — `send` needs a `ws` socket"
-                    ),
-                );
-            }
+            self.check_send((session, &path), st, kind);
             if let Some(expect) = &st.expect {
                 let name = expect_name(st, opening.is_some(), entries.handshake.as_deref(), &label);
                 out.push(RawRequest {
@@ -221,6 +217,24 @@ impl Builder<'_> {
         }
     }
 
+    /// A `send` or `send_binary` on a socket that cannot take it: an event
+    /// stream only receives; a gRPC stream's messages are JSON.
+    fn check_send(&mut self, (session, path): (&str, &str), st: &RawStep, kind: SocketKind) {
+        let (field, why) = match kind {
+            SocketKind::Grpc if st.send_binary.is_some() => (
+                "send_binary",
+                "a gRPC stream's messages are JSON — use `send`",
+            ),
+            SocketKind::EventStream if st.send.is_some() || st.send_binary.is_some() => (
+                "send",
+                "an event stream only receives — `send` needs a `ws` socket",
+            ),
+            _ => return,
+        };
+        let message = format!("session `{session}` step {path}: {why}");
+        self.problem(Some(session), field, field, message);
+    }
+
     /// A held WebSocket's pings (`ping_every`): each round trip is an
     /// entry, like a message's. `None` without pings, or where they do not
     /// belong (a problem said).
@@ -239,7 +253,7 @@ impl Builder<'_> {
                 return Some(entry(&name, target));
             }
             (Some(_), false, _) => "`ping_every` goes with `hold`",
-            (Some(_), true, SocketKind::EventStream) => {
+            (Some(_), true, SocketKind::EventStream | SocketKind::Grpc) => {
                 "pings are WebSocket's — `ping_every` needs a `ws` socket"
             }
         };
@@ -277,7 +291,7 @@ impl Builder<'_> {
             }
             _ => None,
         };
-        if st.ws.is_some() || st.sse.is_some() {
+        if st.ws.is_some() || st.sse.is_some() || st.grpc_stream.is_some() {
             return Some(SocketStep::Open {
                 kind: entries.kind,
                 handshake: index(&entries.handshake)?,
@@ -353,6 +367,7 @@ pub(super) fn label_messages(requests: &mut [RequestSpec], names: &SocketNames) 
             spec.method = match entries.kind {
                 SocketKind::WebSocket => MESSAGE_METHODS[0],
                 SocketKind::EventStream => MESSAGE_METHODS[1],
+                SocketKind::Grpc => MESSAGE_METHODS[2],
             }
             .to_string();
             spec.encoded.clear();
@@ -375,6 +390,21 @@ fn expect_name(st: &RawStep, opens: bool, handshake: Option<&str>, label: &str) 
 /// The handshake that opens socket step `st`'s socket: the protocol's
 /// headers (unless the step sets them), named after the step.
 fn handshake_request(st: &RawStep, kind: SocketKind, target: &str, label: &str) -> RawRequest {
+    if kind == SocketKind::Grpc {
+        // The call's head as any gRPC request's (`grpc_request`); its
+        // messages go by `send` steps.
+        let method = target.trim_start_matches('/').to_string();
+        return RawRequest {
+            name: st
+                .name
+                .clone()
+                .unwrap_or_else(|| format!("{label} grpc_stream {method}")),
+            grpc: Some(method),
+            headers: st.headers.clone(),
+            weight: Some(0),
+            ..RawRequest::default()
+        };
+    }
     let mut headers = st.headers.clone().unwrap_or_default();
     let protocol: &[(&str, &str)] = match kind {
         SocketKind::WebSocket => &[
@@ -386,6 +416,8 @@ fn handshake_request(st: &RawStep, kind: SocketKind, target: &str, label: &str) 
             ("Accept", "text/event-stream"),
             ("Cache-Control", "no-cache"),
         ],
+        // gRPC's head is `grpc_request`'s (returned above).
+        SocketKind::Grpc => &[],
     };
     for (k, v) in protocol {
         if !headers.keys().any(|h| h.eq_ignore_ascii_case(k)) {
@@ -395,6 +427,7 @@ fn handshake_request(st: &RawStep, kind: SocketKind, target: &str, label: &str) 
     let word = match kind {
         SocketKind::WebSocket => "ws",
         SocketKind::EventStream => "sse",
+        SocketKind::Grpc => "grpc_stream",
     };
     let name = match &st.name {
         Some(n) => n.clone(),

@@ -17,17 +17,18 @@
 //! ended (`server:ok`, `server:unavailable`, `error:<class>`,
 //! `client:cancelled`).
 
-use crate::connections::Carrier;
+use crate::connections::{Carrier, StreamSlot};
 use crate::metrics::{ErrorClass, Outcome};
 use crate::plan::GrpcStream;
 use crate::shared::Shared;
 use bytes::Bytes;
 use futures_util::future::{select, Either};
-use headroom_grpc::MessageBoundaries;
+use headroom_grpc::{MessageBoundaries, Method};
 use headroom_http::exchange::Attempts;
-use headroom_http::h2::{H2Parts, Incoming};
+use headroom_http::h2::{Duplex, H2Parts, Incoming};
 use headroom_http::response::append_limited;
 use headroom_http::{Capture, Captured, Failure, Response, MAX_CAPTURED_BODY};
+use std::sync::Arc;
 use std::time::Instant;
 
 /// Sends the call's messages (its body's frames, as `plan` says;
@@ -264,5 +265,146 @@ impl<'a> Tally<'a> {
 impl Drop for Tally<'_> {
     fn drop(&mut self) {
         self.ended("client:cancelled".into());
+    }
+}
+
+/// A gRPC stream a session holds open (`grpc_stream` step): messages sent
+/// one at a time by `send` steps, the answer's messages read one at a
+/// time (decoded to JSON) by `expect` and `hold`, closed by `close` (our
+/// side half-closed, the server's status awaited). Its opening entry is
+/// recorded when it ends: the stream's lifetime and how it ended.
+pub(crate) struct GrpcSocket {
+    duplex: Duplex,
+    method: Arc<Method>,
+    /// The answer's bytes read and not yet a whole message.
+    partial: Vec<u8>,
+    captured: Captured,
+    /// The opening entry, and when the stream opened.
+    entry: usize,
+    opened: Instant,
+    /// Its place on an HTTP/2 connection.
+    _slot: StreamSlot,
+}
+
+/// What a held gRPC stream gave next.
+pub(crate) enum StreamRead {
+    /// A message, decoded to JSON.
+    Message(Vec<u8>),
+    /// The server ended the stream: its `grpc-status` (`None`: none sent).
+    Ended(Option<u32>),
+}
+
+impl GrpcSocket {
+    /// Opens request `entry`'s stream (its head sent; no message yet).
+    pub(crate) async fn open(
+        (carrier, (mut head, _)): (&Carrier, H2Parts),
+        method: Arc<Method>,
+        (entry, slot): (usize, StreamSlot),
+        attempts: &Attempts,
+    ) -> Result<GrpcSocket, Failure> {
+        // Messages go by `send` steps, as many as the session sends.
+        head.headers_mut().remove("content-length");
+        let duplex = carrier.h2()?.open_duplex(head, false, attempts).await?;
+        Ok(GrpcSocket {
+            duplex,
+            method,
+            partial: Vec::new(),
+            captured: Captured::default(),
+            entry,
+            opened: Instant::now(),
+            _slot: slot,
+        })
+    }
+
+    /// Sends one message: `json` encoded as the method's input.
+    pub(crate) fn send(&mut self, json: &[u8]) -> Result<u64, ErrorClass> {
+        let json = std::str::from_utf8(json).map_err(|_| ErrorClass::MalformedRequest)?;
+        let framed = self
+            .method
+            .encode_json(json)
+            .map_err(|_| ErrorClass::MalformedRequest)?;
+        let payload = framed.len() as u64 - 5;
+        self.duplex
+            .send(Bytes::from(framed), false)
+            .map_err(ErrorClass::from)?;
+        Ok(payload)
+    }
+
+    /// How the server's status judges the stream (`None`: OK; none sent:
+    /// malformed).
+    pub(crate) fn status_class(&self) -> Option<ErrorClass> {
+        match self.captured.grpc_status {
+            Some(code) => ErrorClass::of_grpc_status(code),
+            None => Some(ErrorClass::GrpcMalformed),
+        }
+    }
+
+    /// Gives the stream up (RST_STREAM CANCEL).
+    pub(crate) fn cancel(&mut self) {
+        self.duplex.cancel();
+    }
+
+    /// Closes our side: no more messages.
+    pub(crate) fn half_close(&mut self) -> Result<(), Failure> {
+        self.duplex.send(Bytes::new(), true)
+    }
+
+    /// The next message of the answer, or its end.
+    pub(crate) async fn next(&mut self) -> Result<StreamRead, ErrorClass> {
+        let want = Capture {
+            grpc: true,
+            ..Capture::default()
+        };
+        loop {
+            if let Some(message) = self.whole_message()? {
+                return Ok(StreamRead::Message(message));
+            }
+            match self
+                .duplex
+                .next(want, &mut self.captured)
+                .await
+                .map_err(ErrorClass::from)?
+            {
+                Incoming::Head { .. } => {}
+                Incoming::Data(chunk) => self.partial.extend_from_slice(&chunk),
+                Incoming::End { .. } => return Ok(StreamRead::Ended(self.captured.grpc_status)),
+            }
+        }
+    }
+
+    /// The first whole message in `partial`, decoded to JSON (taken out).
+    fn whole_message(&mut self) -> Result<Option<Vec<u8>>, ErrorClass> {
+        if self.partial.len() < 5 {
+            return Ok(None);
+        }
+        let len = u32::from_be_bytes([
+            self.partial[1],
+            self.partial[2],
+            self.partial[3],
+            self.partial[4],
+        ]) as usize;
+        if self.partial.len() < 5 + len {
+            return Ok(None);
+        }
+        let frame: Vec<u8> = self.partial.drain(..5 + len).collect();
+        let json = self
+            .method
+            .decode_message_to_json(&frame)
+            .map_err(|_| ErrorClass::GrpcMalformed)?;
+        Ok(Some(json.into_bytes()))
+    }
+
+    /// Records the opening entry: the stream's lifetime, ended as `error`
+    /// says (`None`: OK), at `done`.
+    pub(crate) fn record_end(&self, shared: &Shared, error: Option<ErrorClass>, done: Instant) {
+        let outcome = Outcome {
+            status: Some(200),
+            error,
+            attempts: 1,
+            ..Default::default()
+        };
+        let mut recorder = shared.recorder.borrow_mut();
+        recorder.request_started();
+        recorder.record(self.entry, self.opened, Some(self.opened), done, &outcome);
     }
 }

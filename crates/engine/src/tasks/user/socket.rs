@@ -4,6 +4,7 @@
 //! from the send), hold, close. Every message and close is counted in the
 //! recorder's socket figures as it happens.
 
+use super::grpc_stream::{GrpcSocket, StreamRead};
 use super::{Control, User};
 use crate::connections::{Claim, Origin};
 use crate::metrics::{ErrorClass, Outcome};
@@ -21,17 +22,19 @@ use headroom_http::{Capture, Failure};
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-/// An open socket and its place under the origin's connection cap.
+/// An open socket and its place under the origin's connection cap (a
+/// gRPC stream holds its place on an HTTP/2 connection itself).
 pub(crate) struct Socket {
     wire: Wire,
     /// The handshake request: an event stream reconnects with it.
     handshake: usize,
-    _claim: Claim,
+    _claim: Option<Claim>,
 }
 
 enum Wire {
     Ws(WebSocket),
     Sse(EventStream),
+    Grpc(Box<GrpcSocket>),
 }
 
 /// One thing read from the socket, either protocol.
@@ -44,6 +47,8 @@ enum Received {
     Pong,
     /// Closed by the server: how, for the close counts.
     Closed(String),
+    /// Not readable any more (a gRPC answer not framed as gRPC).
+    Broken(ErrorClass),
 }
 
 impl Socket {
@@ -64,7 +69,23 @@ impl Socket {
                 },
                 sse::Next::Ended => Received::Closed("server:ended".into()),
             }),
+            Wire::Grpc(stream) => Ok(match stream.next().await {
+                Ok(StreamRead::Message(data)) => Received::Message { data, event: None },
+                Ok(StreamRead::Ended(status)) => Received::Closed(grpc_end(status)),
+                Err(class) => Received::Broken(class),
+            }),
         }
+    }
+}
+
+/// How a gRPC stream the server ended is counted: `server:<status>`.
+pub(super) fn grpc_end(status: Option<u32>) -> String {
+    match status {
+        Some(code) => match headroom_grpc::STATUS_NAMES.get(code as usize) {
+            Some(name) => format!("server:{name}"),
+            None => format!("server:{code}"),
+        },
+        None => "server:no_status".to_string(),
     }
 }
 
@@ -84,7 +105,11 @@ impl User {
                 handshake,
                 expect,
             } => {
-                let opened_at = match self.open_socket(shared, *kind, *handshake, None).await {
+                let opening = match kind {
+                    SocketKind::Grpc => self.open_grpc_stream(shared, *handshake).await,
+                    _ => self.open_socket(shared, *kind, *handshake, None).await,
+                };
+                let opened_at = match opening {
                     Ok(at) => at,
                     Err(control) => return control,
                 };
@@ -200,19 +225,106 @@ impl User {
                 let parser = EventParser::resuming(last_id);
                 Wire::Sse(EventStream::over(http, &head, parser))
             }
+            SocketKind::Grpc => unreachable!("gRPC streams open in open_grpc_stream"),
         };
         self.socket = Some(Box::new(Socket {
             wire,
             handshake: index,
-            _claim: claim,
+            _claim: Some(claim),
         }));
         let mut recorder = shared.recorder.borrow_mut();
         recorder.socket_open(true);
         match kind {
             SocketKind::WebSocket => recorder.sockets().opened_ws += 1,
             SocketKind::EventStream => recorder.sockets().opened_sse += 1,
+            SocketKind::Grpc => recorder.sockets().opened_grpc += 1,
         }
         Ok(done)
+    }
+
+    /// Opens the gRPC stream of request `index` (closing a socket the user
+    /// holds) on one of the worker's HTTP/2 connections: its head sent, no
+    /// message yet. Its entry is recorded when it ends (see
+    /// [`GrpcSocket`]). `Ok(when it opened)`, or `Err` with what the
+    /// session does next.
+    async fn open_grpc_stream(
+        &mut self,
+        shared: &Shared,
+        index: usize,
+    ) -> Result<Instant, Control> {
+        if self.socket.is_some() {
+            self.close_socket(shared, 1000).await;
+        }
+        let spec = &shared.plan.requests[index];
+        let Some(now) = self.may_send(shared) else {
+            return Err(Control::Stop);
+        };
+        let failed = |class: ErrorClass| {
+            let in_flight = InFlight::begin(shared, index, now);
+            let outcome = Outcome {
+                error: Some(class),
+                ..Default::default()
+            };
+            in_flight.finish_at(Instant::now(), outcome);
+            Err(Control::EndIteration)
+        };
+        let Some(method) = spec.grpc.clone() else {
+            return failed(ErrorClass::MalformedRequest);
+        };
+        let rendered = {
+            let mut rng = shared.rng.borrow_mut();
+            spec.render_target(&mut self.script.scope(&mut rng))
+        };
+        let (origin, target) = match self.origin(shared, spec, rendered.as_deref()).await {
+            Ok(found) => found,
+            Err(unreachable) => return failed(unreachable.0),
+        };
+        let cookie = crate::cookies::header(self.jar.as_deref(), &origin, spec, target);
+        let wire = match self.script.write_request(
+            shared,
+            spec,
+            (target, &origin.host_header),
+            (true, cookie.as_deref()),
+            &mut self.wire,
+        ) {
+            Ok(wire) => spec.wire(wire, &self.wire).to_vec(),
+            Err(class) => return failed(class),
+        };
+        let head = match headroom_http::h2::H2Request::from_wire(&wire, origin.https) {
+            Ok(request) => request.into_parts(),
+            Err(failure) => return failed(failure.into()),
+        };
+        let local = shared.next_local_address();
+        let acquired = match shared.origins.h2_stream(&origin, None, local).await {
+            Ok(acquired) => acquired,
+            Err(failure) => return failed(failure.into()),
+        };
+        if acquired.opened {
+            let mut recorder = shared.recorder.borrow_mut();
+            recorder.connection_event(index, crate::metrics::ConnectionEvent::Opened);
+            recorder.connection_event(index, crate::metrics::ConnectionEvent::OpenedHttp2);
+        }
+        let conn = acquired.slot.conn.clone();
+        let attempts = headroom_http::exchange::Attempts::default();
+        let opened = GrpcSocket::open(
+            (&conn.http, head),
+            method,
+            (index, acquired.slot),
+            &attempts,
+        );
+        let stream = match opened.await {
+            Ok(stream) => stream,
+            Err(failure) => return failed(failure.into()),
+        };
+        self.socket = Some(Box::new(Socket {
+            wire: Wire::Grpc(Box::new(stream)),
+            handshake: index,
+            _claim: None,
+        }));
+        let mut recorder = shared.recorder.borrow_mut();
+        recorder.socket_open(true);
+        recorder.sockets().opened_grpc += 1;
+        Ok(Instant::now())
     }
 
     /// The handshake's answer judged (checks, cookies) and whether it
@@ -249,6 +361,7 @@ impl User {
         outcome.error = Some(match kind {
             SocketKind::WebSocket => ErrorClass::WsUpgradeRefused,
             SocketKind::EventStream => ErrorClass::SseRefused,
+            SocketKind::Grpc => unreachable!("gRPC streams open in open_grpc_stream"),
         });
         outcome.failed_check = None;
         Err(outcome)
@@ -321,6 +434,13 @@ impl User {
                 }),
             ) => return Control::EndIteration,
             (None, _) => Err(ErrorClass::MalformedRequest),
+            (
+                Some(data),
+                Some(Socket {
+                    wire: Wire::Grpc(stream),
+                    ..
+                }),
+            ) => stream.send(&data),
             (
                 Some(data),
                 Some(Socket {
@@ -509,6 +629,7 @@ impl User {
             }
             Ok(Received::Pong) => Ok(None),
             Ok(Received::Closed(how)) => Err(Gone::Closed(how)),
+            Ok(Received::Broken(class)) => Err(Gone::Error(class)),
             Err(failure) => Err(Gone::Failed(failure)),
         }
     }
@@ -635,10 +756,19 @@ impl User {
             .is_ok()
     }
 
-    /// The socket ended under us: counted and dropped.
+    /// The socket ended under us: counted and dropped (a gRPC stream's
+    /// entry recorded: its status, or the failure).
     fn socket_gone(&mut self, shared: &Shared, gone: Gone) {
-        if self.socket.take().is_none() {
+        let Some(socket) = self.socket.take() else {
             return;
+        };
+        if let Wire::Grpc(stream) = &socket.wire {
+            let error = match &gone {
+                Gone::Closed(_) => stream.status_class(),
+                Gone::Failed(f) => Some((*f).into()),
+                Gone::Error(class) => Some(*class),
+            };
+            stream.record_end(shared, error, Instant::now());
         }
         let how = match gone {
             Gone::Closed(how) => how,
@@ -656,6 +786,13 @@ impl User {
         let Some(mut socket) = self.socket.take() else {
             return;
         };
+        if let Wire::Grpc(stream) = &mut socket.wire {
+            let how = self.close_grpc_stream(shared, stream).await;
+            let mut recorder = shared.recorder.borrow_mut();
+            recorder.socket_open(false);
+            recorder.sockets().close(how);
+            return;
+        }
         if let Wire::Ws(ws) = &mut socket.wire {
             let mut pushed = (0u64, 0u64, 0u64);
             let close = ws.close(code, |m| match m {
@@ -677,5 +814,45 @@ impl User {
         let mut recorder = shared.recorder.borrow_mut();
         recorder.socket_open(false);
         recorder.sockets().close(format!("client:{code}"));
+    }
+
+    /// A gRPC stream's close: our side half-closed, the server's status
+    /// awaited (at most [`CLOSE_WAIT`]; messages meanwhile counted as
+    /// unmatched), its entry recorded; past the wait it is cancelled.
+    /// How it ended, for the close counts.
+    async fn close_grpc_stream(&mut self, shared: &Shared, stream: &mut GrpcSocket) -> String {
+        if stream.half_close().is_err() {
+            stream.record_end(shared, Some(ErrorClass::SocketClosed), Instant::now());
+            return format!("error:{}", ErrorClass::SocketClosed.key());
+        }
+        let due = Instant::now() + CLOSE_WAIT;
+        loop {
+            let read = {
+                let next = std::pin::pin!(stream.next());
+                timed(&mut self.request_timer, due, next).await
+            };
+            match read {
+                Ok(Ok(StreamRead::Message(data))) => {
+                    let mut recorder = shared.recorder.borrow_mut();
+                    let counts = recorder.sockets();
+                    counts.messages_received += 1;
+                    counts.bytes_received += data.len() as u64;
+                    counts.unmatched += 1;
+                }
+                Ok(Ok(StreamRead::Ended(status))) => {
+                    stream.record_end(shared, stream.status_class(), Instant::now());
+                    return grpc_end(status);
+                }
+                Ok(Err(class)) => {
+                    stream.record_end(shared, Some(class), Instant::now());
+                    return format!("error:{}", class.key());
+                }
+                Err(()) => {
+                    stream.cancel();
+                    stream.record_end(shared, Some(ErrorClass::GrpcCancelled), Instant::now());
+                    return "client:cancelled".into();
+                }
+            }
+        }
     }
 }
