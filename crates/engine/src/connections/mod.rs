@@ -14,7 +14,7 @@
 
 mod streams;
 
-pub(crate) use self::streams::{Carrier, StreamSlot};
+pub(crate) use self::streams::{Acquired, Carrier, H2Conn, StreamSlot};
 use self::streams::{H2Pool, QuicState};
 use crate::metrics::ErrorClass;
 use crate::plan::{HttpVersion, Plan};

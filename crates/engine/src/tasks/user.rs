@@ -4,7 +4,7 @@
 
 use super::timeout::{timed, RequestTimer};
 use crate::backoff::ConnectBackoff;
-use crate::connections::{Carrier, Conn, Origin, Unreachable};
+use crate::connections::{Acquired, Carrier, Conn, H2Conn, Origin, Unreachable};
 use crate::cookies;
 use crate::cookies::Jar;
 use crate::metrics::{ConnectionEvent, ErrorClass, Outcome};
@@ -545,28 +545,13 @@ impl User {
         let mut avoid = None;
         let mut retry = Retry::new();
         loop {
-            let local = shared.next_local_address();
-            let stream = match shared.origins.h2_stream(origin, avoid.take(), local).await {
+            let stream = match self.take_stream(shared, origin, avoid.take(), index).await {
                 Ok(stream) => stream,
                 Err(failure) => {
-                    self.backoff_pending = true;
                     outcome.error = Some(failure.into());
                     return outcome;
                 }
             };
-            if stream.opened {
-                self.backoff.reset();
-                let mut recorder = shared.recorder.borrow_mut();
-                recorder.connection_event(index, ConnectionEvent::Opened);
-                recorder.connection_event(
-                    index,
-                    if plan.http_version == HttpVersion::Http3 {
-                        ConnectionEvent::OpenedHttp3
-                    } else {
-                        ConnectionEvent::OpenedHttp2
-                    },
-                );
-            }
             let conn = stream.slot.conn.clone();
             let request = match wire {
                 Wire::Encoded => shared.h2_request(index, origin.https),
@@ -618,6 +603,41 @@ impl User {
                 }
             }
         }
+    }
+
+    /// A stream on one of the worker's HTTP/2 or HTTP/3 connections to
+    /// `origin` (not `avoid`) for request `index`; a connection opened for
+    /// it is counted, and a failed open backs the user off as a failed
+    /// connect does.
+    pub(super) async fn take_stream(
+        &mut self,
+        shared: &Shared,
+        origin: &Rc<Origin>,
+        avoid: Option<Rc<H2Conn>>,
+        index: usize,
+    ) -> Result<Acquired, Failure> {
+        let local = shared.next_local_address();
+        let stream = match shared.origins.h2_stream(origin, avoid, local).await {
+            Ok(stream) => stream,
+            Err(failure) => {
+                self.backoff_pending = true;
+                return Err(failure);
+            }
+        };
+        if stream.opened {
+            self.backoff.reset();
+            let mut recorder = shared.recorder.borrow_mut();
+            recorder.connection_event(index, ConnectionEvent::Opened);
+            recorder.connection_event(
+                index,
+                if shared.plan.http_version == HttpVersion::Http3 {
+                    ConnectionEvent::OpenedHttp3
+                } else {
+                    ConnectionEvent::OpenedHttp2
+                },
+            );
+        }
+        Ok(stream)
     }
 
     /// Opens a connection to `origin` for request `index`. A failed

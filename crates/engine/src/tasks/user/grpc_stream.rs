@@ -110,17 +110,22 @@ pub(crate) async fn call(
             }
             Ok(Incoming::End { bytes }) => {
                 response.bytes += bytes;
-                let how = match captured.grpc_status {
-                    Some(code) => match headroom_grpc::STATUS_NAMES.get(code as usize) {
-                        Some(name) => format!("server:{name}"),
-                        None => format!("server:{code}"),
-                    },
-                    None => "server:no_status".to_string(),
-                };
-                tally.ended(how);
+                tally.ended(grpc_end(captured.grpc_status));
                 return Ok(response);
             }
         }
+    }
+}
+
+/// How a gRPC stream the server ended is counted in `closes`:
+/// `server:<status>` (`server:no_status` without one).
+pub(crate) fn grpc_end(status: Option<u32>) -> String {
+    match status {
+        Some(code) => match headroom_grpc::STATUS_NAMES.get(code as usize) {
+            Some(name) => format!("server:{name}"),
+            None => format!("server:{code}"),
+        },
+        None => "server:no_status".to_string(),
     }
 }
 

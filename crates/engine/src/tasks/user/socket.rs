@@ -4,7 +4,7 @@
 //! from the send), hold, close. Every message and close is counted in the
 //! recorder's socket figures as it happens.
 
-use super::grpc_stream::{GrpcSocket, StreamRead};
+use super::grpc_stream::{grpc_end, GrpcSocket, StreamRead};
 use super::{Control, User};
 use crate::connections::{Claim, Origin};
 use crate::metrics::{ErrorClass, Outcome};
@@ -75,17 +75,6 @@ impl Socket {
                 Err(class) => Received::Broken(class),
             }),
         }
-    }
-}
-
-/// How a gRPC stream the server ended is counted: `server:<status>`.
-pub(super) fn grpc_end(status: Option<u32>) -> String {
-    match status {
-        Some(code) => match headroom_grpc::STATUS_NAMES.get(code as usize) {
-            Some(name) => format!("server:{name}"),
-            None => format!("server:{code}"),
-        },
-        None => "server:no_status".to_string(),
     }
 }
 
@@ -279,31 +268,18 @@ impl User {
             Ok(found) => found,
             Err(unreachable) => return failed(unreachable.0),
         };
-        let cookie = crate::cookies::header(self.jar.as_deref(), &origin, spec, target);
-        let wire = match self.script.write_request(
-            shared,
-            spec,
-            (target, &origin.host_header),
-            (true, cookie.as_deref()),
-            &mut self.wire,
-        ) {
-            Ok(wire) => spec.wire(wire, &self.wire).to_vec(),
+        let wire = match self.handshake(shared, (spec, &origin, target), SocketKind::Grpc, None) {
+            Ok((wire, _)) => wire,
             Err(class) => return failed(class),
         };
         let head = match headroom_http::h2::H2Request::from_wire(&wire, origin.https) {
             Ok(request) => request.into_parts(),
             Err(failure) => return failed(failure.into()),
         };
-        let local = shared.next_local_address();
-        let acquired = match shared.origins.h2_stream(&origin, None, local).await {
+        let acquired = match self.take_stream(shared, &origin, None, index).await {
             Ok(acquired) => acquired,
             Err(failure) => return failed(failure.into()),
         };
-        if acquired.opened {
-            let mut recorder = shared.recorder.borrow_mut();
-            recorder.connection_event(index, crate::metrics::ConnectionEvent::Opened);
-            recorder.connection_event(index, crate::metrics::ConnectionEvent::OpenedHttp2);
-        }
         let conn = acquired.slot.conn.clone();
         let attempts = headroom_http::exchange::Attempts::default();
         let opened = GrpcSocket::open(
@@ -369,8 +345,8 @@ impl User {
 
     /// The handshake request as it goes out, with its WebSocket key (new
     /// for every handshake) or, for an event stream that reconnects,
-    /// where it left off. Kept alive: the server's answer decides (a 101
-    /// keeps it).
+    /// where it left off (a gRPC stream's: the call's head as rendered).
+    /// Kept alive: the server's answer decides (a 101 keeps it).
     fn handshake(
         &mut self,
         shared: &Shared,
