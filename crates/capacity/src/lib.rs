@@ -22,7 +22,7 @@ use headroom_engine::plan::{ClosedLoad, Load, OpenLoad, Plan, DEFAULT_MAX_CONNEC
 use headroom_engine::StopSignal;
 use headroom_measure::{measure, Recording};
 use headroom_monitor::MonitorConfig;
-use headroom_records::capacity::{analysis, CapacityReport, Outcome, Step};
+use headroom_records::capacity::{analysis, backlog, CapacityReport, Outcome, Step};
 use headroom_records::check::ok_rate;
 use headroom_records::results::Results;
 use search::{Bounds, End, Next, Search};
@@ -34,6 +34,8 @@ pub enum Event<'a> {
         index: u32,
         load: f64,
         retest: bool,
+        /// The answer's confirmation, `duration` long.
+        confirmation: Option<Duration>,
     },
     Finished(&'a Step),
     /// The report so far (outcome `in_progress`), after each step that is
@@ -92,31 +94,42 @@ pub fn unit(axis: Axis, plan: &Plan) -> &'static str {
     }
 }
 
-fn step_from(
-    index: u32,
-    load: f64,
-    retest: bool,
-    (opts, plan): (&Options, &Plan),
-    r: Results,
-) -> Step {
+fn step_from(index: u32, step: &Planned, (opts, plan): (&Options, &Plan), r: Results) -> Step {
     let achieved = match opts.axis {
         Axis::Rate => ok_rate(&r),
         Axis::Users => r.summary.requests.ok as f64 / r.duration_s.max(f64::MIN_POSITIVE),
     };
-    // Sessions' arrivals are not requests: the rate achieved is not held
-    // against them.
-    let offered = (opts.axis == Axis::Rate && !plan.arrivals_are_users()).then_some(load);
+    // Sessions' arrivals are not requests: neither the rate achieved nor
+    // the backlog (arrivals against completed requests) is held against
+    // them.
+    let requests_arrive = opts.axis == Axis::Rate && !plan.arrivals_are_users();
+    let offered = requests_arrive.then_some(step.load);
     let checks = headroom_records::check::against(&opts.slo, &r, offered);
+    let backlog = requests_arrive
+        .then(|| backlog::judge(&r.timeline, step.duration.as_secs_f64()))
+        .flatten();
+    let sustained = backlog.as_ref().is_none_or(|b| b.sustained);
     Step {
         index,
-        offered: load,
+        offered: step.load,
         achieved,
-        passed: checks.iter().all(|c| c.passed) && !r.interrupted,
-        retest,
+        passed: checks.iter().all(|c| c.passed) && sustained && !r.interrupted,
+        retest: step.retest,
         discarded: false,
+        confirmation: step.confirmation,
         checks,
+        backlog,
         results: Some(r),
     }
+}
+
+/// The rate a step's server completed while it fell behind (offered less
+/// the backlog's growth per second): its throughput at saturation. `None`
+/// when it kept up.
+fn held_rate(step: &Step) -> Option<f64> {
+    let b = step.backlog.as_ref().filter(|b| !b.sustained)?;
+    let seconds = b.backlog.len().saturating_sub(1).max(1) as f64;
+    Some(step.offered - b.growth / seconds)
 }
 
 fn server_died(r: &Results) -> bool {
@@ -198,7 +211,8 @@ pub fn run(
     run_with(plan, opts, stop, &mut stepper, event)
 }
 
-/// The search, each step run by `stepper`.
+/// The search, each step run by `stepper`; its answer confirmed by a
+/// longer run before it is given (`confirm_duration`).
 pub fn run_with(
     plan: &Plan,
     opts: &Options,
@@ -215,45 +229,48 @@ pub fn run_with(
         integer: opts.axis == Axis::Users,
     });
     let mut steps: Vec<Step> = Vec::new();
+    let mut answer = Answer::default();
     let mut next = search.first();
     // The previous step was generator-bound and is being tried again.
     let mut trying_again = false;
     let outcome: Result<End, Outcome> = loop {
-        let (load, retest) = match next {
-            Next::Try { load, retest } => (load, retest),
-            Next::Done(end) => break Ok(end),
+        let Some(planned) = answer.next_step(next, opts) else {
+            let Next::Done(end) = next else {
+                unreachable!("a step is planned for every try")
+            };
+            break Ok(end);
         };
         if stop.is_stopping() {
             break Err(Outcome::Interrupted);
         }
-        let needed = opts.warmup + opts.step_duration;
-        if started.elapsed() + needed > opts.max_time {
+        if started.elapsed() + opts.warmup + planned.duration > opts.max_time {
             break Err(Outcome::TimeLimit);
         }
         let index = steps.len() as u32 + 1;
         event(Event::Starting {
             index,
-            load,
-            retest,
+            load: planned.load,
+            retest: planned.retest,
+            confirmation: planned.confirmation.then_some(planned.duration),
         });
         let Some(results) = stepper.step(&StepRun {
             index,
             plan,
             axis: opts.axis,
-            load,
-            duration: opts.step_duration,
+            load: planned.load,
+            duration: planned.duration,
             warmup: opts.warmup,
         }) else {
             break Err(Outcome::Interrupted);
         };
-        let mut step = step_from(index, load, retest, (opts, plan), results);
+        let mut step = step_from(index, &planned, (opts, plan), results);
         let interrupted = step.results.as_ref().is_some_and(|r| r.interrupted);
         let died = step.results.as_ref().is_some_and(server_died);
         let generator = !step.passed && step.results.as_ref().is_some_and(|r| r.generator_bound);
         let try_again = generator && !trying_again && !interrupted && !died;
         step.discarded = try_again;
         event(Event::Finished(&step));
-        let passed = step.passed;
+        let (passed, held) = (step.passed, held_rate(&step));
         steps.push(step);
         if interrupted {
             break Err(Outcome::Interrupted);
@@ -266,16 +283,18 @@ pub fn run_with(
         }
         trying_again = try_again;
         if !try_again {
-            next = search.record(load, passed);
+            next = answer.record(&mut search, &planned, (passed, held));
         }
-        if matches!(next, Next::Try { .. }) {
+        if answer.next_step(next, opts).is_some() {
+            let so_far = (&search, &answer);
+            let elapsed = started.elapsed();
             let so_far = report(
                 plan,
                 opts,
                 steps.clone(),
-                &search,
+                so_far,
                 Err(Outcome::InProgress),
-                started.elapsed(),
+                elapsed,
             );
             event(Event::Snapshot(&so_far));
             if !opts.pause.is_zero() {
@@ -283,7 +302,109 @@ pub fn run_with(
             }
         }
     };
-    report(plan, opts, steps, &search, outcome, started.elapsed())
+    report(
+        plan,
+        opts,
+        steps,
+        (&search, &answer),
+        outcome,
+        started.elapsed(),
+    )
+}
+
+/// One step to run: its load, how long, and why.
+struct Planned {
+    load: f64,
+    duration: Duration,
+    retest: bool,
+    confirmation: bool,
+}
+
+/// The confirmations: the answer the search ended on is run again for
+/// `confirm_duration`; one that holds is given, one that does not is
+/// refuted and the search goes on below it.
+#[derive(Default)]
+struct Answer {
+    confirmed: Option<f64>,
+    refuted: Vec<f64>,
+}
+
+impl Answer {
+    /// The step after `next`: the search's try, or the confirmation of the
+    /// load it ended on; `None` when the search is over.
+    fn next_step(&self, next: Next, opts: &Options) -> Option<Planned> {
+        let end = match next {
+            Next::Try { load, retest } => {
+                return Some(Planned {
+                    load,
+                    duration: opts.step_duration,
+                    retest,
+                    confirmation: false,
+                })
+            }
+            Next::Done(end) => end,
+        };
+        let load = match end {
+            End::Found { low, .. } => low,
+            End::MetUpToMax { max } => max,
+            End::FailedAtMin { .. } => return None,
+        };
+        let confirming = !opts.confirm_duration.is_zero() && self.confirmed != Some(load);
+        confirming.then_some(Planned {
+            load,
+            duration: opts.confirm_duration,
+            retest: true,
+            confirmation: true,
+        })
+    }
+
+    /// Gives the step's verdict to the search (a confirmation's, as the
+    /// answer's) and says what is next.
+    fn record(
+        &mut self,
+        search: &mut Search,
+        step: &Planned,
+        (passed, held): (bool, Option<f64>),
+    ) -> Next {
+        match (step.confirmation, passed) {
+            (false, _) => search.record(step.load, passed),
+            (true, true) => {
+                self.confirmed = Some(step.load);
+                search.record(step.load, true)
+            }
+            (true, false) => {
+                self.refuted.push(step.load);
+                search.refute(step.load, held)
+            }
+        }
+    }
+}
+
+/// What the confirmations said, for the verdict: held over how long, and
+/// which answers did not hold.
+fn confirmation_said(
+    confirmed: Option<f64>,
+    refuted: &[f64],
+    opts: &Options,
+    unit: &str,
+) -> String {
+    let mut said = String::new();
+    if let Some(load) = confirmed {
+        said = format!(
+            "; confirmed: {} held for {}",
+            num(load, unit),
+            humantime::format_duration(opts.confirm_duration)
+        );
+    }
+    if !refuted.is_empty() {
+        let loads: Vec<String> = refuted.iter().map(|&l| num(l, unit)).collect();
+        said.push_str(&format!(
+            "; not held in a confirmation of {}, so the answer moved down: {}",
+            humantime::format_duration(opts.confirm_duration),
+            loads.join(", ")
+        ));
+    }
+    said
 }
 
 /// Where the search ended: the capacity, its interval, the highest load
@@ -361,7 +482,7 @@ fn report(
     plan: &Plan,
     opts: &Options,
     steps: Vec<Step>,
-    search: &Search,
+    (search, answer): (&Search, &Answer),
     outcome: Result<End, Outcome>,
     elapsed: Duration,
 ) -> CapacityReport {
@@ -397,7 +518,9 @@ fn report(
         high,
     };
     let detail = limit.as_ref().map_or("", |l| l.detail.as_str());
-    let verdict = verdict(kind, &found, (opts, unit), &steps, (first_fail, detail));
+    let mut verdict = verdict(kind, &found, (opts, unit), &steps, (first_fail, detail));
+    let confirmed = answer.confirmed.filter(|&c| Some(c) == capacity);
+    verdict.push_str(&confirmation_said(confirmed, &answer.refuted, opts, unit));
     let metric = analysis::knee_metric(&opts.slo);
     CapacityReport {
         headroom_version: env!("CARGO_PKG_VERSION").into(),
@@ -407,6 +530,9 @@ fn report(
         slo: opts.slo.to_string(),
         capacity,
         interval,
+        confirmed,
+        refuted: answer.refuted.clone(),
+        noise: capacity.and_then(|c| analysis::noise(&steps, c, metric)),
         outcome: kind,
         verdict,
         limited_by: limit.as_ref().map(|l| l.kind.clone()),

@@ -12,6 +12,10 @@
 //!    built up, an unlucky fail from a hiccup of the machine — so no single
 //!    step decides where the capacity is. If an end's verdict flips, the
 //!    bracket moves and the bisection goes on.
+//! 4. The answer is then confirmed by a longer run (the caller's, see
+//!    `run_with`); a failed confirmation [`Search::refute`]s the load, which
+//!    fails from then on whatever its shorter steps said, and the search
+//!    goes on below it.
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Bounds {
@@ -51,6 +55,8 @@ struct Tally {
     load: f64,
     passes: u32,
     fails: u32,
+    /// Its confirmation failed: it fails for good, whatever its steps say.
+    refuted: bool,
 }
 
 impl Tally {
@@ -60,6 +66,9 @@ impl Tally {
 
     /// The majority; `None` while the tries are tied.
     fn verdict(&self) -> Option<bool> {
+        if self.refuted {
+            return Some(false);
+        }
         match self.passes.cmp(&self.fails) {
             std::cmp::Ordering::Greater => Some(true),
             std::cmp::Ordering::Less => Some(false),
@@ -151,7 +160,10 @@ impl Search {
     /// A try of `load` if it has had only one, so an end of the bracket is
     /// never decided by a single step.
     fn verify(&self, load: f64) -> Option<Next> {
-        (self.tally(load).map_or(0, Tally::tries) < 2).then(|| self.try_at(load))
+        let decided = self
+            .tally(load)
+            .is_some_and(|t| t.refuted || t.tries() >= 2);
+        (!decided).then(|| self.try_at(load))
     }
 
     /// Records the outcome of the step at `load` and says what to do next.
@@ -163,6 +175,7 @@ impl Search {
                     load,
                     passes: 0,
                     fails: 0,
+                    refuted: false,
                 });
                 self.tallies.len() - 1
             }
@@ -182,6 +195,36 @@ impl Search {
         }
         self.growing = false;
         self.bracket()
+    }
+
+    /// `load`'s confirmation failed: a longer window outranks its shorter
+    /// steps, so it fails from now on, and the search goes on below it.
+    /// With `held` — the rate the server completed while it fell behind,
+    /// its throughput at saturation — every load from there up fails too,
+    /// so the search goes straight below it rather than one interval at a
+    /// time through loads whose short steps pass.
+    pub fn refute(&mut self, load: f64, held: Option<f64>) -> Next {
+        self.mark_refuted(load);
+        if let Some(held) = held.map(|h| self.round(h)).filter(|&h| h > 0.0 && h < load) {
+            self.mark_refuted(held);
+            for t in self.tallies.iter_mut().filter(|t| t.load > held) {
+                t.refuted = true;
+            }
+        }
+        self.growing = false;
+        self.bracket()
+    }
+
+    fn mark_refuted(&mut self, load: f64) {
+        match self.tallies.iter_mut().find(|t| t.load == load) {
+            Some(t) => t.refuted = true,
+            None => self.tallies.push(Tally {
+                load,
+                passes: 0,
+                fails: 0,
+                refuted: true,
+            }),
+        }
     }
 
     fn grow_from(&self, load: f64) -> Next {
@@ -351,6 +394,76 @@ mod tests {
                 assert!((high - low) / low <= 0.05 + 1e-9, "{low} {high}: {tried:?}");
             }
         }
+    }
+
+    #[test]
+    fn a_refuted_answer_moves_the_search_below_it() {
+        // The short steps pass up to 42 (a queue too slow to show in them),
+        // the server holds only 40: the confirmation of each answer above
+        // 40 fails, and the search ends on a load at or below 40.
+        let (mut end, mut tried) = drive(bounds(10.0, 1000.0, false), |x| x <= 42.0);
+        let mut s = Search::new(bounds(10.0, 1000.0, false));
+        for &load in &tried {
+            s.record(load, load <= 42.0);
+        }
+        let mut refuted = Vec::new();
+        while let End::Found { low, .. } = end {
+            if low <= 40.0 {
+                break;
+            }
+            refuted.push(low);
+            let mut next = s.refute(low, None);
+            loop {
+                match next {
+                    Next::Try { load, .. } => {
+                        tried.push(load);
+                        // A refuted load still passes its short steps.
+                        next = s.record(load, load <= 42.0);
+                    }
+                    Next::Done(e) => {
+                        end = e;
+                        break;
+                    }
+                }
+            }
+        }
+        let End::Found { low, high } = end else {
+            panic!("{end:?}: {tried:?}")
+        };
+        assert!((38.0..=40.0).contains(&low), "{low} {high}: {tried:?}");
+        assert!(!refuted.is_empty());
+        assert!(tried.len() < 40, "{tried:?}");
+        assert_eq!(s.low(), Some(low));
+    }
+
+    #[test]
+    fn a_refutation_that_measured_the_throughput_goes_straight_below_it() {
+        let mut s = Search::new(bounds(10.0, 1000.0, false));
+        for (load, passed) in [(10.0, true), (20.0, true), (40.0, true), (80.0, false)] {
+            s.record(load, passed);
+        }
+        for (load, passed) in [(60.0, false), (50.0, true), (55.0, false), (52.5, true)] {
+            s.record(load, passed);
+        }
+        s.record(52.5, true);
+        s.record(55.0, false);
+        // The confirmation of 52.5 fell behind while completing 40.1 a
+        // second: 40 is re-tested, and nothing above 40.1 is tried again.
+        let next = s.refute(52.5, Some(40.1));
+        assert_eq!(
+            next,
+            Next::Try {
+                load: 40.0,
+                retest: true
+            }
+        );
+        assert_eq!(
+            s.record(40.0, true),
+            Next::Done(End::Found {
+                low: 40.0,
+                high: 40.1
+            })
+        );
     }
 
     #[test]

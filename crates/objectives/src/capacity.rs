@@ -64,6 +64,7 @@ pub struct Settings {
     pub warmup: Option<Duration>,
     pub pause: Option<Duration>,
     pub max_time: Option<Duration>,
+    pub confirm_duration: Option<Duration>,
 }
 
 pub const DEFAULT_STEP: Duration = Duration::from_secs(30);
@@ -72,6 +73,8 @@ pub const DEFAULT_PAUSE: Duration = Duration::from_secs(5);
 pub const DEFAULT_MAX_TIME: Duration = Duration::from_secs(30 * 60);
 pub const DEFAULT_PRECISION: f64 = 0.05;
 pub const DEFAULT_GROWTH: f64 = 2.0;
+/// The default confirmation: this many steps' length.
+pub const CONFIRM_STEPS: u32 = 3;
 /// The default achieved-throughput bound on the rate axis: a server that
 /// sheds load silently does not pass.
 pub const DEFAULT_ACHIEVED_PCT: f64 = 95.0;
@@ -89,6 +92,8 @@ pub struct Options {
     pub warmup: Duration,
     pub pause: Duration,
     pub max_time: Duration,
+    /// The answer's confirmation run; zero for none.
+    pub confirm_duration: Duration,
 }
 
 impl Settings {
@@ -105,6 +110,7 @@ impl Settings {
             warmup: over.warmup.or(self.warmup),
             pause: over.pause.or(self.pause),
             max_time: over.max_time.or(self.max_time),
+            confirm_duration: over.confirm_duration.or(self.confirm_duration),
         }
     }
 
@@ -149,6 +155,14 @@ impl Settings {
         if step_duration < Duration::from_secs(1) {
             return Err("--step-duration must be at least 1s".into());
         }
+        // Three steps' worth: a queue that grows too slowly to show in one
+        // step has three times as long to show.
+        let confirm_duration = self
+            .confirm_duration
+            .unwrap_or(step_duration * CONFIRM_STEPS);
+        if !confirm_duration.is_zero() && confirm_duration < Duration::from_secs(1) {
+            return Err("--confirm-duration must be at least 1s (or 0s for none)".into());
+        }
         Ok(Options {
             slo,
             axis,
@@ -160,6 +174,7 @@ impl Settings {
             warmup: self.warmup.unwrap_or(DEFAULT_WARMUP),
             pause: self.pause.unwrap_or(DEFAULT_PAUSE),
             max_time: self.max_time.unwrap_or(DEFAULT_MAX_TIME),
+            confirm_duration,
         })
     }
 }
@@ -175,6 +190,8 @@ pub struct SettingsRecord {
     pub warmup_s: f64,
     pub pause_s: f64,
     pub max_time_s: f64,
+    #[serde(default)]
+    pub confirm_duration_s: f64,
 }
 
 impl From<&Options> for SettingsRecord {
@@ -188,6 +205,7 @@ impl From<&Options> for SettingsRecord {
             warmup_s: o.warmup.as_secs_f64(),
             pause_s: o.pause.as_secs_f64(),
             max_time_s: o.max_time.as_secs_f64(),
+            confirm_duration_s: o.confirm_duration.as_secs_f64(),
         }
     }
 }

@@ -67,12 +67,15 @@ fn row(s: &Step) -> Vec<String> {
         }
         None => row.extend(std::iter::repeat_n(dash(), 6)),
     }
-    let failed: Vec<&str> = s
+    let mut failed: Vec<&str> = s
         .checks
         .iter()
         .filter(|c| !c.passed)
         .map(|c| c.bound.as_str())
         .collect();
+    if s.not_sustained() {
+        failed.push("not sustained");
+    }
     let mut result = if s.discarded {
         "void: generator-bound, tried again".to_string()
     } else if s.passed {
@@ -80,7 +83,9 @@ fn row(s: &Step) -> Vec<String> {
     } else {
         format!("FAIL {}", failed.join(" "))
     };
-    if s.retest {
+    if s.confirmation {
+        result.push_str(" (confirmation)");
+    } else if s.retest {
         result.push_str(" (re-test)");
     }
     row.push(result);

@@ -259,6 +259,11 @@ pub struct RawCapacity {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Option<lenient::DurationText>")]
     pub max_time: Option<String>,
+    /// The answer run again this long before it is given; "0s" for none
+    /// (default 3 × step_duration).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<lenient::DurationText>")]
+    pub confirm_duration: Option<String>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

@@ -797,6 +797,11 @@ pub struct CapacityArgs {
     /// Bound on the whole search [default: 30m].
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub max_time: Option<Duration>,
+
+    /// The answer run again this long before it is given; a failed
+    /// confirmation moves the answer down. 0s for none [default: 3 × --step-duration].
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub confirm_duration: Option<Duration>,
 }
 
 pub fn parse_slo(s: &str) -> Result<headroom_objectives::slo::Slo, String> {

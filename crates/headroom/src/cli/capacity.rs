@@ -140,6 +140,7 @@ fn search_settings(args: &CapacityArgs) -> Settings {
         warmup: args.warmup,
         pause: args.pause,
         max_time: args.max_time,
+        confirm_duration: args.confirm_duration,
     }
 }
 
@@ -291,11 +292,14 @@ pub fn capacity(args: CapacityArgs) -> anyhow::Result<i32> {
                 index,
                 load,
                 retest,
+                confirmation,
             } => {
-                print!(
-                    "  step {index}: {load} {unit}{} … ",
-                    if retest { " (re-test)" } else { "" }
-                );
+                let why = match (confirmation, retest) {
+                    (Some(d), _) => format!(" (confirmation, {})", humantime::format_duration(d)),
+                    (None, true) => " (re-test)".into(),
+                    (None, false) => String::new(),
+                };
+                print!("  step {index}: {load} {unit}{why} … ");
             }
             Event::Finished(step) => print_step(step),
         }

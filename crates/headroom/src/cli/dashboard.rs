@@ -122,8 +122,10 @@ pub fn capacity_event(feed: &Feed, event: &headroom_capacity::Event, unit: &str)
             index,
             load,
             retest,
+            confirmation,
         } => feed.event(serde_json::json!({
             "kind": "step_start", "index": index, "load": load, "unit": unit, "retest": retest,
+            "confirmation": confirmation.is_some(),
         })),
         Event::Finished(step) => {
             let r = step.results.as_ref();
@@ -136,6 +138,7 @@ pub fn capacity_event(feed: &Feed, event: &headroom_capacity::Event, unit: &str)
                 "achieved": step.achieved,
                 "passed": step.passed,
                 "retest": step.retest,
+                "confirmation": step.confirmation,
                 "discarded": step.discarded,
                 "p90_ms": latency.map(|l| l.p90),
                 "p99_ms": latency.map(|l| l.p99),

@@ -62,7 +62,8 @@ fn sleep_capacity(threads: u32, min: &str) -> (Value, String) {
     (run.results().clone(), run.stdout.clone())
 }
 
-/// A rate search on `threads` app threads finds `threads / s` req/s.
+/// A rate search on `threads` app threads finds `threads / s` req/s:
+/// the confirmed answer within −5 %…+2 % of it (issue 57's tolerance).
 fn rate_capacity_of(threads: u32, min: &str) {
     in_three_tries(&format!("{threads} threads"), || {
         let (cap, stdout) = sleep_capacity(threads, min);
@@ -70,11 +71,12 @@ fn rate_capacity_of(threads: u32, min: &str) {
         ensure!(cap["capacity"].is_number(), "no capacity\n{stdout}");
         let found = f(&cap["capacity"]);
         ensure!(
-            within(found, expected, 0.10),
-            "capacity {found} req/s, expected {expected} ±10 %\n{stdout}"
+            found >= 0.95 * expected && found <= 1.02 * expected,
+            "capacity {found} req/s, expected {expected} −5 %…+2 %\n{stdout}"
         );
         ensure!(cap["outcome"] == "found", "{}\n{stdout}", cap["outcome"]);
         assert_eq!(cap["axis"], "rate");
+        assert_eq!(f(&cap["confirmed"]), found, "{stdout}");
         let [low, high] = [f(&cap["interval"][0]), f(&cap["interval"][1])];
         assert_eq!(low, found);
         assert!((high - low) / low <= 0.05 + 1e-9, "{low}..{high}");
@@ -83,8 +85,16 @@ fn rate_capacity_of(threads: u32, min: &str) {
             .iter()
             .filter(|s| s.get("discarded").is_none())
             .collect();
+        // The answer was confirmed by a longer run, which the last step is.
+        let last = counted.last().unwrap();
+        assert_eq!(
+            (last["confirmation"] == true, f(&last["offered"])),
+            (true, found),
+            "{stdout}"
+        );
         // Loads at or under the capacity passed by a majority of their
-        // tries; loads above it failed so; both ends were tried again.
+        // tries; loads above it failed so, or failed their confirmation
+        // (at or above `high`); the answer was tried again.
         for s in &counted {
             // Every step carries its results in the shape of results.json.
             assert!(s["results"]["requests"]["total"].as_u64().unwrap() > 0);
@@ -96,8 +106,10 @@ fn rate_capacity_of(threads: u32, min: &str) {
                 .collect();
             let passes = tries.iter().filter(|&&p| p).count();
             let majority_passed = 2 * passes > tries.len();
-            assert_eq!(majority_passed, load <= low, "{load}: {tries:?}\n{stdout}");
-            if load == low || load == high {
+            if load <= low || load < high {
+                assert_eq!(majority_passed, load <= low, "{load}: {tries:?}\n{stdout}");
+            }
+            if load == low {
                 assert!(tries.len() >= 2, "{load} tried once\n{stdout}");
             }
         }
@@ -121,6 +133,78 @@ fn rate_capacity_of_2_threads_is_2_over_service_time() {
 fn rate_capacity_of_4_threads_is_4_over_service_time() {
     let _light = light();
     rate_capacity_of(4, "15");
+}
+
+/// Issue 57's case: 2 threads × 50 ms (40 req/s) under a generous
+/// objective with 2 s steps, which once answered 57.5 req/s (a queue that
+/// grows by 35 requests in a step is only 0.9 s of waiting). Loads the
+/// server cannot sustain fail as `not sustained`, the answer is confirmed
+/// over 6 s, and it lies within −5 %…+2 % of the truth.
+#[test]
+fn a_load_the_server_cannot_sustain_fails_however_good_its_p99() {
+    let _light = light();
+    in_three_tries("2 × 50 ms, p99<1s", || {
+        let target = Target::start(1, 2);
+        let url = target.url("/sleep?ms=50");
+        let mut args = vec!["--url", &url, "--slo", "p99<1s,errors<1%"];
+        args.extend(FAST);
+        let run = capacity(&args);
+        assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+        let (cap, stdout) = (run.results(), &run.stdout);
+        let found = f(&cap["capacity"]);
+        ensure!(
+            (38.0..=40.8).contains(&found),
+            "capacity {found} req/s, the server holds 40\n{stdout}"
+        );
+        assert_eq!(f(&cap["confirmed"]), found, "{stdout}");
+        assert_eq!(f(&cap["settings"]["confirm_duration_s"]), 6.0);
+        // Some load failed on its backlog alone, its p99 under the bound.
+        let steps = cap["steps"].as_array().unwrap();
+        let backlog_only = steps.iter().find(|s| {
+            s["backlog"]["sustained"] == false
+                && s["checks"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .all(|c| c["passed"] == true)
+        });
+        ensure!(
+            backlog_only.is_some(),
+            "no step failed on its backlog alone\n{stdout}"
+        );
+        assert!(stdout.contains("not sustained"), "{stdout}");
+        assert!(stdout.contains("(confirmation, 6s)"), "{stdout}");
+        Ok(())
+    });
+}
+
+/// The rule's false alarms: a server at 80 % of its capacity, its service
+/// times spread (20–180 ms on 4 threads, 40 req/s), judged over 20
+/// windows of 2 s of one run, as 20 steps would be: none is called
+/// `not sustained`.
+#[test]
+fn a_steady_server_at_80_percent_passes_every_window() {
+    let _light = light();
+    let target = Target::start(1, 4);
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = dir.path().join("spread.toml");
+    let url = target.url("/sleep?ms={{ random_int(20, 180) }}");
+    std::fs::write(
+        &scenario,
+        format!("[[request]]\nname = \"spread\"\nurl = \"{url}\"\n"),
+    )
+    .unwrap();
+    let r = crate::common::run(&[scenario.to_str().unwrap(), "--rate", "32", "-d", "40s"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let results: headroom_records::Results = serde_json::from_value(r.results().clone()).unwrap();
+    let judged: Vec<_> = (0..20)
+        .map(|k| headroom_records::capacity::backlog::judge_window(&results.timeline, 2 * k, 2.0))
+        .collect();
+    let verdicts: Vec<bool> = judged
+        .iter()
+        .map(|b| b.as_ref().unwrap().sustained)
+        .collect();
+    assert_eq!(verdicts, vec![true; 20], "{judged:?}");
 }
 
 #[test]
@@ -490,6 +574,10 @@ fn a_search_across_three_processes_finds_the_known_capacity() {
             &pid,
             "--processes",
             "3",
+            // The confirmation as long as a step: sharding is what is
+            // tested here.
+            "--confirm-duration",
+            "4s",
             // Steps long enough that a load past the capacity builds a
             // queue the objective sees (2 s let 43 req/s pass).
             "--step-duration",

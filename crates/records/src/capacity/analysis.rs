@@ -50,6 +50,25 @@ pub fn knee(steps: &[Step], metric: Metric) -> Option<f64> {
         .map(|(x, _)| x)
 }
 
+/// The noise of the answer: the relative spread (sample standard
+/// deviation over mean) of `metric` among the passed tries of `load` (its
+/// re-test and confirmation included). Two searches whose answers differ
+/// by less than this cannot be told apart. `None` with fewer than two.
+pub fn noise(steps: &[Step], load: f64, metric: Metric) -> Option<f64> {
+    let figures: Vec<f64> = steps
+        .iter()
+        .filter(|s| s.offered == load && s.passed && !s.discarded)
+        .filter_map(|s| s.results.as_ref().and_then(|r| figure(r, metric, None)))
+        .collect();
+    if figures.len() < 2 {
+        return None;
+    }
+    let n = figures.len() as f64;
+    let mean = figures.iter().sum::<f64>() / n;
+    let variance = figures.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0);
+    (mean > 0.0).then(|| variance.sqrt() / mean)
+}
+
 /// What gave out at a failing step, most specific first.
 pub struct Limit {
     /// generator, server_exited, queue_full, upstream_closed, memory,
@@ -148,5 +167,20 @@ mod tests {
         // Flat latency: no knee.
         let flat: Vec<Step> = [10.0, 20.0, 40.0].iter().map(|&x| step(x, 50.0)).collect();
         assert_eq!(knee(&flat, Metric::P90), None);
+    }
+
+    #[test]
+    fn noise_is_the_spread_of_the_answers_passed_tries() {
+        let mut steps: Vec<Step> = [(40.0, 90.0), (40.0, 110.0), (50.0, 900.0)]
+            .iter()
+            .map(|&(x, y)| step(x, y))
+            .collect();
+        for s in &mut steps[..2] {
+            s.passed = true;
+        }
+        // 90 and 110: sd 14.1 over mean 100.
+        let noise = noise(&steps, 40.0, Metric::P90).unwrap();
+        assert!((noise - 0.1414).abs() < 0.001, "{noise}");
+        assert_eq!(super::noise(&steps, 50.0, Metric::P90), None);
     }
 }

@@ -2,6 +2,7 @@
 //! the knee and limiting resource read from the steps ([`analysis`]).
 
 pub mod analysis;
+pub mod backlog;
 
 use crate::results::Results;
 use headroom_objectives::capacity::{Axis, SettingsRecord};
@@ -25,7 +26,15 @@ pub struct Step {
     /// as `generator_bound`.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub discarded: bool,
+    /// A longer run of the search's answer before it is given (3 × the
+    /// step by default): only a load that holds there is reported.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub confirmation: bool,
     pub checks: Vec<BoundCheck>,
+    /// Rate axis: whether the server kept up with the arrivals (see
+    /// [`backlog`]); a step that did not fails whatever its checks say.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backlog: Option<backlog::Backlog>,
     /// The step's run, in the shape of `results.json`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub results: Option<Results>,
@@ -34,11 +43,17 @@ pub struct Step {
 impl Step {
     /// Each bound the step failed, described with its figure.
     pub fn failed_checks(&self) -> Vec<String> {
-        self.checks
-            .iter()
-            .filter(|c| !c.passed)
+        let checks = self.checks.iter().filter(|c| !c.passed);
+        let backlog = self.backlog.iter().filter(|b| !b.sustained);
+        checks
             .map(BoundCheck::describe)
+            .chain(backlog.map(backlog::Backlog::describe))
             .collect()
+    }
+
+    /// Not sustained: the server fell behind its arrivals in this step.
+    pub fn not_sustained(&self) -> bool {
+        self.backlog.as_ref().is_some_and(|b| !b.sustained)
     }
 }
 
@@ -73,10 +88,23 @@ pub struct CapacityReport {
     /// The unit of `capacity`, `interval`, `knee` and steps' `offered`.
     pub unit: String,
     pub slo: String,
-    /// The highest load that met the objective; null when none did.
+    /// The highest load that met the objective (and held in its
+    /// confirmation, when one ran); null when none did.
     pub capacity: Option<f64>,
     /// [highest pass, lowest fail]; either end null when not found.
     pub interval: [Option<f64>; 2],
+    /// The load whose confirmation passed (= `capacity`); null when no
+    /// confirmation passed (interrupted, time limit, `--confirm-duration 0s`).
+    #[serde(default)]
+    pub confirmed: Option<f64>,
+    /// Loads whose confirmation failed, each moving the answer down.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub refuted: Vec<f64>,
+    /// The noise of the passed steps: the relative spread (standard
+    /// deviation over mean) of the knee's latency figure among the tries
+    /// of the highest passing load, when it was tried more than once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub noise: Option<f64>,
     pub outcome: Outcome,
     /// The answer in one sentence.
     pub verdict: String,

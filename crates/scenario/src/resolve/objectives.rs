@@ -73,6 +73,7 @@ impl Builder<'_> {
             warmup: duration("warmup", &c.warmup),
             pause: duration("pause", &c.pause),
             max_time: duration("max_time", &c.max_time),
+            confirm_duration: duration("confirm_duration", &c.confirm_duration),
         }
     }
 
