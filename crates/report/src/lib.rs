@@ -12,6 +12,7 @@
 
 pub mod capacity_table;
 pub mod compare;
+pub mod compare_capacity;
 pub mod csv;
 pub mod events;
 pub mod hdrlog;

@@ -14,6 +14,7 @@ use headroom_objectives::capacity::{Axis, Settings};
 use headroom_records::capacity::{CapacityReport, Outcome};
 use headroom_report::capacity_table;
 use std::io::Write;
+use std::time::Duration;
 
 /// `run`'s flags that a capacity search sets itself or has no use for:
 /// refused when given, and left out of `capacity --help` (by clap id).
@@ -166,6 +167,21 @@ fn print_heading(
     );
 }
 
+/// A step's line as it starts: its load and why it runs.
+fn print_start(
+    index: u32,
+    (load, unit): (f64, &str),
+    retest: bool,
+    confirmation: Option<Duration>,
+) {
+    let why = match (confirmation, retest) {
+        (Some(d), _) => format!(" (confirmation, {})", humantime::format_duration(d)),
+        (None, true) => " (re-test)".into(),
+        (None, false) => String::new(),
+    };
+    print!("  step {index}: {load} {unit}{why} … ");
+}
+
 /// A step's line, once it is measured: its rate, p90, errors, verdict.
 fn print_step(step: &headroom_records::capacity::Step) {
     let (p90, errors) = step.results.as_ref().map_or((0.0, 0.0), |r| {
@@ -293,14 +309,7 @@ pub fn capacity(args: CapacityArgs) -> anyhow::Result<i32> {
                 load,
                 retest,
                 confirmation,
-            } => {
-                let why = match (confirmation, retest) {
-                    (Some(d), _) => format!(" (confirmation, {})", humantime::format_duration(d)),
-                    (None, true) => " (re-test)".into(),
-                    (None, false) => String::new(),
-                };
-                print!("  step {index}: {load} {unit}{why} … ");
-            }
+            } => print_start(index, (load, unit), retest, confirmation),
             Event::Finished(step) => print_step(step),
         }
         let _ = std::io::stdout().flush();

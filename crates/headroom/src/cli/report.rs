@@ -182,7 +182,55 @@ pub fn report(args: ReportCmdArgs) -> anyhow::Result<i32> {
     Ok(EXIT_OK)
 }
 
+/// Whether the first file compared is a capacity search's `cap.json`
+/// (then every one must be).
+fn first_is_capacity(files: &[std::path::PathBuf]) -> bool {
+    let first = files.first().and_then(|p| std::fs::read_to_string(p).ok());
+    first
+        .and_then(|text| serde_json::from_str::<serde_json::Value>(&text).ok())
+        .is_some_and(|v| headroom_report::compare_capacity::is_capacity(&v))
+}
+
+/// `compare` of capacity searches: their answers side by side, each
+/// judged by whether its interval overlaps the first's.
+fn compare_capacities(args: &CompareArgs) -> anyhow::Result<i32> {
+    use headroom_report::compare_capacity::CapacityComparison;
+    let cmp = CapacityComparison::load(&args.files).map_err(anyhow::Error::msg)?;
+    if args.reports.html.is_some() {
+        anyhow::bail!(
+            "--html: compared capacity searches have no HTML report yet (each search's own: \
+             `headroom capacity … --html`)"
+        );
+    }
+    let table = cmp.table();
+    if args.reports.markdown {
+        print!("{}", table.markdown());
+    } else {
+        println!(
+            "Capacity compared with {} (noise: the intervals overlap):",
+            cmp.names[0]
+        );
+        table.write_text(&mut std::io::stdout().lock())?;
+    }
+    for note in cmp.notes() {
+        println!("note: {note}");
+    }
+    let regressions = cmp.regressions();
+    if args.fail_on_regression && !regressions.is_empty() {
+        eprintln!(
+            "regressed against {}: {}",
+            cmp.names[0],
+            regressions.join("; ")
+        );
+        return Ok(EXIT_THRESHOLDS);
+    }
+    Ok(EXIT_OK)
+}
+
 pub fn compare(args: CompareArgs) -> anyhow::Result<i32> {
+    if first_is_capacity(&args.files) {
+        return compare_capacities(&args);
+    }
     let cmp = Comparison::load(&args.files).map_err(anyhow::Error::msg)?;
     let table = cmp.table();
     if args.reports.markdown {

@@ -611,3 +611,74 @@ fn a_search_across_three_processes_finds_the_known_capacity() {
         Ok(())
     });
 }
+
+/// `headroom compare` of two searches: twice the threads is `better` (the
+/// intervals apart), the other way round a regression (exit 1 with
+/// `--fail-on-regression`), and a search is `noise` against itself.
+#[test]
+fn compare_tells_two_capacity_searches_apart_by_their_intervals() {
+    let _light = light();
+    let search = |threads: u32| {
+        let target = Target::start(1, threads);
+        let url = target.url("/sleep?ms=20");
+        let args = [
+            "--url",
+            &url,
+            "--slo",
+            "p90<200ms",
+            "--min",
+            "20",
+            "--precision",
+            "20%",
+            "--step-duration",
+            "2s",
+            "--warmup",
+            "500ms",
+            "--pause",
+            "200ms",
+            "--confirm-duration",
+            "2s",
+        ];
+        let run = capacity(&args);
+        assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+        run
+    };
+    // Both at once: two light searches on their own servers.
+    let (one, two) = std::thread::scope(|s| {
+        let one = s.spawn(|| search(1));
+        let two = s.spawn(|| search(2));
+        (one.join().unwrap(), two.join().unwrap())
+    });
+    let files = [one.results_path(), two.results_path()];
+    let compare = |files: [&std::path::Path; 2], extra: &[&str]| {
+        let out = Command::new(crate::common::headroom_bin())
+            .arg("compare")
+            .args(files)
+            .args(extra)
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+        (
+            out.status.code(),
+            stdout + &String::from_utf8_lossy(&out.stderr),
+        )
+    };
+    let (code, text) = compare(files, &[]);
+    assert_eq!(code, Some(0), "{text}");
+    assert!(text.contains("Capacity compared with"), "{text}");
+    assert!(
+        text.contains("better"),
+        "{}\n{}\n{text}",
+        one.stdout,
+        two.stdout
+    );
+    let (code, text) = compare([files[1], files[0]], &["--fail-on-regression"]);
+    assert_eq!(code, Some(1), "{text}");
+    assert!(
+        text.contains("WORSE") && text.contains("regressed"),
+        "{text}"
+    );
+    let (code, text) = compare([files[0], files[0]], &["--fail-on-regression"]);
+    assert_eq!(code, Some(0), "{text}");
+    assert!(text.contains("noise"), "{text}");
+}
