@@ -442,6 +442,8 @@ fn a_worker_bound_unicorn_capacity_is_limited_by_its_worker_pool() {
         .args(["--slo", "p90<200ms", "--min", "30", "--max", "60"])
         // Steps long enough for the 2 samples in a row a finding needs.
         .args(["--step-duration", "4s", "--warmup", "1s", "--pause", "0s"])
+        // What ran out is asked here, not the confirmation's verdict.
+        .args(["--confirm-duration", "4s"])
         .arg("--out")
         .arg(&cap)
         .output()
