@@ -105,10 +105,17 @@ fn step_from(index: u32, step: &Planned, (opts, plan): (&Options, &Plan), r: Res
     let requests_arrive = opts.axis == Axis::Rate && !plan.arrivals_are_users();
     let offered = requests_arrive.then_some(step.load);
     let checks = headroom_records::check::against(&opts.slo, &r, offered);
+    let window = step.duration.as_secs_f64();
     let backlog = requests_arrive
-        .then(|| backlog::judge(&r.timeline, step.duration.as_secs_f64()))
+        .then(|| backlog::judge(&r.timeline, window))
         .flatten();
-    let sustained = backlog.as_ref().is_none_or(|b| b.sustained);
+    let server_queue = (opts.axis == Axis::Rate)
+        .then_some(r.server.as_ref())
+        .flatten()
+        .and_then(|s| backlog::judge_server_queue(&s.samples, window));
+    let sustained = [&backlog, &server_queue]
+        .iter()
+        .all(|b| b.as_ref().is_none_or(|b| b.sustained));
     Step {
         index,
         offered: step.load,
@@ -119,6 +126,7 @@ fn step_from(index: u32, step: &Planned, (opts, plan): (&Options, &Plan), r: Res
         confirmation: step.confirmation,
         checks,
         backlog,
+        server_queue,
         results: Some(r),
     }
 }

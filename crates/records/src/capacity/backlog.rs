@@ -21,10 +21,18 @@
 //!   two judged seconds, or no arrival counts (a closed model, sessions
 //!   whose arrivals are not requests): not judged.
 //!
+//! Where the monitor sees the server, its own queue is a second witness
+//! ([`judge_server_queue`]): the connections waiting in its accept queues
+//! plus the requests its probes say are queued (Puma's backlog,
+//! Passenger's queue), sampled each second of the step, by the same rule
+//! (three samples at least: a 2 s step has too few). Either growing
+//! fails the step.
+//!
 //! Measured false alarms, 2026-11-28: a server at 80 % of its capacity
 //! (4 threads, service 20–180 ms uniform) passed every 2 s and 10 s
 //! window (see the guide's capacity chapter).
 
+use crate::server::sample::Sample;
 use headroom_metrics::aggregate::TimelinePoint;
 use serde::{Deserialize, Serialize};
 
@@ -46,8 +54,13 @@ pub struct Backlog {
 impl Backlog {
     /// The step's failure, said with its figures.
     pub fn describe(&self) -> String {
+        self.describe_as("the backlog")
+    }
+
+    /// The failure of `what` (the backlog, the server's queue).
+    pub fn describe_as(&self, what: &str) -> String {
         format!(
-            "not sustained: the backlog grew by {:.1} requests over {} s (allowed {:.1}): {:?}",
+            "not sustained: {what} grew by {:.1} requests over {} s (allowed {:.1}): {:?}",
             self.growth,
             self.backlog.len().saturating_sub(1),
             self.allowed,
@@ -101,6 +114,35 @@ pub fn judge_window(timeline: &[TimelinePoint], after_s: u32, window_s: f64) -> 
         allowed,
         sustained: growth <= allowed,
         backlog,
+    })
+}
+
+/// Judges the server's own queue over a step of `window_s` seconds: the
+/// accept queues' depth plus the probes' queued requests at each sample
+/// inside the window. `None` with fewer than three samples, or when the
+/// queue was empty throughout (nothing to judge).
+pub fn judge_server_queue(samples: &[Sample], window_s: f64) -> Option<Backlog> {
+    let inside = samples.iter().filter(|s| s.t_s > 0.0 && s.t_s <= window_s);
+    let points: Vec<(f64, i64)> = inside
+        .map(|s| {
+            let accept = s.server.as_ref().map_or(0, |t| t.accept_queue_depth());
+            let probed = s.probe_queued().unwrap_or(0.0).round() as u64;
+            (s.t_s, (accept + probed) as i64)
+        })
+        .collect();
+    if points.len() < 3 || points.iter().all(|&(_, q)| q == 0) {
+        return None;
+    }
+    let queue: Vec<i64> = points.iter().map(|&(_, q)| q).collect();
+    let (slope, scatter) = trend(&queue);
+    let growth = slope * (queue.len() - 1) as f64;
+    let allowed = 2.0 + 3.0 * scatter.unwrap_or(0.0);
+    Some(Backlog {
+        from_s: points[0].0.floor() as u32,
+        growth,
+        allowed,
+        sustained: growth <= allowed,
+        backlog: queue,
     })
 }
 
@@ -201,6 +243,33 @@ mod tests {
         // 40.8 req/s on the same server (102 %): the backlog walks up.
         let b = verdict_of(&[6, 12, 14, 13, 13, 19, 25, 30, 28, 28]);
         assert!(!b.sustained, "{b:?}");
+    }
+
+    #[test]
+    fn a_server_queue_that_grows_is_not_sustained() {
+        let sample = |t_s: f64, depth: u32| -> Sample {
+            serde_json::from_value(serde_json::json!({
+                "t_s": t_s, "unix_ms": 0,
+                "server": {"alive": true, "root_pid": 1, "processes": 1, "threads": 1,
+                    "cpu_pct": 0.0, "cpu_user_pct": 0.0, "cpu_system_pct": 0.0,
+                    "rss_bytes": 0, "fds": 0, "ctx_voluntary": 0, "ctx_involuntary": 0,
+                    "per_process": [],
+                    "accept_queues": [{"address": "127.0.0.1:1", "depth": depth, "limit": 1024}]}
+            }))
+            .unwrap()
+        };
+        let growing: Vec<Sample> = (1..=6).map(|t| sample(t as f64, 5 * t)).collect();
+        let b = judge_server_queue(&growing, 6.0).unwrap();
+        assert!(!b.sustained, "{b:?}");
+        assert!(b
+            .describe_as("the server's queue")
+            .starts_with("not sustained: the server's queue grew by 25.0"));
+        let level: Vec<Sample> = (1..=6).map(|t| sample(t as f64, 3 + t % 2)).collect();
+        assert!(judge_server_queue(&level, 6.0).unwrap().sustained);
+        // Empty throughout, or too few samples: not judged.
+        let empty: Vec<Sample> = (1..=6).map(|t| sample(t as f64, 0)).collect();
+        assert!(judge_server_queue(&empty, 6.0).is_none());
+        assert!(judge_server_queue(&growing[..2], 2.0).is_none());
     }
 
     #[test]

@@ -35,6 +35,10 @@ pub struct Step {
     /// [`backlog`]); a step that did not fails whatever its checks say.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backlog: Option<backlog::Backlog>,
+    /// Where the monitor saw it: the server's own queue (accept queues and
+    /// probes' queued requests), judged by the same rule.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_queue: Option<backlog::Backlog>,
     /// The step's run, in the shape of `results.json`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub results: Option<Results>,
@@ -45,15 +49,19 @@ impl Step {
     pub fn failed_checks(&self) -> Vec<String> {
         let checks = self.checks.iter().filter(|c| !c.passed);
         let backlog = self.backlog.iter().filter(|b| !b.sustained);
+        let queue = self.server_queue.iter().filter(|b| !b.sustained);
         checks
             .map(BoundCheck::describe)
             .chain(backlog.map(backlog::Backlog::describe))
+            .chain(queue.map(|q| q.describe_as("the server's queue")))
             .collect()
     }
 
-    /// Not sustained: the server fell behind its arrivals in this step.
+    /// Not sustained: the server fell behind its arrivals in this step
+    /// (its backlog or its own queue grew throughout).
     pub fn not_sustained(&self) -> bool {
-        self.backlog.as_ref().is_some_and(|b| !b.sustained)
+        let grew = |b: &Option<backlog::Backlog>| b.as_ref().is_some_and(|b| !b.sustained);
+        grew(&self.backlog) || grew(&self.server_queue)
     }
 }
 
