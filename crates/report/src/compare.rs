@@ -164,6 +164,13 @@ fn config_figures(c: &headroom_records::study::ConfigReport) -> Option<Vec<Figur
     Some(f)
 }
 
+/// A compared file read as JSON; the error names the file.
+pub fn read_json(p: &Path) -> Result<serde_json::Value, String> {
+    let text =
+        std::fs::read_to_string(p).map_err(|e| format!("cannot read {}: {e}", p.display()))?;
+    serde_json::from_str(&text).map_err(|e| format!("{}: not JSON: {e}", p.display()))
+}
+
 impl Comparison {
     /// Reads run results and study results; a study adds a column per
     /// configuration.
@@ -173,10 +180,7 @@ impl Comparison {
         let mut loads = Vec::new();
         for p in paths {
             let p = p.as_ref();
-            let text = std::fs::read_to_string(p)
-                .map_err(|e| format!("cannot read {}: {e}", p.display()))?;
-            let value: serde_json::Value = serde_json::from_str(&text)
-                .map_err(|e| format!("{}: not JSON: {e}", p.display()))?;
+            let value = read_json(p)?;
             let name = p
                 .file_stem()
                 .and_then(|s| s.to_str())

@@ -43,10 +43,7 @@ impl CapacityComparison {
         let mut reports = Vec::new();
         for p in paths {
             let p = p.as_ref();
-            let text = std::fs::read_to_string(p)
-                .map_err(|e| format!("cannot read {}: {e}", p.display()))?;
-            let value: serde_json::Value = serde_json::from_str(&text)
-                .map_err(|e| format!("{}: not JSON: {e}", p.display()))?;
+            let value = crate::compare::read_json(p)?;
             if !is_capacity(&value) {
                 return Err(format!(
                     "{}: not a cap.json — capacity searches compare only with capacity searches",

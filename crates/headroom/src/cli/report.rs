@@ -9,6 +9,7 @@ use headroom_records::results::Results;
 use headroom_records::study::StudyReport;
 use headroom_records::{from_json, results_from_json};
 use headroom_report::compare::Comparison;
+use headroom_report::table::Table;
 use headroom_report::{html, terminal};
 use std::path::Path;
 
@@ -185,10 +186,40 @@ pub fn report(args: ReportCmdArgs) -> anyhow::Result<i32> {
 /// Whether the first file compared is a capacity search's `cap.json`
 /// (then every one must be).
 fn first_is_capacity(files: &[std::path::PathBuf]) -> bool {
-    let first = files.first().and_then(|p| std::fs::read_to_string(p).ok());
-    first
-        .and_then(|text| serde_json::from_str::<serde_json::Value>(&text).ok())
-        .is_some_and(|v| headroom_report::compare_capacity::is_capacity(&v))
+    let first = files
+        .first()
+        .map(|p| headroom_report::compare::read_json(p));
+    first.is_some_and(|v| v.is_ok_and(|v| headroom_report::compare_capacity::is_capacity(&v)))
+}
+
+/// A comparison's table on the terminal (or as Markdown) under its
+/// `heading`, then what the reader must know.
+fn show_comparison(
+    args: &CompareArgs,
+    heading: &str,
+    table: &Table,
+    notes: Vec<String>,
+) -> anyhow::Result<()> {
+    if args.reports.markdown {
+        print!("{}", table.markdown());
+    } else {
+        println!("{heading}");
+        table.write_text(&mut std::io::stdout().lock())?;
+    }
+    for note in notes {
+        println!("note: {note}");
+    }
+    Ok(())
+}
+
+/// `--fail-on-regression`: the exit code, naming every regression against
+/// `baseline`.
+fn regression_gate(args: &CompareArgs, baseline: &str, regressions: Vec<String>) -> i32 {
+    if args.fail_on_regression && !regressions.is_empty() {
+        eprintln!("regressed against {baseline}: {}", regressions.join("; "));
+        return EXIT_THRESHOLDS;
+    }
+    EXIT_OK
 }
 
 /// `compare` of capacity searches: their answers side by side, each
@@ -202,29 +233,12 @@ fn compare_capacities(args: &CompareArgs) -> anyhow::Result<i32> {
              `headroom capacity … --html`)"
         );
     }
-    let table = cmp.table();
-    if args.reports.markdown {
-        print!("{}", table.markdown());
-    } else {
-        println!(
-            "Capacity compared with {} (noise: the intervals overlap):",
-            cmp.names[0]
-        );
-        table.write_text(&mut std::io::stdout().lock())?;
-    }
-    for note in cmp.notes() {
-        println!("note: {note}");
-    }
-    let regressions = cmp.regressions();
-    if args.fail_on_regression && !regressions.is_empty() {
-        eprintln!(
-            "regressed against {}: {}",
-            cmp.names[0],
-            regressions.join("; ")
-        );
-        return Ok(EXIT_THRESHOLDS);
-    }
-    Ok(EXIT_OK)
+    let heading = format!(
+        "Capacity compared with {} (noise: the intervals overlap):",
+        cmp.names[0]
+    );
+    show_comparison(args, &heading, &cmp.table(), cmp.notes())?;
+    Ok(regression_gate(args, &cmp.names[0], cmp.regressions()))
 }
 
 pub fn compare(args: CompareArgs) -> anyhow::Result<i32> {
@@ -232,35 +246,13 @@ pub fn compare(args: CompareArgs) -> anyhow::Result<i32> {
         return compare_capacities(&args);
     }
     let cmp = Comparison::load(&args.files).map_err(anyhow::Error::msg)?;
-    let table = cmp.table();
-    if args.reports.markdown {
-        print!("{}", table.markdown());
-    } else {
-        let mut out = std::io::stdout().lock();
-        use std::io::Write;
-        writeln!(
-            out,
-            "Compared with {} (noise: spreads overlap, or a change under 3 %):",
-            cmp.names[0]
-        )?;
-        table.write_text(&mut out)?;
-    }
-    for note in cmp.notes() {
-        println!("note: {note}");
-    }
+    let heading = format!(
+        "Compared with {} (noise: spreads overlap, or a change under 3 %):",
+        cmp.names[0]
+    );
+    show_comparison(&args, &heading, &cmp.table(), cmp.notes())?;
     if let Some(p) = &args.reports.html {
         write_file(p, "HTML report", html::compare_report(&cmp).as_bytes())?;
     }
-    if args.fail_on_regression {
-        let regressions = cmp.regressions();
-        if !regressions.is_empty() {
-            eprintln!(
-                "regressed against {}: {}",
-                cmp.names[0],
-                regressions.join("; ")
-            );
-            return Ok(EXIT_THRESHOLDS);
-        }
-    }
-    Ok(EXIT_OK)
+    Ok(regression_gate(&args, &cmp.names[0], cmp.regressions()))
 }

@@ -186,14 +186,10 @@ fn a_load_the_server_cannot_sustain_fails_however_good_its_p99() {
 fn a_steady_server_at_80_percent_passes_every_window() {
     let _light = light();
     let target = Target::start(1, 4);
-    let dir = tempfile::tempdir().unwrap();
-    let scenario = dir.path().join("spread.toml");
     let url = target.url("/sleep?ms={{ random_int(20, 180) }}");
-    std::fs::write(
-        &scenario,
-        format!("[[request]]\nname = \"spread\"\nurl = \"{url}\"\n"),
-    )
-    .unwrap();
+    let text = format!("[[request]]\nname = \"spread\"\nurl = \"{url}\"\n");
+    let dir = crate::common::scenario_dir(&[("spread.toml", &text)]);
+    let scenario = dir.path().join("spread.toml");
     let r = crate::common::run(&[scenario.to_str().unwrap(), "--rate", "32", "-d", "40s"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     let results: headroom_records::Results = serde_json::from_value(r.results().clone()).unwrap();

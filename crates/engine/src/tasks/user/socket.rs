@@ -137,13 +137,8 @@ impl User {
         index: usize,
         last_id: Option<String>,
     ) -> Result<Instant, Control> {
-        if self.socket.is_some() {
-            self.close_socket(shared, 1000).await;
-        }
+        let now = self.before_open(shared).await?;
         let spec = &shared.plan.requests[index];
-        let Some(now) = self.may_send(shared) else {
-            return Err(Control::Stop);
-        };
         let mut in_flight = InFlight::begin(shared, index, now);
         let failed = |in_flight: InFlight, class: ErrorClass| {
             let outcome = Outcome {
@@ -231,6 +226,15 @@ impl User {
         Ok(done)
     }
 
+    /// Before a socket or stream opens: the one the session holds is
+    /// closed (a session holds one at a time), and the send is allowed now.
+    async fn before_open(&mut self, shared: &Shared) -> Result<Instant, Control> {
+        if self.socket.is_some() {
+            self.close_socket(shared, 1000).await;
+        }
+        self.may_send(shared).ok_or(Control::Stop)
+    }
+
     /// Opens the gRPC stream of request `index` (closing a socket the user
     /// holds) on one of the worker's HTTP/2 connections: its head sent, no
     /// message yet. Its entry is recorded when it ends (see
@@ -241,13 +245,8 @@ impl User {
         shared: &Shared,
         index: usize,
     ) -> Result<Instant, Control> {
-        if self.socket.is_some() {
-            self.close_socket(shared, 1000).await;
-        }
+        let now = self.before_open(shared).await?;
         let spec = &shared.plan.requests[index];
-        let Some(now) = self.may_send(shared) else {
-            return Err(Control::Stop);
-        };
         let failed = |class: ErrorClass| {
             let in_flight = InFlight::begin(shared, index, now);
             let outcome = Outcome {
