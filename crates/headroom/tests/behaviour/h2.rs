@@ -502,9 +502,16 @@ impl Server {
     /// of `show stat` on the stats socket `stats.sock`).
     fn haproxy_log(&self) -> Log {
         use std::io::{Read, Write};
+        // haproxy may open its TCP listeners (what `start` waits for)
+        // before its stats socket: wait for that too, bounded (10 s, for
+        // a machine under CI's load), and fail if it never comes.
+        let path = self.dir.path().join("stats.sock");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !path.exists() && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
         let mut socket =
-            std::os::unix::net::UnixStream::connect(self.dir.path().join("stats.sock"))
-                .expect("haproxy's stats socket");
+            std::os::unix::net::UnixStream::connect(&path).expect("haproxy's stats socket");
         socket.write_all(b"show stat\n").unwrap();
         let mut stat = String::new();
         socket.read_to_string(&mut stat).unwrap();
