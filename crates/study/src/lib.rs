@@ -56,13 +56,14 @@ pub struct StudyOptions {
 pub trait Sharded: Send + Sync {
     /// The scenario `scenario` (TOML, as the study built it for the
     /// configuration; relative paths from `dir`) for `duration`, or at a
-    /// capacity search's `step`; the server watched with `watch`. `None`
-    /// when it could not be measured (said on stderr).
+    /// capacity search's `step`, after `warmup` at the same load
+    /// (unmeasured); the server watched with `watch`. `None` when it could
+    /// not be measured (said on stderr).
     fn run(
         &self,
         scenario: &str,
         dir: &Path,
-        load: ShardedLoad,
+        load: (ShardedLoad, std::time::Duration),
         watch: &MonitorConfig,
         stop: &StopSignal,
     ) -> Option<Results>;
@@ -79,6 +80,20 @@ pub enum ShardedLoad {
         load: f64,
         duration: std::time::Duration,
     },
+}
+
+impl ShardedLoad {
+    /// The same load for `duration` (a warm-up's).
+    pub fn lasting(self, duration: std::time::Duration) -> ShardedLoad {
+        match self {
+            ShardedLoad::Scenario(_) => ShardedLoad::Scenario(Some(duration)),
+            ShardedLoad::Step { axis, load, .. } => ShardedLoad::Step {
+                axis,
+                load,
+                duration,
+            },
+        }
+    }
 }
 
 /// A capacity search's steps as sharded runs of the configuration's
@@ -98,11 +113,8 @@ impl headroom_capacity::Stepper for ShardedSteps<'_> {
             load: s.load,
             duration,
         };
-        let (sharded, scenario, dir) = (self.sharded, self.scenario, self.dir);
-        if !s.warmup.is_zero() {
-            sharded.run(scenario, dir, at(s.warmup), self.watch, self.stop)?;
-        }
-        sharded.run(scenario, dir, at(s.duration), self.watch, self.stop)
+        let load = (at(s.duration), s.warmup);
+        (self.sharded).run(self.scenario, self.dir, load, self.watch, self.stop)
     }
 }
 
@@ -598,28 +610,23 @@ fn load(
     recording: &Recording,
     tell: &mut dyn FnMut(&'static str, Option<Event>),
 ) -> Option<Results> {
+    if let Some((sharded, scenario)) = sharded {
+        // The warm-up is the sharded run's own (in the same pods, for
+        // `--k8s`).
+        tell("loading", None);
+        let load = (ShardedLoad::Scenario(study.duration), study.warmup);
+        return sharded.run(scenario, &study.scenario_dir, load, &watch, stop);
+    }
     if !study.warmup.is_zero() {
         tell("warming", None);
-        match sharded {
-            Some((sharded, scenario)) => {
-                let warm = ShardedLoad::Scenario(Some(study.warmup));
-                let _ = sharded.run(scenario, &study.scenario_dir, warm, &watch, stop);
-            }
-            None => {
-                let mut warm = plan.lasting(study.warmup);
-                warm.events.clear();
-                let _ = headroom_engine::run(&warm, stop, |_| {});
-            }
-        }
+        let mut warm = plan.lasting(study.warmup);
+        warm.events.clear();
+        let _ = headroom_engine::run(&warm, stop, |_| {});
     }
     if stop.is_stopping() {
         return None;
     }
     tell("loading", None);
-    if let Some((sharded, scenario)) = sharded {
-        let load = ShardedLoad::Scenario(study.duration);
-        return sharded.run(scenario, &study.scenario_dir, load, &watch, stop);
-    }
     let measured_plan = match study.duration {
         Some(d) => plan.lasting(d),
         None => plan.clone(),

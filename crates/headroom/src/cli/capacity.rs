@@ -105,6 +105,55 @@ fn shard_words(processes: u32, share_threads: bool) -> Vec<String> {
     kept
 }
 
+/// Every step on pods of a cluster (`--k8s`): the scenario file and this
+/// command line's run flags in each step's Job.
+fn cluster_steps<'a>(
+    args: &CapacityArgs,
+    watch: &'a headroom_monitor::MonitorConfig,
+    stop: &'a StopSignal,
+    command: &[String],
+) -> anyhow::Result<Option<super::k8s_steps::ClusterSteps<'a>>> {
+    if !args.cluster.k8s {
+        return Ok(None);
+    }
+    let Some(scenario) = args
+        .run
+        .scenario
+        .clone()
+        .filter(|s| !s.to_string_lossy().contains("://"))
+    else {
+        bail!(
+            "--k8s needs a scenario file: the pods read it (and the files it reads) from a \
+             ConfigMap; write the URL into one as base_url"
+        );
+    };
+    // The run flags as given, without the scenario (the Job names its
+    // copy in the ConfigMap) and without --threads shared out (each pod
+    // has its own CPUs).
+    let given = scenario.to_string_lossy();
+    let run_flags = shard_words(1, false)
+        .into_iter()
+        .filter(|w| *w != given)
+        .collect();
+    let name = super::k8s_job::default_name(&scenario);
+    let Some(runs) =
+        super::k8s_steps::ClusterRuns::new(&args.cluster, &name, run_flags, command.to_vec())?
+    else {
+        return Ok(None);
+    };
+    eprintln!(
+        "headroom: every step on {} pods of a Job ({name}-1, {name}-2, …) in namespace {}",
+        args.cluster.shards.unwrap_or(1),
+        args.cluster.namespace
+    );
+    Ok(Some(super::k8s_steps::ClusterSteps {
+        runs,
+        scenario,
+        watch,
+        stop,
+    }))
+}
+
 /// The capacity report (`--out`), rewritten after every step.
 fn save_report(path: Option<&std::path::Path>, report: &CapacityReport) -> anyhow::Result<()> {
     if let Some(path) = path {
@@ -285,14 +334,16 @@ pub fn capacity(args: CapacityArgs) -> anyhow::Result<i32> {
                 watch: &watch.config,
                 command: record.command.clone(),
             });
+    let mut on_cluster = cluster_steps(&args, &watch.config, &stop, &record.command)?;
     let mut in_process = headroom_capacity::InProcess {
         watch: &watch.config,
         stop: &stop,
         recording: &record,
     };
-    let stepper: &mut dyn headroom_capacity::Stepper = match &mut sharded {
-        Some(s) => s,
-        None => &mut in_process,
+    let stepper: &mut dyn headroom_capacity::Stepper = match (&mut sharded, &mut on_cluster) {
+        (Some(s), _) => s,
+        (None, Some(c)) => c,
+        (None, None) => &mut in_process,
     };
     let report = headroom_capacity::run_with(plan, &opts, &stop, stepper, |e| {
         if let Some(feed) = &feed {

@@ -18,8 +18,8 @@ fn files_read_by(raw: &headroom_scenario::raw::RawScenario) -> Vec<String> {
     files
 }
 
-/// A DNS-label name from the scenario's file name.
-fn default_name(scenario: &Path) -> String {
+/// A DNS-label name from a file's name (the scenario's, the study's).
+pub fn default_name(scenario: &Path) -> String {
     let stem = scenario
         .file_stem()
         .map_or("run".into(), |s| s.to_string_lossy().to_ascii_lowercase());
@@ -87,11 +87,11 @@ pub fn job_plan(args: &K8sPodArgs, start_at: SystemTime) -> anyhow::Result<JobPl
         files,
         start_at: humantime::format_rfc3339_millis(start_at).to_string(),
         run_flags: args.run_flags.clone(),
-        cpu: args.cpu.clone(),
-        memory: args.memory.clone(),
-        host_network: args.host_network,
-        node_selector: args.node_selector.iter().cloned().collect(),
-        tolerations: args.toleration.clone(),
+        cpu: args.placement.cpu.clone(),
+        memory: args.placement.memory.clone(),
+        host_network: args.placement.host_network,
+        node_selector: args.placement.node_selector.iter().cloned().collect(),
+        tolerations: args.placement.toleration.clone(),
     })
 }
 

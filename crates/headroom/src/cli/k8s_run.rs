@@ -14,7 +14,7 @@
 //!    on the merge (the exit code), Job and ConfigMap deleted (--keep)
 //! ```
 
-use super::args::K8sRunArgs;
+use super::args::{K8sRunArgs, PodPlacement};
 use super::exit::install_interrupt;
 use super::fleet::view::FleetView;
 use super::fleet::{self, finish_fleet, fleet_scenario, Coordinator, FleetEnd};
@@ -126,81 +126,35 @@ pub fn run(args: K8sRunArgs) -> anyhow::Result<i32> {
     let k = args.kubectl.as_str();
     let ns = pods_args.namespace.as_str();
 
-    check_room(&args, shards)?;
+    check_room(k, &pods_args.placement, shards, args.start_at.is_some())?;
     let start = args.start_at.unwrap_or_else(|| SystemTime::now() + LEAD);
     let job = job_plan(pods_args, start)?;
-    let _applied = apply_job(&job, (k, ns), args.keep)?;
-    let quiet = args.fleet.quiet;
-    if !quiet {
-        eprintln!(
-            "headroom: job/{} applied in namespace {ns}: {shards} pods, starting at {}",
-            job.name, job.start_at
-        );
-    }
-
     let mut coordinator = Coordinator::start(
         &scenario,
         (shards as usize, headroom_measure::fleet::GRACE_LOGS),
         outputs.progress,
-        quiet,
+        args.fleet.quiet,
         &args.fleet.metrics,
         &args.fleet.dashboard,
         &stop,
         &format!("job/{} — {shards} pods", job.name),
     )?;
-    let view = &mut coordinator.view;
-    let start_instant = super::run::instant_of(start);
-    let mut pods: Vec<Pod> = (0..shards).map(|_| Pod::default()).collect();
-    let (lines_to, lines) = mpsc::channel::<(usize, Option<String>)>();
-    let mut suspended = false;
-    let mut last_poll: Option<Instant> = None;
-    let mut last_progress = String::new();
-    let mut job_pods = JobPods {
+    let followed = JobRun {
         kubectl: k,
         namespace: ns,
-        job: &job.name,
-        lines_to,
-        list_failed: false,
-        refused_since: None,
-        applied_at: Instant::now(),
-    };
-    loop {
-        let now = Instant::now();
-        if stop.was_interrupted() && !suspended {
-            suspended = true;
-            suspend(k, ns, &job.name, "interrupted: stopping every pod");
-        }
-        take_lines(&lines, &mut pods, view);
-        if last_poll.is_none_or(|t| now.duration_since(t) >= POLL) {
-            last_poll = Some(now);
-            // Pods that have not started by the start plus --start-timeout
-            // are given up (a suspended Job's unstarted pods at once).
-            let give_up = suspended || now > start_instant + args.start_timeout;
-            job_pods.poll(&mut pods, now, give_up, view)?;
-            let line = progress(&pods, now >= start_instant);
-            if line != last_progress && !quiet {
-                eprintln!("headroom: pods {line}");
-                last_progress = line;
-            }
-        }
-        logs_ended(&mut pods, view);
-        if let Some(breach) = view.tick(None) {
-            if !suspended {
-                suspended = true;
-                let why = FleetView::breach_line(&breach);
-                suspend(k, ns, &job.name, &format!("{why}: stopping every pod"));
-            }
-        }
-        if pods.iter().all(|p| p.ended) {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(50));
+        start,
+        start_timeout: args.start_timeout,
+        keep: args.keep,
+        quiet: args.fleet.quiet,
     }
-    view.finish(None);
-
-    let files = shard_files(&pods, args.shards_dir.as_deref(), shards)?;
+    .follow(
+        &job,
+        &mut coordinator.view,
+        &stop,
+        args.shards_dir.as_deref(),
+    )?;
     finish_fleet(
-        files,
+        followed.files,
         FleetEnd {
             stop: &stop,
             coordinator,
@@ -209,6 +163,109 @@ pub fn run(args: K8sRunArgs) -> anyhow::Result<i32> {
         },
         outputs,
     )
+}
+
+/// One Job on the cluster, from `kubectl apply` to its pods' results:
+/// what `k8s run` does once and `capacity --k8s` and `study --k8s` do for
+/// each step or run.
+pub struct JobRun<'a> {
+    pub kubectl: &'a str,
+    pub namespace: &'a str,
+    /// When every pod starts (the Job's `--start-at`).
+    pub start: SystemTime,
+    /// Pods not running by the start plus this are given up.
+    pub start_timeout: Duration,
+    /// Leave the Job and its ConfigMap in the cluster.
+    pub keep: bool,
+    pub quiet: bool,
+}
+
+/// What a followed Job left.
+pub struct Followed {
+    /// Each pod's results, read from its log.
+    pub files: Vec<ShardFile>,
+    /// From `kubectl apply` to the last of the pods running; `None` when
+    /// one never ran.
+    pub running_after: Option<Duration>,
+}
+
+impl JobRun<'_> {
+    /// Applies `job`, follows its pods (their reports to `view`) until
+    /// each has ended, stopping them all on Ctrl-C or the view's abort;
+    /// the Job and its ConfigMap deleted on the way out (unless `keep`).
+    pub fn follow(
+        &self,
+        job: &headroom_k8s::JobPlan,
+        view: &mut FleetView,
+        stop: &StopSignal,
+        shards_dir: Option<&std::path::Path>,
+    ) -> anyhow::Result<Followed> {
+        let (k, ns) = (self.kubectl, self.namespace);
+        let _applied = apply_job(job, (k, ns), self.keep)?;
+        if !self.quiet {
+            eprintln!(
+                "headroom: job/{} applied in namespace {ns}: {} pods, starting at {}",
+                job.name, job.shards, job.start_at
+            );
+        }
+        let start_instant = super::run::instant_of(self.start);
+        let mut pods: Vec<Pod> = (0..job.shards).map(|_| Pod::default()).collect();
+        let (lines_to, lines) = mpsc::channel::<(usize, Option<String>)>();
+        let mut suspended = false;
+        let mut last_poll: Option<Instant> = None;
+        let mut last_progress = String::new();
+        let mut running_after = None;
+        let mut job_pods = JobPods {
+            kubectl: k,
+            namespace: ns,
+            job: &job.name,
+            lines_to,
+            list_failed: false,
+            refused_since: None,
+            applied_at: Instant::now(),
+        };
+        loop {
+            let now = Instant::now();
+            if stop.was_interrupted() && !suspended {
+                suspended = true;
+                suspend(k, ns, &job.name, "interrupted: stopping every pod");
+            }
+            take_lines(&lines, &mut pods, view);
+            if last_poll.is_none_or(|t| now.duration_since(t) >= POLL) {
+                last_poll = Some(now);
+                // Pods that have not started by the start plus
+                // --start-timeout are given up (a suspended Job's
+                // unstarted pods at once).
+                let give_up = suspended || now > start_instant + self.start_timeout;
+                job_pods.poll(&mut pods, now, give_up, view)?;
+                if running_after.is_none() && pods.iter().all(|p| p.followed) {
+                    running_after = Some(now.duration_since(job_pods.applied_at));
+                }
+                let line = progress(&pods, now >= start_instant);
+                if line != last_progress && !self.quiet {
+                    eprintln!("headroom: pods {line}");
+                    last_progress = line;
+                }
+            }
+            logs_ended(&mut pods, view);
+            if let Some(breach) = view.tick(None) {
+                if !suspended {
+                    suspended = true;
+                    let why = FleetView::breach_line(&breach);
+                    suspend(k, ns, &job.name, &format!("{why}: stopping every pod"));
+                }
+            }
+            if pods.iter().all(|p| p.ended) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        view.finish(None);
+        Ok(Followed {
+            files: shard_files(&pods, shards_dir, job.shards)?,
+            running_after,
+        })
+    }
 }
 
 /// The Job and its ConfigMap applied (after the Pod Security check):
@@ -405,11 +462,15 @@ fn shard_files(
     Ok(files)
 }
 
-/// Warns when the nodes cannot take every pod; refuses when a start time
-/// was given (pods left Pending would miss it).
-fn check_room(args: &K8sRunArgs, shards: u32) -> anyhow::Result<()> {
-    let k = args.kubectl.as_str();
-    let each = room::cpu_millis(&args.pods.cpu).map_err(|e| anyhow::anyhow!("--cpu: {e}"))?;
+/// Warns when the nodes cannot take every pod; refuses when the start
+/// time is fixed (pods left Pending would miss it).
+pub fn check_room(
+    k: &str,
+    placement: &PodPlacement,
+    shards: u32,
+    start_fixed: bool,
+) -> anyhow::Result<()> {
+    let each = room::cpu_millis(&placement.cpu).map_err(|e| anyhow::anyhow!("--cpu: {e}"))?;
     let nodes = kubectl(k, &["get", "nodes", "-o", "json"]);
     let running = kubectl(
         k,
@@ -430,7 +491,7 @@ fn check_room(args: &K8sRunArgs, shards: u32) -> anyhow::Result<()> {
         }
     };
     let parse = |t: &str| serde_json::from_str::<Value>(t).context("kubectl's JSON");
-    let selector = args.pods.node_selector.iter().cloned().collect();
+    let selector = placement.node_selector.iter().cloned().collect();
     let (fit, free) = room::pods_that_fit(&parse(&nodes)?, &parse(&running)?, each, &selector)
         .map_err(|e| anyhow::anyhow!("the nodes' room: {e}"))?;
     if fit >= u64::from(shards) {
@@ -443,14 +504,14 @@ fn check_room(args: &K8sRunArgs, shards: u32) -> anyhow::Result<()> {
     let message = format!(
         "{shards} pods × --cpu {} do not fit: the nodes have room for {fit} (free CPUs: {}); \
          the others would stay Pending past the start",
-        args.pods.cpu,
+        placement.cpu,
         if free.is_empty() {
             "no schedulable node".to_string()
         } else {
             free.join(", ")
         }
     );
-    if args.start_at.is_some() {
+    if start_fixed {
         bail!("{message} — lower --cpu or --shards, or add nodes");
     }
     eprintln!("headroom: warning: {message}");

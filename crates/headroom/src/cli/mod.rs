@@ -16,6 +16,7 @@ mod import;
 mod k8s;
 mod k8s_job;
 mod k8s_run;
+mod k8s_steps;
 mod live;
 mod merge;
 mod metrics;
@@ -56,7 +57,7 @@ enum Command {
     /// The built-in sample server (workers × threads, like Puma -w/-t).
     Target(TargetArgs),
     /// Start each server configuration, load it, stop it, compare.
-    Study(StudyArgs),
+    Study(Box<StudyArgs>),
     /// A small study of the built-in target (workers × threads): the first
     /// thing to run.
     Demo(DemoArgs),
@@ -125,7 +126,7 @@ pub fn main() -> i32 {
         },
         Command::Capacity(args) => capacity::capacity(*args),
         Command::Target(args) => target(args),
-        Command::Study(args) => study::study(args),
+        Command::Study(args) => study::study(*args),
         Command::Demo(args) => demo::demo(args),
         Command::Report(args) => report::report(args),
         Command::Compare(args) => report::compare(args),

@@ -37,6 +37,7 @@ const PARENT_ONLY: &[(&str, Option<char>, bool)] = &[
     ("--report-to", None, true),
     ("--capacity-step", None, true),
     ("--lasting", None, true),
+    ("--warmup-first", None, true),
     // The parent judges aborting thresholds on the fleet's seconds.
     ("--abort-on", None, true),
     ("--abort-delay", None, true),
@@ -286,43 +287,64 @@ impl headroom_study::Sharded for StudyShards {
         &self,
         scenario: &str,
         dir: &std::path::Path,
-        load: headroom_study::ShardedLoad,
+        (load, warmup): (headroom_study::ShardedLoad, Duration),
         watch: &headroom_monitor::MonitorConfig,
         stop: &StopSignal,
     ) -> Option<headroom_records::Results> {
         let measured = (|| {
-            let mut file = tempfile::Builder::new()
-                .prefix(".headroom-shards-")
-                .suffix(".toml")
-                .tempfile_in(dir)
-                .with_context(|| format!("cannot write the run's scenario in {}", dir.display()))?;
-            std::io::Write::write_all(&mut file, scenario.as_bytes())?;
-            let mut words = vec![file.path().display().to_string()];
-            match load {
-                headroom_study::ShardedLoad::Scenario(Some(d)) => {
-                    words.extend(["--lasting".into(), format!("{}ms", d.as_millis())]);
-                }
-                headroom_study::ShardedLoad::Scenario(None) => {}
-                headroom_study::ShardedLoad::Step {
-                    axis,
-                    load,
-                    duration,
-                } => words.extend([
-                    "--capacity-step".into(),
-                    super::args::CapacityStep {
-                        axis,
-                        load,
-                        duration,
-                    }
-                    .to_arg(),
-                ]),
+            let file = scenario_beside(scenario, dir)?;
+            let sharded = |load| {
+                let mut words = vec![file.path().display().to_string()];
+                words.extend(load_flags(load));
+                words.extend(threads_each(self.processes));
+                sharded_run(&words, self.processes, watch, stop, &self.command)
+            };
+            if !warmup.is_zero() {
+                sharded(load.lasting(warmup))?;
             }
-            words.extend(threads_each(self.processes));
-            sharded_run(&words, self.processes, watch, stop, &self.command)
+            sharded(load)
         })();
         measured
             .map_err(|e| eprintln!("headroom: error: a sharded run: {e:#}"))
             .ok()
+    }
+}
+
+/// A study configuration's scenario written beside the study (its
+/// relative paths hold), removed when dropped.
+pub fn scenario_beside(
+    scenario: &str,
+    dir: &std::path::Path,
+) -> anyhow::Result<tempfile::NamedTempFile> {
+    let mut file = tempfile::Builder::new()
+        .prefix(".headroom-shards-")
+        .suffix(".toml")
+        .tempfile_in(dir)
+        .with_context(|| format!("cannot write the run's scenario in {}", dir.display()))?;
+    std::io::Write::write_all(&mut file, scenario.as_bytes())?;
+    Ok(file)
+}
+
+/// The hidden `headroom run` flags that set a sharded run's load.
+pub fn load_flags(load: headroom_study::ShardedLoad) -> Vec<String> {
+    match load {
+        headroom_study::ShardedLoad::Scenario(Some(d)) => {
+            vec!["--lasting".into(), format!("{}ms", d.as_millis())]
+        }
+        headroom_study::ShardedLoad::Scenario(None) => Vec::new(),
+        headroom_study::ShardedLoad::Step {
+            axis,
+            load,
+            duration,
+        } => vec![
+            "--capacity-step".into(),
+            super::args::CapacityStep {
+                axis,
+                load,
+                duration,
+            }
+            .to_arg(),
+        ],
     }
 }
 

@@ -503,6 +503,15 @@ pub fn instant_of(at: SystemTime) -> std::time::Instant {
 pub fn run(args: RunCmdArgs) -> anyhow::Result<i32> {
     let RunCmdArgs { run: args, scale } = args;
     let mut scenario = scenario_from_args(&args)?;
+    let at_load = |duration| match scale.capacity_step {
+        Some(step) => headroom_capacity::plan_at(&scenario.plan, step.axis, step.load, duration),
+        None => scenario.plan.lasting(duration),
+    };
+    let mut warmup = scale.warmup_first.map(|d| {
+        let mut warm = at_load(d);
+        warm.events.clear();
+        warm
+    });
     if let Some(d) = scale.lasting {
         scenario.plan = scenario.plan.lasting(d);
     }
@@ -512,6 +521,9 @@ pub fn run(args: RunCmdArgs) -> anyhow::Result<i32> {
     }
     if let Some(shard) = scale.shard {
         scenario.plan.set_shard(shard);
+        if let Some(warm) = &mut warmup {
+            warm.set_shard(shard);
+        }
     }
     let mut outputs = Outputs::from_args(&args);
     check_request_names(&outputs.thresholds, &scenario.plan, "--threshold")?;
@@ -553,19 +565,45 @@ pub fn run(args: RunCmdArgs) -> anyhow::Result<i32> {
     recording.live = exporter.as_ref().map(|e| e.metrics.clone());
     recording.dashboard = dashboard.as_ref().map(|d| d.feed.clone());
     outputs.dashboard = recording.dashboard.clone();
-    let code = execute(
-        &scenario,
-        &stop,
-        watch,
-        &recording,
-        &outputs,
-        scale.start_at,
-    );
+    let start_at = match &warmup {
+        Some(warm) => Some(warm_up(
+            warm,
+            scale.start_at.unwrap_or_else(SystemTime::now),
+            &stop,
+        )),
+        None => scale.start_at,
+    };
+    let code = execute(&scenario, &stop, watch, &recording, &outputs, start_at);
     super::metrics::finish(exporter);
     if let Some(d) = dashboard {
         d.finish();
     }
     code
+}
+
+/// The warm-up of a step or study run in this process (`--warmup-first`,
+/// for a Job's pods): its load from `at`, unmeasured. Returns the measured
+/// run's start, 1 s after the warm-up's planned end, the same in every pod:
+/// what the warm-up still has in flight then is cut off (only a load the
+/// server cannot sustain leaves any, and its step fails either way).
+fn warm_up(warm: &Plan, at: SystemTime, stop: &StopSignal) -> SystemTime {
+    let measured_from =
+        at + warm.load_duration().unwrap_or_default() + std::time::Duration::from_secs(1);
+    let ahead = at.duration_since(SystemTime::now()).unwrap_or_default();
+    stop.sleep(ahead);
+    let warm_stop = stop.child();
+    let cut_off = warm_stop.clone();
+    let until_cut = measured_from
+        .duration_since(SystemTime::now())
+        .unwrap_or_default()
+        .saturating_sub(std::time::Duration::from_millis(50));
+    std::thread::spawn(move || {
+        cut_off.sleep(until_cut);
+        cut_off.abort();
+    });
+    let _ = headroom_engine::run(warm, &warm_stop, |_| {});
+    warm_stop.abort();
+    measured_from
 }
 
 /// Bounds that name a request (`p95{login}<500ms`) must name one of the

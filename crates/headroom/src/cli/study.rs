@@ -26,12 +26,19 @@ pub fn study(args: StudyArgs) -> anyhow::Result<i32> {
             .unwrap_or("study");
         args.study.with_file_name(format!("{stem}-results"))
     });
-    let sharded = args.processes.filter(|&p| p > 1).map(|processes| {
-        std::sync::Arc::new(super::processes::StudyShards {
-            processes,
-            command: recording(&args.buckets, &[]).command,
-        }) as std::sync::Arc<dyn headroom_study::Sharded>
-    });
+    let command = recording(&args.buckets, &[]).command;
+    let name = super::k8s_job::default_name(&args.study);
+    let on_cluster =
+        super::k8s_steps::ClusterRuns::new(&args.cluster, &name, Vec::new(), command.clone())?;
+    let sharded = match on_cluster {
+        Some(runs) => {
+            Some(std::sync::Arc::new(runs) as std::sync::Arc<dyn headroom_study::Sharded>)
+        }
+        None => args.processes.filter(|&p| p > 1).map(|processes| {
+            std::sync::Arc::new(super::processes::StudyShards { processes, command })
+                as std::sync::Arc<dyn headroom_study::Sharded>
+        }),
+    };
     run_study(
         &loaded,
         out_dir,

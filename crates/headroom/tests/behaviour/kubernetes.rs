@@ -232,6 +232,20 @@ impl FakeCluster {
         c
     }
 
+    /// `command` talking to this stand-in (its `kubectl` is given by flag).
+    fn env<'c>(&self, command: &'c mut Command) -> &'c mut Command {
+        command
+            .env("FAKE_KUBE_DIR", self.dir.path())
+            .env("FAKE_HEADROOM", headroom_bin())
+    }
+
+    /// A pod's file in the stand-in's state: its `log`, `exit` code.
+    fn pod_file(&self, job: &str, index: u32, what: &str) -> std::path::PathBuf {
+        self.dir
+            .path()
+            .join(format!("jobs/{job}/pod-{index}.{what}"))
+    }
+
     fn calls(&self) -> String {
         std::fs::read_to_string(self.dir.path().join("calls")).unwrap_or_default()
     }
@@ -316,11 +330,11 @@ fn k8s_run_follows_the_fleet_merges_and_judges_the_thresholds_on_the_merge() {
     assert_eq!(status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("thresholds breached: p99<1ms"), "{stderr}");
     for i in 0..3 {
-        let exit = std::fs::read_to_string(cluster.dir.path().join(format!("pod-{i}.exit")));
+        let exit = std::fs::read_to_string(cluster.pod_file("headroom-hello", i, "exit"));
         assert_eq!(exit.unwrap().trim(), "0", "pod {i}");
         // A pod's reported seconds add up to its results, the seconds
         // sent after its run ended too (their attempts on the last one).
-        let log = std::fs::read_to_string(cluster.dir.path().join(format!("pod-{i}.log")));
+        let log = std::fs::read_to_string(cluster.pod_file("headroom-hello", i, "log"));
         let log = log.unwrap();
         let seconds: Vec<serde_json::Value> = log
             .lines()
@@ -397,9 +411,10 @@ fn k8s_run_leaves_out_a_pod_that_never_starts_and_names_a_late_one() {
                 "--start-at",
                 "+2s",
                 // Past the late pod's start (4 s after the apply, a
-                // loaded CI machine's seconds later), before the run's end.
+                // loaded CI machine's seconds later: 9 s after the apply
+                // was once too few, beside the capacity test's pods).
                 "--start-timeout",
-                "7s",
+                "15s",
                 "--out",
                 out.to_str().unwrap(),
                 "--keep",
@@ -562,4 +577,150 @@ fn k8s_run_refuses_pods_that_do_not_fit_by_the_given_start() {
         "{stderr}"
     );
     assert!(!cluster.calls().contains("apply"));
+}
+
+/// `capacity --k8s --shards 3`: every step (the confirmation too) one Job
+/// of three pods on one start, applied and deleted in turn; the merge of
+/// each step is what the search judged, and the server saw exactly the
+/// steps' merged attempts (no warm-up: every request is in a step).
+#[test]
+fn capacity_on_a_cluster_runs_each_step_as_one_job_and_merges_it_exactly() {
+    // 2 slots × 50 ms: 40 req/s at most.
+    let target = Target::start(1, 2);
+    let before = target.requests();
+    let (dir, scenario) = hello_scenario(&target, "/sleep?ms=50");
+    let cluster = FakeCluster::new();
+    let cap = dir.path().join("cap.json");
+    let o = cluster
+        .env(Command::new(headroom_bin()).args(["capacity", scenario.to_str().unwrap()]))
+        .args(["--k8s", "--shards", "3", "--image", "headroom:test"])
+        .args(["--kubectl", cluster.kubectl.to_str().unwrap()])
+        .args(["--namespace", "load", "--start-lead", "3s"])
+        .args(["--slo", "p99<1s", "--min", "20", "--max", "80"])
+        .args(["--step-duration", "2s", "--warmup", "0s", "--pause", "0s"])
+        .args(["--precision", "20%"])
+        .args(["--out", cap.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{stdout}\n{stderr}");
+    let report = results_of(&cap);
+    let steps = report["steps"].as_array().unwrap();
+    let mut attempts = 0;
+    for (k, step) in steps.iter().enumerate() {
+        let r = &step["results"];
+        assert_eq!(r["meta"]["shards"].as_array().unwrap().len(), 3, "step {k}");
+        attempts += r["requests"]["attempts"].as_u64().unwrap();
+        // The pods' shares of the load add up to the step's (the
+        // confirmation runs 3 × the step).
+        let load = step["offered"].as_f64().unwrap();
+        let seconds = if step["confirmation"] == true {
+            6.0
+        } else {
+            2.0
+        };
+        let total = r["requests"]["total"].as_u64().unwrap() as f64;
+        assert!(
+            (total - load * seconds).abs() <= 3.0,
+            "step {k}: {total} at {load}"
+        );
+    }
+    assert_eq!(target.requests() - before, attempts, "nothing unaccounted");
+    // One Job per step, each deleted: headroom-hello-1, -2, …
+    let calls = cluster.calls();
+    assert_eq!(calls.matches("apply -f -").count(), steps.len(), "{calls}");
+    for k in 1..=steps.len() {
+        assert!(
+            calls.contains(&format!(" job/headroom-hello-{k} ")),
+            "job {k} not deleted: {calls}"
+        );
+    }
+    // The answer is confirmed, never above what the server can sustain.
+    assert_eq!(report["confirmed"], report["capacity"], "{stdout}");
+    let answer = report["capacity"].as_f64();
+    let answer = answer.unwrap_or_else(|| panic!("no capacity: {stdout}\n{stderr}"));
+    assert!((20.0..=40.8).contains(&answer), "{answer}: {stdout}");
+}
+
+/// `study --k8s`: each configuration's run (its warm-up in the same pods)
+/// one Job, its merge watched by the study's monitor of the server the
+/// study started; no scenario file is left beside the study.
+#[test]
+fn a_study_on_a_cluster_runs_each_configuration_as_one_job() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = crate::common::study::write(
+        dir.path(),
+        "k8s-study.toml",
+        r#"
+[scenario.load]
+vus = 6
+duration = "2s"
+[[scenario.request]]
+name = "sleep"
+path = "/sleep?ms=10"
+
+[[server]]
+name = "target"
+command = "headroom target --listen 127.0.0.1:{port} --workers 1 --threads {threads}"
+ready = "/health"
+[server.grid]
+threads = [1, 8]
+
+[measure]
+objective = "throughput"
+warmup = "1s"
+pause = "0s"
+"#,
+    );
+    let cluster = FakeCluster::new();
+    let out = dir.path().join("out");
+    let o = cluster
+        .env(Command::new(headroom_bin()).arg("study").arg(&file))
+        .args(["--out", out.to_str().unwrap()])
+        .args(["--k8s", "--shards", "3", "--image", "headroom:test"])
+        .args(["--kubectl", cluster.kubectl.to_str().unwrap()])
+        .args(["--start-lead", "3s"])
+        .env("PATH", crate::common::study::path_with_headroom())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{stderr}");
+    let report = crate::common::study::read_json(&out.join("study.json"));
+    let configs = report["configs"].as_array().unwrap();
+    assert_eq!(configs.len(), 2);
+    for c in configs {
+        assert_eq!(c["status"], "ok", "{c}");
+        let r = &c["results"];
+        assert_eq!(r["meta"]["shards"].as_array().unwrap().len(), 3, "{c}");
+        assert!(r["requests"]["ok"].as_u64().unwrap() > 0, "{c}");
+        // The measured 2 s, not the warm-up before it.
+        assert!(r["duration_s"].as_f64().unwrap() < 3.0, "{c}");
+        assert!(r["server"]["samples"]
+            .as_array()
+            .is_some_and(|s| !s.is_empty()));
+    }
+    crate::common::study::assert_no_survivors(&report);
+    let calls = cluster.calls();
+    assert_eq!(calls.matches("apply -f -").count(), 2, "{calls}");
+    // Each pod warmed up for 1 s, then ran the measured 2 s.
+    let job = cluster.job();
+    let args = job.spec.unwrap().template.spec.unwrap().containers[0]
+        .args
+        .clone()
+        .unwrap();
+    assert!(
+        args.windows(2).any(|w| w == ["--warmup-first", "1000ms"]),
+        "{args:?}"
+    );
+    let left = std::fs::read_dir(dir.path())
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with(".headroom-shards-")
+        })
+        .count();
+    assert_eq!(left, 0);
 }
