@@ -338,7 +338,7 @@ impl Sampler {
         queue.extend(survivors.map(|(pid, _)| *pid));
         queue.extend(self.owners.iter().copied());
         if self.follow.adopt_orphans {
-            queue.extend(adopted_orphans(children).into_iter().filter(|pid| {
+            queue.extend(adopted_orphans(children, stats).into_iter().filter(|pid| {
                 stats
                     .get(pid)
                     .is_none_or(|s| !self.follow.not_adopted.contains(&s.pgrp))
@@ -709,15 +709,21 @@ impl Sampler {
 /// Children of this process that are not headroom itself: with headroom as
 /// the subreaper of the servers it starts, a daemon that detached from its
 /// server's tree (double fork, `setsid`) lands here.
-fn adopted_orphans(children: &HashMap<i32, Vec<i32>>) -> Vec<i32> {
+/// Not adopted: headroom's own helpers — its shards (its own executable)
+/// and what it runs in its own process group (`kubectl logs -f` for a
+/// Job's pods); the server is started in a group of its own, and what
+/// leaves its tree keeps that group or makes a new one.
+fn adopted_orphans(children: &HashMap<i32, Vec<i32>>, stats: &HashMap<i32, Stat>) -> Vec<i32> {
     let me = std::process::id() as i32;
     let exe = |pid: i32| std::fs::read_link(format!("/proc/{pid}/exe")).ok();
     let mine = exe(me);
+    let my_group = stats.get(&me).map(|s| s.pgrp);
     children
         .get(&me)
         .into_iter()
         .flatten()
         .copied()
+        .filter(|pid| my_group.is_none() || stats.get(pid).map(|s| s.pgrp) != my_group)
         .filter(|&pid| exe(pid) != mine)
         .collect()
 }
