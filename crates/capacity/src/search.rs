@@ -203,15 +203,24 @@ impl Search {
     /// its throughput at saturation — every load from there up fails too,
     /// so the search goes straight below it rather than one interval at a
     /// time through loads whose short steps pass.
+    /// The capacity is then just under that rate: the next try is half the
+    /// precision below it, rather than the bisection from the highest load
+    /// still passing, which may lie far below (the first growth step).
     pub fn refute(&mut self, load: f64, held: Option<f64>) -> Next {
         self.mark_refuted(load);
-        if let Some(held) = held.map(|h| self.round(h)).filter(|&h| h > 0.0 && h < load) {
-            self.mark_refuted(held);
-            for t in self.tallies.iter_mut().filter(|t| t.load > held) {
-                t.refuted = true;
-            }
-        }
         self.growing = false;
+        let Some(held) = held.map(|h| self.round(h)).filter(|&h| h > 0.0 && h < load) else {
+            return self.bracket();
+        };
+        self.mark_refuted(held);
+        for t in self.tallies.iter_mut().filter(|t| t.load > held) {
+            t.refuted = true;
+        }
+        let just_under = self.round(held * (1.0 - self.bounds.precision / 2.0));
+        let untried = self.tally(just_under).is_none();
+        if untried && just_under < held && self.low().is_none_or(|low| just_under > low) {
+            return self.try_at(just_under);
+        }
         self.bracket()
     }
 
@@ -462,6 +471,47 @@ mod tests {
             Next::Done(End::Found {
                 low: 40.0,
                 high: 40.1
+            })
+        );
+    }
+
+    #[test]
+    fn a_refutation_far_above_the_last_pass_tries_just_under_the_held_rate() {
+        // Short steps pass 40 (the server holds 39.88): growth passed 20 and
+        // 40, bisection failed everything from 41.25 up, 40 passed again.
+        let mut s = Search::new(bounds(10.0, 1000.0, false));
+        for (load, passed) in [(10.0, true), (20.0, true), (40.0, true), (80.0, false)] {
+            s.record(load, passed);
+        }
+        for load in [60.0, 50.0, 45.0, 42.5, 41.25] {
+            s.record(load, false);
+        }
+        s.record(40.0, true);
+        s.record(41.25, false);
+        // Its confirmation fell behind while completing 39.88 a second:
+        // the next try is 2.5 % under that, not the midpoint of 20 and it.
+        let next = s.refute(40.0, Some(39.88));
+        assert_eq!(
+            next,
+            Next::Try {
+                load: 38.88,
+                retest: false
+            }
+        );
+        // It passes: the bracket is within the precision; both ends are
+        // settled by a second try of the low one (the high one is refuted).
+        assert_eq!(
+            s.record(38.88, true),
+            Next::Try {
+                load: 38.88,
+                retest: true
+            }
+        );
+        assert_eq!(
+            s.record(38.88, true),
+            Next::Done(End::Found {
+                low: 38.88,
+                high: 39.88
             })
         );
     }

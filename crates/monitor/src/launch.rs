@@ -166,6 +166,38 @@ impl ServerProcess {
         self.port_holders_by_origin().0
     }
 
+    /// Children of this process that left its session after the server
+    /// started: daemons its command double-forked out of its tree (this
+    /// process is a subreaper, so such orphans land here), bound to its
+    /// port yet or not. headroom's own children (shards, `kubectl`) stay
+    /// in its session.
+    pub fn adopted_daemons(&self) -> Processes {
+        let me = std::process::id() as i32;
+        let Ok(all) = procfs::process::all_processes() else {
+            return Vec::new();
+        };
+        let stats: Vec<_> = all.flatten().filter_map(|p| p.stat().ok()).collect();
+        let Some(my_session) = stats.iter().find(|s| s.pid == me).map(|s| s.session) else {
+            return Vec::new();
+        };
+        stats
+            .iter()
+            .filter(|s| s.ppid == me && s.session != my_session && s.state != 'Z')
+            .filter(|s| s.starttime >= self.started)
+            .map(|s| (s.pid, s.starttime))
+            .collect()
+    }
+
+    /// What the server started that its process group does not hold: the
+    /// processes on its port it started, and the daemons it left behind.
+    pub fn strays(&self) -> Processes {
+        let mut strays = self.own_port_holders();
+        strays.extend(self.adopted_daemons());
+        strays.sort_unstable();
+        strays.dedup();
+        strays
+    }
+
     /// Processes listening on its port that it did not start: another
     /// server answering in its place.
     pub fn other_port_holders(&self) -> Processes {
@@ -269,14 +301,20 @@ impl ServerProcess {
     /// The stop signal to the group, SIGKILL after the grace period; then
     /// any process of the server's tree that left the group (a daemon that
     /// called setsid, like Passenger's agents) is killed too, and any that
-    /// still holds its port and was started after it (a daemon that
-    /// double-forked out of the tree). Returns how many processes had to be
-    /// killed that way.
+    /// still holds its port and was started after it, or left the session
+    /// and the tree (a daemon that double-forked — found even before it
+    /// binds, when the command exited at once). Returns how many processes
+    /// had to be killed that way.
     pub fn stop(&mut self) -> usize {
         let mut left: std::collections::BTreeSet<(i32, u64)> =
             descendants(self.pid()).into_iter().collect();
-        left.extend(self.own_port_holders());
+        left.extend(self.strays());
         self.stop_group();
+        // A daemon on its way out of the tree as the group stopped (its
+        // parent had not yet exited, it had not yet called setsid) lands
+        // here a moment later.
+        std::thread::sleep(Duration::from_millis(100));
+        left.extend(self.strays());
         let mut killed = Vec::new();
         for (pid, start) in left {
             if alive(pid, start) {

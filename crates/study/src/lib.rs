@@ -730,7 +730,7 @@ fn finish(process: &mut ServerProcess, record: &mut RunRecord) {
     // Still in the group, or still holding the port it was started on.
     let mut survivors: std::collections::BTreeSet<i32> =
         group_members(process.pid()).into_iter().collect();
-    survivors.extend(process.own_port_holders().into_iter().map(|(pid, _)| pid));
+    survivors.extend(process.strays().into_iter().map(|(pid, _)| pid));
     record.survivors = survivors.len() as u32;
     record.stray_killed = stray as u32;
 }

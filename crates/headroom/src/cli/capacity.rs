@@ -380,6 +380,10 @@ pub fn capacity(args: CapacityArgs) -> anyhow::Result<i32> {
         d.finish();
     }
     Ok(match report.outcome {
+        // A step that could not be measured (said on stderr: pods refused,
+        // a shard that failed) ends the search as an interruption would,
+        // but nobody interrupted it: an error.
+        Outcome::Interrupted if !stop.is_stopping() => EXIT_ERROR,
         Outcome::Interrupted => exit_interrupted(),
         Outcome::ServerExited => EXIT_ERROR,
         _ => EXIT_OK,

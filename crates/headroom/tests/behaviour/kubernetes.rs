@@ -733,3 +733,39 @@ pause = "0s"
         .count();
     assert_eq!(left, 0);
 }
+
+/// A step whose Job the namespace refuses ends the search with the reason
+/// and exit code 2 (an error, not an interruption); nothing is applied.
+#[test]
+fn capacity_on_a_cluster_refused_by_pod_security_says_why() {
+    let target = Target::start(1, 1);
+    let (dir, scenario) = hello_scenario(&target, "/hello");
+    let cluster = FakeCluster::new();
+    let o = cluster
+        .env(Command::new(headroom_bin()).args(["capacity", scenario.to_str().unwrap()]))
+        .args(["--k8s", "--shards", "2", "--image", "headroom:test"])
+        .args(["--kubectl", cluster.kubectl.to_str().unwrap()])
+        .args([
+            "--namespace",
+            "load",
+            "--host-network",
+            "--start-lead",
+            "3s",
+            "--slo",
+            "p99<1s",
+        ])
+        .args(["--out", dir.path().join("cap.json").to_str().unwrap()])
+        .env(
+            "FAKE_NS_LABELS",
+            r#"{"pod-security.kubernetes.io/enforce":"restricted"}"#,
+        )
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("step 1: namespace load enforces the restricted Pod Security profile"),
+        "{stderr}"
+    );
+    assert!(!cluster.calls().contains("apply"));
+}

@@ -3,8 +3,8 @@
 //! configuration survives it; resuming skips what was measured.
 
 use crate::common::study::{
-    assert_no_survivors, examples, path_with_headroom, read_json, stdout_of_success, study,
-    two_config_study, write,
+    assert_no_survivors, examples, marked_alive, path_with_headroom, read_json, stdout_of_success,
+    study, two_config_study, write,
 };
 use std::path::Path;
 
@@ -480,6 +480,81 @@ pause = "0s"
         "{config}"
     );
     assert_eq!(config["runs"][0]["survivors"], 0, "{config}");
+}
+
+/// A command that double-forks a daemon and exits at once: the
+/// configuration is not ready (the command exited), and the daemon —
+/// out of the group, the session and the tree, perhaps not yet on the
+/// port — is found among the orphans this process adopts, stopped and
+/// counted (`stray_killed`), not left running.
+#[test]
+fn a_daemon_whose_command_exits_at_once_is_stopped_and_counted() {
+    let dir = tempfile::tempdir().unwrap();
+    let mark = format!("exits-at-once-{}", std::process::id());
+    // The classic daemon: fork, setsid, fork; the command exits once the
+    // daemon is out of its group, session and tree, and the daemon binds
+    // the port only later (a bounded 30 s).
+    write(
+        dir.path(),
+        "daemon.py",
+        r#"import os, socket, sys, time
+port = int(sys.argv[1])
+r, w = os.pipe()
+if os.fork() > 0:
+    os.close(w)
+    os.read(r, 1)
+    os._exit(0)
+os.setsid()
+if os.fork() > 0:
+    os._exit(0)
+os.write(w, b"x")
+time.sleep(0.5)
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", port))
+s.listen()
+time.sleep(30)
+"#,
+    );
+    let file = write(
+        dir.path(),
+        "s.toml",
+        &format!(
+            r#"
+[scenario.load]
+vus = 1
+duration = "1s"
+[[scenario.request]]
+name = "hello"
+path = "/hello"
+
+[[server]]
+name = "daemon"
+command = "exec python3 daemon.py {{port}}"
+dir = "{dir}"
+ready = "/health"
+env = {{ HEADROOM_TEST_MARK = "{mark}" }}
+
+[measure]
+pause = "0s"
+"#,
+            dir = dir.path().display()
+        ),
+    );
+    let out = dir.path().join("out");
+    let o = study(&file, &out, &[]);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    let report = read_json(&out.join("study.json"));
+    let config = &report["configs"][0];
+    let status = config["status"].as_str().unwrap();
+    assert!(
+        status.starts_with("not ready: exited"),
+        "{status}\n{stderr}"
+    );
+    let run = &config["runs"][0];
+    assert_eq!(run["survivors"], 0, "{config}");
+    assert!(run["stray_killed"].as_u64().unwrap() >= 1, "{config}");
+    assert_eq!(marked_alive(&mark), 0, "the daemon was left running");
 }
 
 #[test]

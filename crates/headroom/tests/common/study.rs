@@ -89,6 +89,31 @@ pub fn assert_no_survivors(report: &Value) {
     }
 }
 
+/// Live (not zombie) processes whose environment holds
+/// `HEADROOM_TEST_MARK=mark` (a study's `env` gives it to a server and all
+/// it starts).
+pub fn marked_alive(mark: &str) -> usize {
+    let needle = format!("HEADROOM_TEST_MARK={mark}");
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter(|e| {
+            let environ = std::fs::read(e.path().join("environ")).unwrap_or_default();
+            let zombie = std::fs::read_to_string(e.path().join("stat")).is_ok_and(|s| {
+                s.rsplit(')')
+                    .next()
+                    .unwrap_or("")
+                    .trim_start()
+                    .starts_with('Z')
+            });
+            !zombie
+                && String::from_utf8_lossy(&environ)
+                    .split('\0')
+                    .any(|v| v == needle)
+        })
+        .count()
+}
+
 pub fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
     let p = dir.join(name);
     std::fs::write(&p, text).unwrap();

@@ -20,6 +20,10 @@ use serde_json::Value;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+/// A confirmation no longer than a step, for the tests of something else
+/// (those of the confirmation keep its default, 3 × the step): CI's time.
+const CONFIRM_AS_A_STEP: [&str; 2] = ["--confirm-duration", "2s"];
+
 /// Short steps keep the suite quick; the searches still bracket to 5 %.
 const FAST: [&str; 6] = [
     "--step-duration",
@@ -211,6 +215,7 @@ fn queue_full_503s_are_found_by_an_error_objective() {
     let url = target.url(SLEEP);
     let mut args = vec!["--url", &url, "--slo", "errors<5%", "--min", "7.5"];
     args.extend(FAST);
+    args.extend(CONFIRM_AS_A_STEP);
     let mut run = None;
     in_three_tries("queue of 2", || {
         let r = capacity(&args);
@@ -269,6 +274,7 @@ fn users_axis_finds_the_user_count_where_latency_passes_the_bound() {
         "2",
     ];
     args.extend(FAST);
+    args.extend(CONFIRM_AS_A_STEP);
     in_three_tries("users axis", || {
         let run = capacity(&args);
         assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
@@ -301,6 +307,7 @@ fn search_4_threads(extra: &[&str]) -> crate::common::Run {
     let mut args = vec!["--url", &url, "--slo", "p90<300ms", "--min", "10"];
     args.extend(extra);
     args.extend(FAST);
+    args.extend(CONFIRM_AS_A_STEP);
     let run = capacity(&args);
     assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
     run

@@ -6,8 +6,8 @@
 //! another study's load beside it would be noise in them.
 
 use crate::common::study::{
-    assert_no_survivors, examples, marked_study, path_with_headroom, read_json, stdout_of_success,
-    study, two_config_study,
+    assert_no_survivors, examples, marked_alive, marked_study, path_with_headroom, read_json,
+    stdout_of_success, study, two_config_study,
 };
 use crate::common::{ensure, headroom_bin, in_three_tries, light, serial};
 use serde_json::Value;
@@ -136,27 +136,9 @@ fn ctrl_c_stops_the_current_server_and_keeps_what_was_measured() {
     assert_eq!(measured.len(), 1, "{}", report["configs"]);
     assert_no_survivors(&report);
     // No process of the interrupted configuration is left either.
-    let needle = format!("HEADROOM_TEST_MARK={mark}");
-    let stray = std::fs::read_dir("/proc")
-        .unwrap()
-        .flatten()
-        .filter(|e| {
-            let environ = std::fs::read(e.path().join("environ")).unwrap_or_default();
-            let zombie = std::fs::read_to_string(e.path().join("stat")).is_ok_and(|s| {
-                s.rsplit(')')
-                    .next()
-                    .unwrap_or("")
-                    .trim_start()
-                    .starts_with('Z')
-            });
-            !zombie
-                && String::from_utf8_lossy(&environ)
-                    .split('\0')
-                    .any(|v| v == needle)
-        })
-        .count();
     assert_eq!(
-        stray, 0,
+        marked_alive(&mark),
+        0,
         "a server of the interrupted configuration survived"
     );
     // Resuming measures only the rest.
@@ -187,6 +169,7 @@ fn capacity_objective_ranks_configurations_by_the_load_they_carry() {
             .env("STEP", "1s")
             .env("WARMUP", "500ms")
             .env("PRECISION", "10%")
+            .env("CONFIRM", "1s")
             .output()
             .unwrap();
         let stdout = stdout_of_success(&output);
