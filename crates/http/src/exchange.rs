@@ -96,32 +96,70 @@ pub fn head_discarded(kind: io::ErrorKind, answered: bool) -> bool {
     kind == io::ErrorKind::ConnectionReset && !answered
 }
 
+/// Where an HTTP/1.1 request's head ends: after its blank line (the whole
+/// request when there is none).
+pub fn head_end(request: &[u8]) -> usize {
+    request
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .map_or(request.len(), |at| at + 4)
+}
+
 /// Request heads on the wire, first sends and retries alike: what the
 /// server counts (`requests.attempts`). Shared by the request's record
 /// and the code sending it (a cell: the task path's in-flight guard reads
 /// it when the stop cuts the request off).
 #[derive(Debug, Default)]
-pub struct Attempts(Cell<u32>);
+pub struct Attempts {
+    heads: Cell<u32>,
+    /// The head of the write under way has been counted.
+    head_out: Cell<bool>,
+}
 
 impl Attempts {
     pub fn count(&self) -> u32 {
-        self.0.get()
+        self.heads.get()
     }
 
     /// A new request: none yet.
     pub fn reset(&self) {
-        self.0.set(0);
+        self.heads.set(0);
+        self.head_out.set(false);
     }
 
-    /// The head was written whole, or the server answered it early (an
-    /// early `413` while the body was still going out: its head got there).
+    /// The request is written (again, on a retry): its head not out yet.
+    pub fn writing(&self) {
+        self.head_out.set(false);
+    }
+
+    /// `written` bytes of `request` are on the socket: once they cover its
+    /// head, the head counts (once) — before the body is out, so an upload
+    /// the server never reads, cut off by the stop or failing later, is the
+    /// attempt it is: the server got its head.
+    pub fn wrote(&self, written: usize, request: &[u8]) {
+        if !self.head_out.get() && written >= head_end(request) {
+            self.head_sent();
+        }
+    }
+
+    /// A head went out whole (a request written in one piece, a stream's
+    /// HEADERS).
     pub fn head_sent(&self) {
-        self.0.set(self.0.get() + 1);
+        self.heads.set(self.heads.get() + 1);
+        self.head_out.set(true);
+    }
+
+    /// The server answered though the write failed (an early `413` while
+    /// the body was still going out): its head got there, counted once.
+    pub fn answered_anyway(&self) {
+        if !self.head_out.get() {
+            self.head_sent();
+        }
     }
 
     /// The last head never reached the server ([`head_discarded`]).
     pub fn head_discarded(&self) {
-        self.0.set(self.0.get().saturating_sub(1));
+        self.heads.set(self.heads.get().saturating_sub(1));
     }
 
     /// What a request cut off by the stop counts as: `aborted` if a head
@@ -244,6 +282,37 @@ mod tests {
         assert_eq!(attempts.count(), 1);
         attempts.reset();
         assert_eq!(attempts.count(), 0);
+    }
+
+    #[test]
+    fn a_head_counts_once_written_before_its_body_and_only_once() {
+        let request = b"POST /up HTTP/1.1\r\nContent-Length: 4\r\n\r\nbody";
+        assert_eq!(head_end(request), request.len() - 4);
+        assert_eq!(
+            head_end(b"GET / HTTP/1.1\r\n"),
+            16,
+            "no blank line: all of it"
+        );
+        let attempts = Attempts::default();
+        attempts.writing();
+        attempts.wrote(10, request);
+        assert_eq!(attempts.count(), 0, "half a head is not a request");
+        attempts.wrote(head_end(request), request);
+        assert_eq!(attempts.count(), 1, "the head is out, the body waits");
+        assert_eq!(attempts.cut_off(), ErrorClass::Aborted);
+        attempts.wrote(request.len(), request);
+        attempts.answered_anyway();
+        assert_eq!(attempts.count(), 1, "one head, counted once");
+        // A retry writes it again: a second head.
+        attempts.writing();
+        attempts.wrote(request.len(), request);
+        assert_eq!(attempts.count(), 2);
+        // Answered early though the write failed before the head was
+        // counted: the answer says it got there.
+        let early = Attempts::default();
+        early.writing();
+        early.answered_anyway();
+        assert_eq!(early.count(), 1);
     }
 
     #[test]

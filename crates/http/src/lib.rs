@@ -870,12 +870,29 @@ impl Connection {
     /// Writes `request` a slice at a time, letting the worker's other
     /// tasks run between slices: a 5 MB body copied into a socket with
     /// room for it is one long system call, which would hold up every
-    /// arrival due meanwhile (send lag the generator did not need).
-    async fn write_sliced(&mut self, request: &[u8]) -> std::io::Result<()> {
-        for (i, slice) in request.chunks(WRITE_SLICE).enumerate() {
+    /// arrival due meanwhile (send lag the generator did not need). The
+    /// head counts in `attempts` once it is out, before the body (see
+    /// [`exchange::Attempts::wrote`]).
+    async fn write_sliced(
+        &mut self,
+        request: &[u8],
+        attempts: &exchange::Attempts,
+    ) -> std::io::Result<()> {
+        attempts.writing();
+        let (head, body) = request.split_at(exchange::head_end(request));
+        for (i, slice) in head.chunks(WRITE_SLICE).enumerate() {
             if i > 0 {
                 tokio::task::yield_now().await;
             }
+            self.stream.write_all(slice).await?;
+        }
+        if !body.is_empty() {
+            // TLS buffers writes: the head's records out before the body.
+            self.stream.flush().await?;
+        }
+        attempts.wrote(head.len(), request);
+        for slice in body.chunks(WRITE_SLICE) {
+            tokio::task::yield_now().await;
             self.stream.write_all(slice).await?;
         }
         // TLS buffers writes; the flush is a no-op for plain TCP.
@@ -894,10 +911,9 @@ impl Connection {
         attempts: &exchange::Attempts,
     ) -> Result<response::Head, Failure> {
         captured.clear();
-        self.write_sliced(request)
+        self.write_sliced(request, attempts)
             .await
             .map_err(|e| exchange_error_class(&e))?;
-        attempts.head_sent();
         loop {
             match self.heads.parse(&self.buf, false) {
                 Err(_) => return Err(Failure::MalformedResponse),
@@ -943,14 +959,13 @@ impl Connection {
     ) -> Result<Response, Failure> {
         self.answered = !self.buf.is_empty();
         captured.clear();
-        if let Err(e) = self.write_sliced(request).await {
+        if let Err(e) = self.write_sliced(request, attempts).await {
             if let Some(response) = self.early_answer(head_request, want, captured) {
-                attempts.head_sent();
+                attempts.answered_anyway();
                 return Ok(response);
             }
             return Err(exchange_error_class(&e));
         }
-        attempts.head_sent();
         let mut received = 0u64;
         let head = loop {
             match self.heads.parse(&self.buf, head_request) {

@@ -948,6 +948,9 @@ impl<'a> EventLoop<'a> {
             Step::Writing(at) => (at, true),
             _ => (0, false),
         };
+        if !resumed {
+            slot.attempts.writing();
+        }
         let Some(stream) = &mut slot.stream else {
             return;
         };
@@ -956,14 +959,19 @@ impl<'a> EventLoop<'a> {
                 Ok(0) => return self.failed(i, Failure::ConnectionReset),
                 Ok(n) => at += n,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    // The body waits for room: its head may be out.
+                    slot.attempts.wrote(at, bytes);
                     slot.step = Step::Writing(at);
                     return;
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return self.write_failed(i, exchange_error_class(&e)),
+                Err(e) => {
+                    slot.attempts.wrote(at, bytes);
+                    return self.write_failed(i, exchange_error_class(&e));
+                }
             }
         }
-        slot.attempts.head_sent();
+        slot.attempts.wrote(at, bytes);
         slot.step = Step::Reading;
         // The server may have answered while the request was still going
         // out (an early error); that edge came while writing.
@@ -1124,7 +1132,7 @@ impl<'a> EventLoop<'a> {
         let now = Instant::now();
         if self.slots[i].write_failure.take().is_some() {
             // Answered though the write failed: its head got there.
-            self.slots[i].attempts.head_sent();
+            self.slots[i].attempts.answered_anyway();
         }
         let shared = self.shared;
         let slot = &mut self.slots[i];

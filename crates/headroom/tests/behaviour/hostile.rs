@@ -640,6 +640,72 @@ fn uploads_a_server_never_reads_do_not_hold_up_the_arrivals_after_them() {
     assert_eq!(r.results()["requests"]["attempts"].as_u64(), Some(50));
 }
 
+/// An upload larger than the socket buffers, to a server that reads its
+/// head and never its body, with the default timeouts: every one is still
+/// being written when the run stops. Each is the attempt it is — the
+/// server got its head — cut off by the stop (`aborted`), not `not_sent`
+/// ("no request was sent"), on both engines.
+#[test]
+fn uploads_cut_off_by_the_stop_are_attempts_the_server_saw() {
+    // Reads a head byte by byte, then holds the connection 4 s (past the
+    // run's 1 s and its 500 ms graceful stop), reading nothing more.
+    let server = RawServer::start(|mut s, count| {
+        let mut head = Vec::new();
+        let mut byte = [0u8; 1];
+        while !head.ends_with(b"\r\n\r\n") {
+            match std::io::Read::read(&mut s, &mut byte) {
+                Ok(0) | Err(_) => return,
+                Ok(_) => head.push(byte[0]),
+            }
+        }
+        count.fetch_add(1, Ordering::SeqCst);
+        std::thread::sleep(Duration::from_secs(4));
+        drop(s);
+    });
+    let dir = crate::common::scenario_dir(&[]);
+    // 64 MB: more than loopback's socket buffers take on both sides.
+    std::fs::write(dir.path().join("big.bin"), vec![b'x'; 64 << 20]).unwrap();
+    let scenario = format!(
+        "base_url = \"{}\"\n[[request]]\nname = \"upload\"\nmethod = \"POST\"\npath = \"/upload\"\nbody_file = \"big.bin\"\n",
+        server.url("")
+    );
+    std::fs::write(dir.path().join("s.toml"), &scenario).unwrap();
+    for engine in ["auto", "tasks"] {
+        let before = server.requests();
+        let r = run(&[
+            dir.path().join("s.toml").to_str().unwrap(),
+            "--rate",
+            "4",
+            "--duration",
+            "1s",
+            "--graceful-stop",
+            "500ms",
+            "--engine",
+            engine,
+        ]);
+        assert!(
+            !r.stderr.contains("no request was sent"),
+            "{engine}: {}",
+            r.stderr
+        );
+        assert_ne!(r.code, 2, "{engine}: {}", r.stderr);
+        assert_eq!(r.total(), 4, "{engine}: {}", r.results()["errors"]);
+        assert_eq!(
+            r.error("not_sent"),
+            0,
+            "{engine}: {}",
+            r.results()["errors"]
+        );
+        assert_eq!(r.error("aborted"), 4, "{engine}: {}", r.results()["errors"]);
+        assert_eq!(server.requests() - before, 4, "{engine}");
+        assert_eq!(
+            r.results()["requests"]["attempts"].as_u64(),
+            Some(4),
+            "{engine}"
+        );
+    }
+}
+
 /// Answers `413` as soon as a request's head has come, without reading
 /// its body, and closes: the client's write of a large body then fails.
 fn early_413() -> RawServer {
