@@ -99,10 +99,7 @@ pub fn head_discarded(kind: io::ErrorKind, answered: bool) -> bool {
 /// Where an HTTP/1.1 request's head ends: after its blank line (the whole
 /// request when there is none).
 pub fn head_end(request: &[u8]) -> usize {
-    request
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .map_or(request.len(), |at| at + 4)
+    memchr::memmem::find(request, b"\r\n\r\n").map_or(request.len(), |at| at + 4)
 }
 
 /// Request heads on the wire, first sends and retries alike: what the
@@ -137,7 +134,9 @@ impl Attempts {
     /// the server never reads, cut off by the stop or failing later, is the
     /// attempt it is: the server got its head.
     pub fn wrote(&self, written: usize, request: &[u8]) {
-        if !self.head_out.get() && written >= head_end(request) {
+        // A request written whole (nearly every one) needs no look for
+        // where its head ends.
+        if !self.head_out.get() && (written >= request.len() || written >= head_end(request)) {
             self.head_sent();
         }
     }

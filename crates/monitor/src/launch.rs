@@ -167,10 +167,11 @@ impl ServerProcess {
     }
 
     /// Children of this process that left its session after the server
-    /// started: daemons its command double-forked out of its tree (this
-    /// process is a subreaper, so such orphans land here), bound to its
-    /// port yet or not. headroom's own children (shards, `kubectl`) stay
-    /// in its session.
+    /// started, with what runs under them: daemons its command
+    /// double-forked out of its tree (this process is a subreaper, so such
+    /// orphans land here — or their parent does, still on its way out),
+    /// bound to its port yet or not. headroom's own children (shards,
+    /// `kubectl`) stay in its session.
     pub fn adopted_daemons(&self) -> Processes {
         let me = std::process::id() as i32;
         let Ok(all) = procfs::process::all_processes() else {
@@ -184,7 +185,7 @@ impl ServerProcess {
             .iter()
             .filter(|s| s.ppid == me && s.session != my_session && s.state != 'Z')
             .filter(|s| s.starttime >= self.started)
-            .map(|s| (s.pid, s.starttime))
+            .flat_map(|s| descendants(s.pid))
             .collect()
     }
 

@@ -617,13 +617,7 @@ fn uploads_a_server_never_reads_do_not_hold_up_the_arrivals_after_them() {
         std::thread::sleep(Duration::from_secs(3));
         drop(s);
     });
-    let dir = crate::common::scenario_dir(&[]);
-    std::fs::write(dir.path().join("big.bin"), vec![b'x'; 5 << 20]).unwrap();
-    let scenario = format!(
-        "base_url = \"{}\"\n[[request]]\nname = \"upload\"\nmethod = \"POST\"\npath = \"/upload\"\nbody_file = \"big.bin\"\ntimeout = \"500ms\"\n",
-        server.url("")
-    );
-    std::fs::write(dir.path().join("s.toml"), &scenario).unwrap();
+    let dir = upload_scenario(&server, 5 << 20, "timeout = \"500ms\"\n");
     let r = run(&[
         dir.path().join("s.toml").to_str().unwrap(),
         "--rate",
@@ -647,29 +641,18 @@ fn uploads_a_server_never_reads_do_not_hold_up_the_arrivals_after_them() {
 /// ("no request was sent"), on both engines.
 #[test]
 fn uploads_cut_off_by_the_stop_are_attempts_the_server_saw() {
-    // Reads a head byte by byte, then holds the connection 4 s (past the
-    // run's 1 s and its 500 ms graceful stop), reading nothing more.
+    // Reads a head, then holds the connection 10 s, reading nothing more:
+    // past the run's 1 s and its 500 ms graceful stop with room for a
+    // loaded machine (the client must stop before the server closes).
     let server = RawServer::start(|mut s, count| {
-        let mut head = Vec::new();
-        let mut byte = [0u8; 1];
-        while !head.ends_with(b"\r\n\r\n") {
-            match std::io::Read::read(&mut s, &mut byte) {
-                Ok(0) | Err(_) => return,
-                Ok(_) => head.push(byte[0]),
-            }
+        if crate::common::read_head_only(&mut s) {
+            count.fetch_add(1, Ordering::SeqCst);
         }
-        count.fetch_add(1, Ordering::SeqCst);
-        std::thread::sleep(Duration::from_secs(4));
+        std::thread::sleep(Duration::from_secs(10));
         drop(s);
     });
-    let dir = crate::common::scenario_dir(&[]);
     // 64 MB: more than loopback's socket buffers take on both sides.
-    std::fs::write(dir.path().join("big.bin"), vec![b'x'; 64 << 20]).unwrap();
-    let scenario = format!(
-        "base_url = \"{}\"\n[[request]]\nname = \"upload\"\nmethod = \"POST\"\npath = \"/upload\"\nbody_file = \"big.bin\"\n",
-        server.url("")
-    );
-    std::fs::write(dir.path().join("s.toml"), &scenario).unwrap();
+    let dir = upload_scenario(&server, 64 << 20, "");
     for engine in ["auto", "tasks"] {
         let before = server.requests();
         let r = run(&[
@@ -706,17 +689,25 @@ fn uploads_cut_off_by_the_stop_are_attempts_the_server_saw() {
     }
 }
 
+/// `s.toml` in a new folder: a POST to `server` of `bytes` bytes from
+/// `big.bin` beside it, with `extra` lines for the request.
+fn upload_scenario(server: &RawServer, bytes: usize, extra: &str) -> tempfile::TempDir {
+    let dir = crate::common::scenario_dir(&[]);
+    std::fs::write(dir.path().join("big.bin"), vec![b'x'; bytes]).unwrap();
+    let scenario = format!(
+        "base_url = \"{}\"\n[[request]]\nname = \"upload\"\nmethod = \"POST\"\npath = \"/upload\"\nbody_file = \"big.bin\"\n{extra}",
+        server.url("")
+    );
+    std::fs::write(dir.path().join("s.toml"), scenario).unwrap();
+    dir
+}
+
 /// Answers `413` as soon as a request's head has come, without reading
 /// its body, and closes: the client's write of a large body then fails.
 fn early_413() -> RawServer {
     RawServer::start(|mut s, count| {
-        let mut buf = Vec::new();
-        let mut byte = [0u8; 1];
-        while !buf.ends_with(b"\r\n\r\n") {
-            match std::io::Read::read(&mut s, &mut byte) {
-                Ok(0) | Err(_) => return,
-                Ok(_) => buf.push(byte[0]),
-            }
+        if !crate::common::read_head_only(&mut s) {
+            return;
         }
         count.fetch_add(1, Ordering::SeqCst);
         let _ = s.write_all(
@@ -729,13 +720,7 @@ fn early_413() -> RawServer {
 #[test]
 fn an_early_413_before_the_body_was_read_is_counted_as_the_413_it_is() {
     let server = early_413();
-    let dir = crate::common::scenario_dir(&[]);
-    std::fs::write(dir.path().join("big.bin"), vec![b'x'; 5 << 20]).unwrap();
-    let scenario = format!(
-        "base_url = \"{}\"\n[[request]]\nname = \"upload\"\nmethod = \"POST\"\npath = \"/upload\"\nbody_file = \"big.bin\"\n",
-        server.url("")
-    );
-    std::fs::write(dir.path().join("s.toml"), scenario).unwrap();
+    let dir = upload_scenario(&server, 5 << 20, "");
     let file = dir.path().join("s.toml");
     // The event loop (a plain request) and tasks both read the answer.
     for engine in ["auto", "tasks"] {

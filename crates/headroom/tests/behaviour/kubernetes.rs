@@ -722,16 +722,7 @@ pause = "0s"
         args.windows(2).any(|w| w == ["--warmup-first", "1000ms"]),
         "{args:?}"
     );
-    let left = std::fs::read_dir(dir.path())
-        .unwrap()
-        .filter_map(|e| e.ok())
-        .filter(|e| {
-            e.file_name()
-                .to_string_lossy()
-                .starts_with(".headroom-shards-")
-        })
-        .count();
-    assert_eq!(left, 0);
+    assert_eq!(crate::common::study::shard_scenarios_left(dir.path()), 0);
 }
 
 /// A step whose Job the namespace refuses ends the search with the reason

@@ -521,6 +521,20 @@ pub fn unaccepted_listener(backlog: i32) -> (socket2::Socket, SocketAddr) {
 }
 
 /// Reads one request head (up to the blank line) and returns it.
+/// One request's head and nothing of its body, a byte at a time (a
+/// server that never reads an upload); false when the client closed first.
+pub fn read_head_only(stream: &mut TcpStream) -> bool {
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        match stream.read(&mut byte) {
+            Ok(0) | Err(_) => return false,
+            Ok(_) => head.push(byte[0]),
+        }
+    }
+    true
+}
+
 pub fn read_request_head(stream: &mut TcpStream) -> Option<String> {
     read_head_and_body(stream).map(|(head, _)| head)
 }

@@ -114,6 +114,20 @@ pub fn marked_alive(mark: &str) -> usize {
         .count()
 }
 
+/// The scenario files sharded runs wrote beside a study (`.headroom-shards-*`)
+/// still in `dir`: each must be removed after its run.
+pub fn shard_scenarios_left(dir: &Path) -> usize {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with(".headroom-shards-")
+        })
+        .count()
+}
+
 pub fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
     let p = dir.join(name);
     std::fs::write(&p, text).unwrap();

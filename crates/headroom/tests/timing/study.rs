@@ -7,7 +7,7 @@
 
 use crate::common::study::{
     assert_no_survivors, examples, marked_alive, marked_study, path_with_headroom, read_json,
-    stdout_of_success, study, two_config_study,
+    shard_scenarios_left, stdout_of_success, study, two_config_study,
 };
 use crate::common::{ensure, headroom_bin, in_three_tries, light, serial};
 use serde_json::Value;
@@ -89,16 +89,7 @@ fn a_study_across_two_processes_ranks_as_one_process_does() {
             .is_some_and(|s| !s.is_empty()));
     }
     // No scenario file of the shards is left beside the study's.
-    let left: Vec<_> = std::fs::read_dir(dir.path())
-        .unwrap()
-        .filter_map(|e| e.ok())
-        .filter(|e| {
-            e.file_name()
-                .to_string_lossy()
-                .starts_with(".headroom-shards-")
-        })
-        .collect();
-    assert!(left.is_empty());
+    assert_eq!(shard_scenarios_left(dir.path()), 0);
 }
 
 #[test]
