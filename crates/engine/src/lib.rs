@@ -78,6 +78,9 @@ pub struct Progress<'a> {
     pub recent: &'a std::collections::VecDeque<Stats>,
     /// OK and failed so far per request (index = the plan's request).
     pub by_request: &'a [crate::metrics::RequestCounts],
+    /// The slowest traced requests of the seconds just finished (a run
+    /// with trace context).
+    pub exemplars: &'a [crate::metrics::exemplars::Exemplar],
 }
 
 /// Everything a run measured.
@@ -111,6 +114,10 @@ pub struct RunOutcome {
     /// Every request completed around the plan's events, in completion
     /// order (empty without events).
     pub trace: crate::metrics::trace::Trace,
+    /// A run with trace context (`Plan::trace_context`): each second's
+    /// slowest traced requests per request, and the run's slowest.
+    pub exemplars: Vec<crate::metrics::exemplars::Exemplar>,
+    pub slowest: Vec<crate::metrics::exemplars::Exemplar>,
 }
 
 /// How far ahead of "now" a run's clock starts: time for the worker
@@ -200,27 +207,8 @@ pub fn run_at(
     let (joined, start) = (start.joined(Instant::now()), start.at());
     let threads = plan.effective_threads();
     let plan = Arc::new(plan);
-    let (tx, rx) = mpsc::channel();
-    // A shard's budget is its share of the plan's.
-    let budget = plan
-        .max_requests
-        .map(|n| Arc::new(AtomicU64::new(plan.shard.share(n))));
     let started_at = wall_clock(start);
-    let handles: Vec<_> = (0..threads)
-        .map(|id| {
-            worker::spawn(worker::WorkerCtx {
-                id,
-                workers: threads,
-                plan: plan.clone(),
-                start,
-                joined,
-                stop: stop.clone(),
-                tx: tx.clone(),
-                budget: budget.clone(),
-            })
-        })
-        .collect();
-    drop(tx);
+    let (handles, rx) = spawn_workers(&plan, threads, (start, joined), stop);
 
     let mut aggregate = Aggregate::new(threads, plan.requests.len())
         .keeping_second_histograms(plan.keep_second_histograms || !plan.shard.is_whole());
@@ -247,6 +235,7 @@ pub fn run_at(
                     total,
                     recent: aggregate.recent(),
                     by_request: aggregate.by_request(),
+                    exemplars: aggregate.newest_exemplars(),
                 });
             }
         }
@@ -260,6 +249,8 @@ pub fn run_at(
         per_request,
         mut timeline,
         latency_intervals,
+        exemplars,
+        slowest,
     } = aggregate.finish();
     scripts.teardown(&plan, &mut total);
     set_offered(&plan, &mut timeline);
@@ -280,7 +271,38 @@ pub fn run_at(
         late_by: joined - start,
         waited_for_connection: finished.waited_for_connection,
         trace: crate::metrics::trace::Trace::merge(finished.traces),
+        exemplars,
+        slowest,
     }
+}
+
+/// The run's worker threads, and the channel their seconds come on.
+fn spawn_workers(
+    plan: &Arc<Plan>,
+    threads: usize,
+    (start, joined): (Instant, Instant),
+    stop: &StopSignal,
+) -> (Vec<std::thread::JoinHandle<()>>, mpsc::Receiver<WorkerMsg>) {
+    let (tx, rx) = mpsc::channel();
+    // A shard's budget is its share of the plan's.
+    let budget = plan
+        .max_requests
+        .map(|n| Arc::new(AtomicU64::new(plan.shard.share(n))));
+    let handles = (0..threads)
+        .map(|id| {
+            worker::spawn(worker::WorkerCtx {
+                id,
+                workers: threads,
+                plan: plan.clone(),
+                start,
+                joined,
+                stop: stop.clone(),
+                tx: tx.clone(),
+                budget: budget.clone(),
+            })
+        })
+        .collect();
+    (handles, rx)
 }
 
 /// The script's `setup()` and `teardown()` around the load, in an engine
@@ -434,6 +456,7 @@ impl Finished {
                 self.traces.extend(report.trace);
                 aggregate.add_intervals(report.intervals);
                 aggregate.add_per_request(&report.per_request);
+                aggregate.add_slowest(&report.slowest);
                 aggregate.worker_done(worker)
             }
         }

@@ -11,11 +11,13 @@
 use crate::connections::Origin;
 use crate::cookies;
 use crate::cookies::Jar;
+use crate::metrics::exemplars::TraceIds;
 use crate::metrics::{ErrorClass, LimitReached, Outcome};
 use crate::plan::check::ResponseView;
 use crate::plan::socket::SocketStep;
 use crate::plan::template::{Scope, Vars};
-use crate::plan::{Flow, RequestSpec, Step, Wire};
+use crate::plan::trace_context::TracePer;
+use crate::plan::{Added, Flow, RequestSpec, Step, Wire};
 use crate::shared::Shared;
 use headroom_http::Captured;
 use std::time::{Duration, Instant};
@@ -93,6 +95,11 @@ pub(crate) struct Script {
     /// An `after` hook asked to end the iteration or the user: taken at
     /// the next step.
     pending: headroom_js::Flow,
+    /// The iteration's trace ID (trace context per iteration), once its
+    /// first request is written.
+    iteration_trace: Option<u128>,
+    /// The trace context the last request written was sent with.
+    pub trace_ids: Option<TraceIds>,
 }
 
 impl Script {
@@ -112,6 +119,8 @@ impl Script {
             }),
             last_status: 0,
             pending: headroom_js::Flow::Continue,
+            iteration_trace: None,
+            trace_ids: None,
         }
     }
 
@@ -151,6 +160,7 @@ impl Script {
                 return false;
             }
         }
+        self.iteration_trace = None;
         self.at = match sessions {
             None => Position::Mix(Some(pick)),
             Some(_) => {
@@ -247,7 +257,9 @@ impl Script {
     }
 
     /// Request `spec` for this send, to `target` on `host`, with this
-    /// user's variables (see [`RequestSpec::render`]), into `out`.
+    /// user's variables (see [`RequestSpec::render`]) and, in a run that
+    /// sends trace context, a `traceparent` (its IDs kept in
+    /// [`Script::trace_ids`]), into `out`.
     pub fn write_request(
         &mut self,
         shared: &Shared,
@@ -256,12 +268,23 @@ impl Script {
         (keep_alive, cookie): (bool, Option<&str>),
         out: &mut Vec<u8>,
     ) -> Result<Wire, ErrorClass> {
+        self.trace_ids = shared.plan.trace_context.as_ref().map(|context| {
+            let trace = match context.per {
+                TracePer::Request => None,
+                TracePer::Iteration => self.iteration_trace,
+            };
+            let ids = shared.trace_ids(trace);
+            self.iteration_trace = Some(ids.trace_id);
+            ids
+        });
+        let traceparent = shared.traceparent(self.trace_ids);
+        let added = shared.added(cookie, traceparent.as_ref());
         if let Some(code) = spec.before {
             return self.write_scripted(
                 shared,
                 (spec, code),
                 (target, host),
-                (keep_alive, cookie),
+                (keep_alive, added),
                 out,
             );
         }
@@ -271,7 +294,7 @@ impl Script {
             target,
             host,
             keep_alive,
-            cookie,
+            added,
             out,
         )
     }
@@ -284,7 +307,7 @@ impl Script {
         shared: &Shared,
         (spec, code): (&RequestSpec, usize),
         (target, host): (&str, &str),
-        (keep_alive, cookie): (bool, Option<&str>),
+        (keep_alive, added): (bool, Added<'_>),
         out: &mut Vec<u8>,
     ) -> Result<Wire, ErrorClass> {
         let scheme = if shared.plan.tls.is_some() {
@@ -296,7 +319,7 @@ impl Script {
         let mut request = {
             let mut rng = shared.rng.borrow_mut();
             let mut scope = self.scope(&mut rng);
-            spec.parts(&mut scope, &origin, target, cookie)
+            spec.parts(&mut scope, &origin, target, added)
         };
         let Script { vars, js, .. } = self;
         let mut effects = Effects {

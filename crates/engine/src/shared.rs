@@ -3,9 +3,11 @@
 //! failed, or cut off by the stop.
 
 use crate::connections::Origins;
+use crate::metrics::exemplars::TraceIds;
 use crate::metrics::{ErrorClass, Outcome, Recorder};
 use crate::plan::shard::Stride;
-use crate::plan::{ClosedLoad, Flow, Plan};
+use crate::plan::trace_context::{self, Traceparent};
+use crate::plan::{Added, ClosedLoad, Flow, Plan};
 use crate::stop::{Phase, StopSignal};
 use headroom_http::exchange::Attempts;
 use headroom_http::h2::{H2Parts, H2Request};
@@ -124,6 +126,35 @@ impl Shared {
         self.plan.shard.stride(self.id, self.workers)
     }
 
+    /// Trace IDs for a request about to be written: a fresh span of trace
+    /// `trace`, or of a fresh trace.
+    pub fn trace_ids(&self, trace: Option<u128>) -> TraceIds {
+        let mut rng = self.rng.borrow_mut();
+        TraceIds {
+            trace_id: trace.unwrap_or_else(|| trace_context::new_trace_id(&mut rng)),
+            span_id: trace_context::new_span_id(&mut rng),
+        }
+    }
+
+    /// `traceparent`'s value for a request sent with `ids`.
+    pub fn traceparent(&self, ids: Option<TraceIds>) -> Option<Traceparent> {
+        let context = self.plan.trace_context.as_ref()?;
+        Some(Traceparent::new(ids?, context.sampled))
+    }
+
+    /// The headers a send adds: its cookies, its trace context.
+    pub fn added<'a>(
+        &'a self,
+        cookie: Option<&'a str>,
+        traceparent: Option<&'a Traceparent>,
+    ) -> Added<'a> {
+        Added {
+            cookie,
+            traceparent: traceparent.map(Traceparent::as_str),
+            tracestate: (self.plan.trace_context.as_ref()).and_then(|c| c.tracestate.as_deref()),
+        }
+    }
+
     /// The source address of the next connection, in turn over the plan's
     /// (workers start at different ones, so all are used from the start).
     pub fn next_local_address(&self) -> Option<std::net::IpAddr> {
@@ -215,6 +246,8 @@ pub(crate) struct InFlight<'a> {
     /// Times its head was written (counted by the exchange as it writes,
     /// so a request cut off by the stop still says whether it left).
     pub attempts: Attempts,
+    /// The trace context it was written with.
+    pub trace_ids: Option<TraceIds>,
     finished: bool,
 }
 
@@ -228,6 +261,7 @@ impl<'a> InFlight<'a> {
             intended,
             sent: None,
             attempts: Attempts::default(),
+            trace_ids: None,
             finished: false,
         }
     }
@@ -248,6 +282,7 @@ impl<'a> InFlight<'a> {
         self.finished = true;
         let outcome = Outcome {
             attempts: self.attempts.count(),
+            trace_ids: self.trace_ids.or(outcome.trace_ids),
             ..*outcome
         };
         self.shared.recorder.borrow_mut().record(

@@ -568,17 +568,23 @@ impl<'a> RequestWriter<'a> {
     }
 }
 
-/// `request` with one more header, written into `out`: before the blank
-/// line that ends its head.
-pub fn with_header(request: &[u8], (name, value): (&str, &str), out: &mut Vec<u8>) {
+/// `request` with more headers, written into `out`: before the blank line
+/// that ends its head.
+pub fn with_headers<'n, 'v>(
+    request: &[u8],
+    headers: impl IntoIterator<Item = (&'n str, &'v str)>,
+    out: &mut Vec<u8>,
+) {
     out.clear();
     let head_end = request
         .windows(4)
         .position(|w| w == b"\r\n\r\n")
         .map_or(request.len(), |p| p + 2);
     out.extend_from_slice(&request[..head_end]);
-    for part in [name.as_bytes(), b": ", value.as_bytes(), b"\r\n"] {
-        out.extend_from_slice(part);
+    for (name, value) in headers {
+        for part in [name.as_bytes(), b": ", value.as_bytes(), b"\r\n"] {
+            out.extend_from_slice(part);
+        }
     }
     out.extend_from_slice(&request[head_end..]);
 }

@@ -3,12 +3,14 @@
 //! rates an open model was asked for and achieved, and the warnings.
 
 use headroom_engine::plan::schedule::Stage;
+use headroom_engine::plan::trace_context::TracePer;
 use headroom_engine::plan::{HttpVersion, Load, Plan};
 use headroom_engine::RunOutcome;
 use headroom_metrics::{histogram, ErrorClass, LimitReached};
+use headroom_records::exemplars::Exemplar;
 use headroom_records::results::{
     Connections, Histograms, LatencySummary, LimitsReached, LoadStage, Meta, RequestConfig,
-    RequestHistograms, Results, RunConfig, ShardInfo, Sockets, Summary,
+    RequestHistograms, Results, RunConfig, ShardInfo, Sockets, Summary, TraceConfig,
 };
 use headroom_records::server::machine::Machine;
 use std::collections::BTreeMap;
@@ -45,6 +47,16 @@ pub fn run_config(plan: &Plan) -> RunConfig {
                 expect_status: r.expect.statuses.as_ref().map(|s| s.describe()),
             })
             .collect(),
+        trace: plan.trace_context.as_ref().map(|t| TraceConfig {
+            per: match t.per {
+                TracePer::Request => "request",
+                TracePer::Iteration => "iteration",
+            }
+            .into(),
+            sampled: t.sampled,
+            tracestate: t.tracestate.clone(),
+            url: t.url.clone(),
+        }),
     };
     match &plan.load {
         Load::Closed(l) => {
@@ -245,6 +257,7 @@ pub fn results(input: ResultsInput) -> Results {
             })
             .collect(),
         timeline: outcome.timeline.clone(),
+        exemplars: exemplars(plan, outcome),
         connections_opened: t.connections_opened(),
         connections: Connections::from_stats(t),
         scripts: headroom_records::results::ScriptFunction::from_stats(&t.scripts),
@@ -275,6 +288,14 @@ pub fn results(input: ResultsInput) -> Results {
         abort: None,
         histograms: histograms(plan, outcome),
     }
+}
+
+/// The run's slowest traced requests: each second's and the run's,
+/// named and ranked.
+fn exemplars(plan: &Plan, outcome: &RunOutcome) -> Vec<Exemplar> {
+    let names: Vec<String> = plan.requests.iter().map(|r| r.name.clone()).collect();
+    let measured = outcome.exemplars.iter().chain(&outcome.slowest);
+    headroom_records::exemplars::select(measured.map(|e| Exemplar::of(e, &names)))
 }
 
 /// Open model: the rate asked for (over the part of the schedule that

@@ -325,6 +325,8 @@ impl Fleet {
                 total: &self.total,
                 recent: &self.recent,
                 by_request: &self.by_request,
+                // Exemplars stay in each shard's results (merged exactly).
+                exemplars: &[],
             });
             merged += 1;
         }

@@ -57,6 +57,18 @@ struct Figures {
     gauges: BTreeMap<&'static str, f64>,
     /// Messages sent and received on sockets, when the run has any.
     messages: Option<(u64, u64)>,
+    /// A traced request per bucket of [`BUCKETS_S`] (then +Inf): the
+    /// newest offered, for OpenMetrics exemplars.
+    exemplars: Vec<Option<BucketExemplar>>,
+}
+
+/// A traced request shown beside the bucket its latency fell in.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BucketExemplar {
+    pub trace_id: String,
+    pub latency_s: f64,
+    /// When it was offered, Unix seconds.
+    pub at_s: f64,
 }
 
 impl Figures {
@@ -74,6 +86,25 @@ impl Figures {
         self.buckets.push(h.len().saturating_sub(below));
         self.count = h.len();
         self.sum_s = h.mean() * h.len() as f64 / 1e6;
+    }
+
+    /// Each traced request beside its bucket (the last offered wins).
+    fn exemplars(&mut self, traced: impl Iterator<Item = (String, f64)>) {
+        let at_s = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64());
+        self.exemplars.resize(BUCKETS_S.len() + 1, None);
+        for (trace_id, latency_s) in traced {
+            let bucket = BUCKETS_S
+                .iter()
+                .position(|le| latency_s <= *le)
+                .unwrap_or(BUCKETS_S.len());
+            self.exemplars[bucket] = Some(BucketExemplar {
+                trace_id,
+                latency_s,
+                at_s,
+            });
+        }
     }
 }
 
@@ -106,6 +137,34 @@ pub struct Series {
     /// With `__name__` first.
     pub labels: Labels,
     pub value: f64,
+    /// A histogram bucket's traced request (OpenMetrics only).
+    pub exemplar: Option<BucketExemplar>,
+}
+
+/// The two expositions a scrape may ask for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Exposition {
+    /// Prometheus' text format 0.0.4 (what `promtool check metrics` reads).
+    Text,
+    /// OpenMetrics 1.0, with exemplars: what Prometheus asks for first.
+    OpenMetrics,
+}
+
+impl Exposition {
+    /// The one a scraper's `Accept` header prefers.
+    pub fn accepted(accept: Option<&str>) -> Exposition {
+        match accept {
+            Some(a) if a.contains("application/openmetrics-text") => Exposition::OpenMetrics,
+            _ => Exposition::Text,
+        }
+    }
+
+    pub fn content_type(self) -> &'static str {
+        match self {
+            Exposition::Text => "text/plain; version=0.0.4; charset=utf-8",
+            Exposition::OpenMetrics => "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        }
+    }
 }
 
 impl LiveMetrics {
@@ -133,6 +192,9 @@ impl LiveMetrics {
                 .map(|(c, n)| (c.key().to_string(), n))
                 .collect();
             f.latency(&p.total.latency);
+            f.exemplars(
+                (p.exemplars.iter()).map(|e| (e.trace.trace_hex(), e.latency_us as f64 / 1e6)),
+            );
             f.connections = Connections::by_protocol(p.total);
             f.gauges
                 .insert("active_users", p.second.active_users as f64);
@@ -173,6 +235,10 @@ impl LiveMetrics {
             if let Ok(h) = histogram::from_base64(&r.histograms.latency) {
                 f.latency(&h);
             }
+            // By second, so each bucket keeps its latest traced request.
+            let mut traced: Vec<_> = r.exemplars.iter().collect();
+            traced.sort_by_key(|e| e.second);
+            f.exemplars((traced.into_iter()).map(|e| (e.trace_id.clone(), e.latency_ms / 1000.0)));
             f.gauges.insert("active_users", 0.0);
             f.gauges.insert("in_flight", 0.0);
             if let Some(k) = &r.sockets {
@@ -189,12 +255,17 @@ impl LiveMetrics {
         let state = self.state.lock().expect("metrics lock");
         let mut out = Vec::new();
         for (base, f) in &state.runs {
+            let first = out.len();
             let mut push = |name: &str, extra: Vec<(&str, String)>, value: f64| {
                 let mut labels = vec![("__name__".to_string(), name.to_string())];
                 labels.extend(base.iter().cloned());
                 labels.extend(extra.into_iter().map(|(k, v)| (k.to_string(), v)));
                 labels[1..].sort();
-                out.push(Series { labels, value });
+                out.push(Series {
+                    labels,
+                    value,
+                    exemplar: None,
+                });
             };
             for ((request, outcome), n) in &f.requests {
                 push(
@@ -252,6 +323,13 @@ impl LiveMetrics {
             for (gauge, v) in &f.gauges {
                 push(&format!("headroom_{gauge}"), vec![], *v);
             }
+            // Each bucket's traced request, in the buckets' order.
+            let buckets = out[first..]
+                .iter_mut()
+                .filter(|s| s.labels[0].1 == "headroom_request_duration_seconds_bucket");
+            for (series, exemplar) in buckets.zip(&f.exemplars) {
+                series.exemplar.clone_from(exemplar);
+            }
         }
         out
     }
@@ -261,6 +339,14 @@ impl LiveMetrics {
     /// reads — it rejects OpenMetrics counter families (`# TYPE x counter`
     /// over `x_total` samples), the only text `prometheus-client` writes.
     pub fn render(&self) -> String {
+        self.render_as(Exposition::Text)
+    }
+
+    /// The exposition in either format. OpenMetrics names a counter's
+    /// family without `_total`, puts each bucket's traced request after it
+    /// (`# {trace_id="…"} 0.812 1764300000.1`: Prometheus keeps it with
+    /// `--enable-feature=exemplar-storage`), and ends with `# EOF`.
+    pub fn render_as(&self, exposition: Exposition) -> String {
         use std::fmt::Write;
         let series = self.series();
         self.state.lock().expect("metrics lock").scrapes += 1;
@@ -272,11 +358,17 @@ impl LiveMetrics {
                 None => families.push((family, vec![s])),
             }
         }
+        let open_metrics = exposition == Exposition::OpenMetrics;
         let mut text = String::new();
         for (family, members) in families {
             let (kind, help) = describe(family);
-            let _ = writeln!(text, "# HELP {family} {help}");
-            let _ = writeln!(text, "# TYPE {family} {kind}");
+            let (name, kind) = match (open_metrics, kind) {
+                (true, "counter") => (family.trim_end_matches("_total"), kind),
+                (true, "untyped") => (family, "unknown"),
+                _ => (family, kind),
+            };
+            let _ = writeln!(text, "# HELP {name} {help}");
+            let _ = writeln!(text, "# TYPE {name} {kind}");
             for s in members {
                 text.push_str(&s.labels[0].1);
                 let labels: Vec<String> = s.labels[1..]
@@ -286,8 +378,21 @@ impl LiveMetrics {
                 if !labels.is_empty() {
                     let _ = write!(text, "{{{}}}", labels.join(","));
                 }
-                let _ = writeln!(text, " {}", s.value);
+                let _ = write!(text, " {}", s.value);
+                if let (true, Some(e)) = (open_metrics, &s.exemplar) {
+                    let _ = write!(
+                        text,
+                        " # {{trace_id=\"{}\"}} {} {:.3}",
+                        escape(&e.trace_id),
+                        e.latency_s,
+                        e.at_s
+                    );
+                }
+                text.push('\n');
             }
+        }
+        if open_metrics {
+            text.push_str("# EOF\n");
         }
         text
     }
@@ -475,6 +580,7 @@ mod remote_write {
                     ("outcome".into(), "ok".into()),
                 ],
                 value: 42.0,
+                exemplar: None,
             }];
             let body = encode(&series, 1_700_000_000_000);
             let raw = snap::raw::Decoder::new().decompress_vec(&body).unwrap();

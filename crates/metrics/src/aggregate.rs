@@ -2,6 +2,7 @@
 //! as they complete; the aggregate adds them into the run total at once and
 //! turns each second into a [`TimelinePoint`] once every worker has passed it.
 
+use super::exemplars::{Exemplar, SecondExemplars, Slowest, SLOWEST};
 use super::spill::Spilled;
 use super::{histogram, Interval, RequestCounts, Stats};
 use serde::{Deserialize, Serialize};
@@ -148,6 +149,7 @@ struct Merged {
     sockets_seen: bool,
     by_request: Vec<RequestCounts>,
     by_request_latency: Vec<hdrhistogram::Histogram<u64>>,
+    exemplars: SecondExemplars,
 }
 
 pub struct Aggregate {
@@ -167,6 +169,12 @@ pub struct Aggregate {
     recent: std::collections::VecDeque<Stats>,
     /// OK and failed so far per request, as intervals arrive.
     by_request: Vec<RequestCounts>,
+    /// Each finished second's slowest traced requests (spilled as the
+    /// timeline is), and the run's.
+    exemplars: Spilled<Exemplar>,
+    slowest: Slowest,
+    /// Those of the seconds finished last, for live metrics.
+    newest_exemplars: Vec<Exemplar>,
 }
 
 /// How many finished seconds [`Aggregate::recent`] keeps.
@@ -184,6 +192,9 @@ impl Aggregate {
             keep_latency_intervals: false,
             recent: std::collections::VecDeque::new(),
             by_request: vec![RequestCounts::default(); request_count],
+            exemplars: Spilled::new(),
+            slowest: Slowest::new(SLOWEST),
+            newest_exemplars: Vec::new(),
         }
     }
 
@@ -220,6 +231,7 @@ impl Aggregate {
             m.in_flight_peak += i.in_flight_peak;
             m.sockets_peak += i.sockets_peak;
             m.sockets_seen |= i.sockets_peak > 0 || !i.stats.sockets.is_empty();
+            m.exemplars.merge(&i.exemplars);
         }
     }
 
@@ -241,11 +253,18 @@ impl Aggregate {
     }
 
     fn finalize_before(&mut self, upto: u32) {
+        if (self.timeline.len() as u32) < upto {
+            self.newest_exemplars.clear();
+        }
         // Seconds no worker recorded anything in still get a point.
         while (self.timeline.len() as u32) < upto {
             let index = self.timeline.len() as u32;
-            let m = self.pending.remove(&index).unwrap_or_default();
+            let mut m = self.pending.remove(&index).unwrap_or_default();
             self.timeline.push(TimelinePoint::from_merged(index, &m));
+            for e in std::mem::take(&mut m.exemplars).into_list() {
+                self.newest_exemplars.push(e);
+                self.exemplars.push(e);
+            }
             if self.keep_latency_intervals {
                 self.latency_intervals
                     .push(histogram::to_base64(&m.stats.latency));
@@ -265,6 +284,16 @@ impl Aggregate {
     /// The last finished seconds' stats, newest last.
     pub fn recent(&self) -> &std::collections::VecDeque<Stats> {
         &self.recent
+    }
+
+    /// The slowest traced requests of the seconds finished last.
+    pub fn newest_exemplars(&self) -> &[Exemplar] {
+        &self.newest_exemplars
+    }
+
+    /// A finished worker's slowest traced requests.
+    pub fn add_slowest(&mut self, slowest: &Slowest) {
+        self.slowest.merge(slowest);
     }
 
     pub fn add_per_request(&mut self, per_request: &[Stats]) {
@@ -293,6 +322,8 @@ impl Aggregate {
             per_request: self.per_request,
             timeline: self.timeline.into_vec(),
             latency_intervals: self.latency_intervals.into_vec(),
+            exemplars: self.exemplars.into_vec(),
+            slowest: self.slowest.into_sorted(),
         }
     }
 }
@@ -302,6 +333,10 @@ pub struct Finished {
     pub per_request: Vec<Stats>,
     pub timeline: Vec<TimelinePoint>,
     pub latency_intervals: Vec<String>,
+    /// Each second's slowest traced requests ([`crate::exemplars::PER_SECOND`]
+    /// per request), by second; and the run's slowest, slowest first.
+    pub exemplars: Vec<Exemplar>,
+    pub slowest: Vec<Exemplar>,
 }
 
 #[cfg(test)]
@@ -337,6 +372,7 @@ mod tests {
             per_request,
             timeline,
             latency_intervals,
+            ..
         } = agg.finish();
         assert_eq!(latency_intervals.len(), timeline.len());
         let second_two = histogram::from_base64(&latency_intervals[1]).unwrap();
@@ -385,5 +421,67 @@ mod tests {
         }
         let h = histogram::from_base64(&finished.latency_intervals[321]).unwrap();
         assert_eq!(h.len(), 322);
+    }
+
+    #[test]
+    fn traced_requests_become_each_second_s_and_the_run_s_slowest() {
+        use crate::exemplars::TraceIds;
+        let start = Instant::now();
+        let mut agg = Aggregate::new(2, 2);
+        for worker in 0..2u64 {
+            let mut r = Recorder::new(start, 2);
+            for n in 0..20u64 {
+                // Requests 0 and 1 alternate; latency grows with n; the
+                // second worker's are 1 ms slower.
+                let sent = start + Duration::from_millis(100 * n);
+                let done = sent + Duration::from_millis(n + worker + 1);
+                let outcome = Outcome {
+                    status: Some(200),
+                    attempts: 1,
+                    trace_ids: Some(TraceIds {
+                        trace_id: u128::from(worker * 100 + n + 1),
+                        span_id: 1,
+                    }),
+                    ..Default::default()
+                };
+                r.request_started();
+                r.record((n % 2) as usize, sent, Some(sent), done, &outcome);
+            }
+            // One whose head never left: no exemplar, however slow.
+            let never = Outcome {
+                attempts: 0,
+                trace_ids: Some(TraceIds {
+                    trace_id: 999,
+                    span_id: 1,
+                }),
+                ..Default::default()
+            };
+            r.request_started();
+            r.record(0, start, None, start + Duration::from_millis(900), &never);
+            let report = r.finish();
+            agg.add_intervals(report.intervals);
+            agg.add_slowest(&report.slowest);
+            agg.worker_done(worker as usize);
+        }
+        let finished = agg.finish();
+        assert!(finished.exemplars.iter().all(|e| e.trace.trace_id != 999));
+        assert!(finished.slowest.iter().all(|e| e.trace.trace_id != 999));
+        // 40 traced requests: all among the run's slowest, slowest first.
+        assert_eq!(finished.slowest.len(), 40);
+        assert_eq!(finished.slowest[0].latency_us, 21_000);
+        // Seconds 0 and 1 hold 10 requests of each worker; per second and
+        // request (5 of each worker) the 5 slowest are kept.
+        for second in 0..2 {
+            for request in 0..2 {
+                let kept: Vec<u64> = (finished.exemplars.iter())
+                    .filter(|e| e.second == second && e.request == request)
+                    .map(|e| e.latency_us)
+                    .collect();
+                assert_eq!(kept.len(), 5, "second {second} request {request}");
+                let mut sorted = kept.clone();
+                sorted.sort_unstable_by(|a, b| b.cmp(a));
+                assert_eq!(kept, sorted);
+            }
+        }
     }
 }

@@ -8,10 +8,12 @@
 //! - [`Recorder`]: per-worker; files each outcome into the one-second
 //!   [`Interval`] its completion falls in.
 //! - [`trace`]: every completion around planned events, for exact gaps.
+//! - [`exemplars`]: the slowest traced requests, per second and per run.
 //! - [`aggregate`]: merges the workers' intervals into the run's totals and
 //!   per-second timeline.
 
 pub mod aggregate;
+pub mod exemplars;
 pub mod histogram;
 mod recorder;
 pub mod scripts;

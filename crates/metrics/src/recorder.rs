@@ -1,6 +1,7 @@
 //! The per-worker recorder. One per worker thread, never shared across
 //! threads, so recording is a few additions and three histogram increments.
 
+use super::exemplars::{Exemplar, SecondExemplars, Slowest, TraceIds, SLOWEST};
 use super::trace::Trace;
 use super::{histogram, ConnectionEvent, ErrorClass, LimitReached, Stats, MAX_STATUS};
 use hdrhistogram::Histogram;
@@ -20,6 +21,8 @@ pub struct Outcome {
     /// Times its head went out on the wire: 0 for a request that never
     /// left, 2 for one sent again (a stale connection, a refused stream).
     pub attempts: u32,
+    /// The trace context it was sent with (a run with `--trace`).
+    pub trace_ids: Option<TraceIds>,
 }
 
 /// Plans with more requests than this get no per-request timeline (a
@@ -50,6 +53,8 @@ pub struct Interval {
     pub in_flight_peak: u32,
     /// Most WebSockets and event streams open at once.
     pub sockets_peak: u32,
+    /// The slowest traced requests of this second, per request.
+    pub exemplars: SecondExemplars,
 }
 
 impl Interval {
@@ -62,6 +67,7 @@ impl Interval {
             active_peak: gauges.active,
             in_flight_peak: gauges.in_flight,
             sockets_peak: gauges.sockets,
+            exemplars: SecondExemplars::default(),
         }
     }
 }
@@ -95,6 +101,8 @@ pub struct Recorder {
     trace: Option<Trace>,
     /// Keep each request's latencies per second (see `Interval`).
     per_request_timeline: bool,
+    /// The run's slowest traced requests, so far.
+    slowest: Slowest,
 }
 
 /// What a worker hands over when it finishes.
@@ -109,6 +117,8 @@ pub struct WorkerReport {
     /// at its cap, so they waited in the generator.
     pub waited_for_connection: u64,
     pub trace: Option<Trace>,
+    /// This worker's slowest traced requests.
+    pub slowest: Slowest,
 }
 
 impl Recorder {
@@ -136,6 +146,7 @@ impl Recorder {
             waited_for_connection: 0,
             trace: None,
             per_request_timeline: (2..=PER_REQUEST_TIMELINE_MAX).contains(&request_count),
+            slowest: Slowest::new(SLOWEST),
         }
     }
 
@@ -284,6 +295,19 @@ impl Recorder {
         if let Some(trace) = &mut self.trace {
             trace.record(self.start, done, latency, outcome.error);
         }
+        // A request whose head never left carries a trace nobody saw.
+        if let Some(ids) = outcome.trace_ids.filter(|_| outcome.attempts > 0) {
+            let exemplar = Exemplar {
+                request: request as u32,
+                trace: ids,
+                latency_us: latency,
+                second: self.current.index,
+                status: outcome.status,
+                error: outcome.error,
+            };
+            self.current.exemplars.offer(exemplar);
+            self.slowest.offer(exemplar);
+        }
         let times = Times {
             latency,
             service,
@@ -362,6 +386,7 @@ impl Recorder {
             last_done: self.last_done,
             waited_for_connection: self.waited_for_connection,
             trace: self.trace,
+            slowest: self.slowest,
         }
     }
 }

@@ -8,6 +8,7 @@
 //! - [`check`]: objectives (`p90<500ms, errors<5%`) judged on a record.
 //! - [`merge`]: shards' records into one, exactly (HDR histograms).
 //! - [`events`]: what users saw around each event of a run.
+//! - [`exemplars`]: the slowest traced requests, with their trace IDs.
 //! - [`server`]: what the monitor saw — samples, summary, findings.
 //! - [`study`]: `study.json`, and the ranking of configurations.
 //! - [`capacity`]: `cap.json`, and the knee and limit read from its steps.
@@ -15,6 +16,7 @@
 pub mod capacity;
 pub mod check;
 pub mod events;
+pub mod exemplars;
 pub mod merge;
 pub mod results;
 pub mod server;

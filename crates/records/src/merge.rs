@@ -11,6 +11,7 @@
 //! merge (no `..` copying the first shard's), so a field added to them
 //! does not compile until it is merged.
 
+use crate::exemplars::Exemplar;
 use crate::results::{
     Connections, Histograms, LatencySummary, LimitsReached, Meta, RequestHistograms, Requests,
     Results, ScriptFunction, ShardInfo, ShardInput, Sockets, Summary,
@@ -121,6 +122,7 @@ pub fn merge(
             axis.duration_s,
         ),
         timeline,
+        exemplars: merge_exemplars(&parts, &axis),
         connections_opened: parts.iter().map(|r| r.connections_opened).sum(),
         connections,
         limits_reached,
@@ -155,6 +157,18 @@ pub fn merge(
             per_second: per_second.iter().map(histogram::to_base64).collect(),
         },
     })
+}
+
+/// The shards' exemplars, each shard's seconds on the merged axis,
+/// selected again: exact (see `exemplars`).
+fn merge_exemplars(parts: &[&Results], axis: &Axis) -> Vec<Exemplar> {
+    let shifted = parts.iter().zip(&axis.offsets).flat_map(|(r, offset)| {
+        r.exemplars.iter().map(move |e| Exemplar {
+            second: e.second + offset,
+            ..e.clone()
+        })
+    });
+    crate::exemplars::select(shifted)
 }
 
 /// The shards on one time axis: the earliest start; each shard's seconds

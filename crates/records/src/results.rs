@@ -51,6 +51,11 @@ pub struct Results {
     /// Per request name, the same shape as the totals.
     pub per_request: BTreeMap<String, Summary>,
     pub timeline: Vec<TimelinePoint>,
+    /// A run with trace context (`--trace`): the slowest requests with
+    /// the trace IDs they were sent with — each name's 5 slowest in each
+    /// second, and the run's 100 slowest ranked (see `exemplars`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub exemplars: Vec<crate::exemplars::Exemplar>,
     pub connections_opened: u64,
     /// What happened to connections: opened, reconnects after the server
     /// closed an idle keep-alive connection, requests sent again after a
@@ -690,6 +695,23 @@ pub struct RunConfig {
     pub connect_timeout_s: f64,
     pub request_timeout_s: f64,
     pub requests: Vec<RequestConfig>,
+    /// The trace context sent (`--trace`, `[trace]`), when any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<TraceConfig>,
+}
+
+/// `config.trace`: how the run sent W3C trace context.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
+pub struct TraceConfig {
+    /// "request" (a fresh trace per request) or "iteration".
+    pub per: String,
+    /// `traceparent`'s sampled flag.
+    pub sampled: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tracestate: Option<String>,
+    /// Where a trace ID leads: a URL with `{id}`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
 }
 
 fn http_1_1() -> String {

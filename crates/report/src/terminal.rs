@@ -5,6 +5,7 @@
 
 use crate::table::Table;
 use headroom_metrics::ErrorClass;
+use headroom_records::exemplars::Exemplar;
 use headroom_records::results::{LatencySummary, Results, Summary};
 use std::io::{self, Write};
 
@@ -386,7 +387,60 @@ fn write_tables(out: &mut dyn Write, r: &Results) -> io::Result<()> {
             .collect();
         write_table(out, &rows)?;
     }
-    Ok(())
+    write_slowest_traced(out, r)
+}
+
+/// The run's `n` slowest traced requests, slowest first (a run with
+/// `--trace`; empty otherwise).
+pub fn slowest_traced(r: &Results, n: usize) -> Vec<&Exemplar> {
+    let mut ranked: Vec<&Exemplar> = r.exemplars.iter().filter(|e| e.rank.is_some()).collect();
+    ranked.sort_by_key(|e| e.rank);
+    ranked.truncate(n);
+    ranked
+}
+
+/// An exemplar's outcome: its status, or its error class.
+pub fn exemplar_status(e: &Exemplar) -> String {
+    match (&e.error, e.status) {
+        (Some(class), _) => class.clone(),
+        (None, Some(status)) => status.to_string(),
+        (None, None) => String::new(),
+    }
+}
+
+/// Where the slowest requests' traces are: the five slowest, each with
+/// its trace ID (and link, where the run gave a URL).
+fn write_slowest_traced(out: &mut dyn Write, r: &Results) -> io::Result<()> {
+    let ranked = slowest_traced(r, 5);
+    if ranked.is_empty() {
+        return Ok(());
+    }
+    let url = r.config.trace.as_ref().and_then(|t| t.url.as_deref());
+    writeln!(out)?;
+    writeln!(
+        out,
+        "Slowest traced requests (all 100 and each second's in results.json: exemplars)"
+    )?;
+    let mut rows = vec![vec![
+        "Request".to_string(),
+        "second".into(),
+        "latency ms".into(),
+        "status".into(),
+        "trace ID".into(),
+    ]];
+    for e in ranked {
+        rows.push(vec![
+            e.name.clone(),
+            e.second.to_string(),
+            ms(e.latency_ms),
+            exemplar_status(e),
+            match url {
+                Some(u) => u.replace("{id}", &e.trace_id),
+                None => e.trace_id.clone(),
+            },
+        ]);
+    }
+    write_table(out, &rows)
 }
 
 /// The scripts' calls, errors and generator CPU, per function; each error

@@ -6,9 +6,10 @@
 
 use crate::raw::{
     Model, RawHttp, RawHttpVersion, RawLoad, RawRoutes, RawScenario, RawStage, RawStaleRetry,
-    RawTls,
+    RawTls, RawTrace,
 };
 use headroom_engine::plan::schedule::Stage;
+use headroom_engine::plan::trace_context::TracePer;
 use headroom_engine::plan::UserStage;
 use headroom_engine::plan::{HttpVersion, DEFAULT_MAX_STREAMS};
 use std::fmt;
@@ -61,6 +62,45 @@ pub struct Overrides {
     pub resolve: Vec<String>,
     /// `-H NAME:VALUE`: replaces a header of the same name (any case).
     pub headers: Vec<(String, String)>,
+    /// `--trace` and its settings (any of them turns trace context on).
+    pub trace: TraceOverrides,
+}
+
+/// `--trace`, `--trace-per`, `--trace-unsampled`, `--trace-state`,
+/// `--trace-url`.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct TraceOverrides {
+    pub on: bool,
+    pub per: Option<TracePer>,
+    pub unsampled: bool,
+    pub state: Option<String>,
+    pub url: Option<String>,
+}
+
+impl TraceOverrides {
+    fn any(&self) -> bool {
+        self.on
+            || self.per.is_some()
+            || self.unsampled
+            || self.state.is_some()
+            || self.url.is_some()
+    }
+
+    fn apply(&self, trace: &mut RawTrace) {
+        trace.enabled = Some(true);
+        if self.per.is_some() {
+            trace.per = self.per;
+        }
+        if self.unsampled {
+            trace.sampled = Some(false);
+        }
+        if self.state.is_some() {
+            trace.tracestate.clone_from(&self.state);
+        }
+        if self.url.is_some() {
+            trace.url.clone_from(&self.url);
+        }
+    }
 }
 
 /// Overrides that make no sense together, said in the flags' terms.
@@ -150,6 +190,10 @@ impl Overrides {
         }
         RawRoutes::extend(&mut raw.connect_to, &self.connect_to);
         RawRoutes::extend(&mut raw.resolve, &self.resolve);
+        if self.trace.any() {
+            self.trace
+                .apply(raw.trace.get_or_insert_with(RawTrace::default));
+        }
     }
 
     fn apply_load(&self, load: &mut RawLoad) {

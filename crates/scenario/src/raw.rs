@@ -66,6 +66,37 @@ pub struct RawScenario {
     /// service.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub grpc: Option<RawGrpc>,
+    /// `[trace]`: W3C trace context (`traceparent`) on every request, so
+    /// the run's slowest requests (its exemplars) lead to their traces.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<RawTrace>,
+}
+
+/// `[trace]`: trace context on every request. The table turns it on.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawTrace {
+    /// Send trace context (default true: the table turns it on; false
+    /// turns it off, e.g. from `${TRACE}`).
+    #[serde(default, with = "lenient", skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<lenient::Lenient<bool>>")]
+    pub enabled: Option<bool>,
+    /// A fresh trace ID for every `request` (default), or one per session
+    /// `iteration` whose requests are its spans.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub per: Option<headroom_engine::plan::trace_context::TracePer>,
+    /// `traceparent`'s sampled flag (default true: the server's tracer is
+    /// asked to record every trace).
+    #[serde(default, with = "lenient", skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<lenient::Lenient<bool>>")]
+    pub sampled: Option<bool>,
+    /// A `tracestate` header sent as given, e.g. "vendor=value".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tracestate: Option<String>,
+    /// Where a trace ID leads in the report: a URL with `{id}`, e.g.
+    /// "http://127.0.0.1:16686/trace/{id}".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
 }
 
 /// `[grpc]`: the schema of the scenario's gRPC calls.

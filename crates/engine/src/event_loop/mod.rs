@@ -41,6 +41,7 @@ use crate::backoff::ConnectBackoff;
 use crate::connections::Origin;
 use crate::cookies;
 use crate::cookies::Jar;
+use crate::metrics::exemplars::TraceIds;
 use crate::metrics::{ConnectionEvent, ErrorClass, Outcome};
 use crate::plan::{ClosedLoad, Engine, Flow, HttpVersion, Load, Plan, Step as PlanStep, Wire};
 use crate::script::{Action, Script};
@@ -210,9 +211,12 @@ struct Slot {
     /// The user's cookies (when the plan keeps them), made when the first
     /// comes: most servers under test set none.
     jar: Option<Box<Jar>>,
-    /// The request with its `Cookie` header, or rendered from its
-    /// template; empty: the plan's bytes as they are.
+    /// The request with the headers its send adds (cookies, trace
+    /// context), or rendered from its template; empty: the plan's bytes
+    /// as they are.
     wire: Vec<u8>,
+    /// The trace context the request was written with.
+    trace_ids: Option<TraceIds>,
     /// A scenario's user (see [`scripted`]); `None` for plain requests.
     scripted: Option<Box<Scripted>>,
 }
@@ -233,6 +237,7 @@ impl Slot {
             kept: Vec::new(),
             reused: false,
             replaced: None,
+            trace_ids: None,
             retry: Retry::new(),
             attempts: Attempts::default(),
             write_failure: None,
@@ -786,12 +791,18 @@ impl<'a> EventLoop<'a> {
                 .connection_event(slot.request, event);
         }
         slot.wire.clear();
+        slot.trace_ids = None;
         let spec = &shared.plan.requests[slot.request];
         let jar = slot.jar.as_deref();
         match slot.scripted.as_deref_mut() {
             None => {
-                if let Some(cookie) = cookies::header(jar, &self.origin, spec, &spec.target) {
-                    spec.encoded_with_cookie(&cookie, &mut slot.wire);
+                let cookie = cookies::header(jar, &self.origin, spec, &spec.target);
+                slot.trace_ids =
+                    (shared.plan.trace_context.as_ref()).map(|_| shared.trace_ids(None));
+                let traceparent = shared.traceparent(slot.trace_ids);
+                let added = shared.added(cookie.as_deref(), traceparent.as_ref());
+                if !added.is_empty() {
+                    spec.encoded_with(added, &mut slot.wire);
                 }
             }
             Some(Scripted { script, target }) => {
@@ -805,6 +816,7 @@ impl<'a> EventLoop<'a> {
                     (shared.plan.keep_alive, cookie.as_deref()),
                     &mut slot.wire,
                 );
+                slot.trace_ids = script.trace_ids;
                 match written {
                     Ok(Wire::Encoded) => slot.wire.clear(),
                     Ok(Wire::Rendered) => {}
@@ -1258,6 +1270,7 @@ impl<'a> EventLoop<'a> {
         self.deadlines[i] = None;
         let outcome = Outcome {
             attempts: slot.attempts.count(),
+            trace_ids: slot.trace_ids,
             ..outcome
         };
         self.shared

@@ -20,6 +20,7 @@ pub mod schedule;
 pub mod shard;
 pub mod socket;
 pub mod template;
+pub mod trace_context;
 
 use crate::metrics::ErrorClass;
 use check::{Check, Extract, StatusSet};
@@ -114,6 +115,8 @@ pub struct Plan {
     /// What the script's `setup()` returned, as JSON (set by the run, for
     /// every user's `ctx.data`).
     pub script_data: Option<String>,
+    /// W3C trace context on every request (`--trace`, `[trace]`).
+    pub trace_context: Option<trace_context::TraceContext>,
 }
 
 /// HTTP/2 streams in flight per connection unless a plan says otherwise
@@ -275,6 +278,7 @@ impl Plan {
             keepalive: None,
             zero_rtt: false,
             keep_second_histograms: false,
+            trace_context: None,
             scripts: None,
             script_data: None,
         })
@@ -709,7 +713,7 @@ impl RequestSpec {
         scope: &mut Scope,
         origin: &str,
         target: &str,
-        cookie: Option<&str>,
+        added: Added<'_>,
     ) -> headroom_js::Request {
         let text = |t: &template::Template, scope: &mut Scope| {
             let mut out = Vec::new();
@@ -730,9 +734,7 @@ impl RequestSpec {
         headers.retain(|(k, _)| {
             !k.eq_ignore_ascii_case("host") && !k.eq_ignore_ascii_case("content-length")
         });
-        if let Some(cookie) = cookie {
-            headers.push(("Cookie".into(), cookie.into()));
-        }
+        headers.extend(added.headers().map(|(k, v)| (k.into(), v.into())));
         headroom_js::Request {
             method: self.method.clone(),
             url: format!("{origin}{target}"),
@@ -755,26 +757,26 @@ impl RequestSpec {
     /// The request for this send: the pre-encoded bytes as they are, or
     /// written into `out` — the template rendered for this user (with
     /// `target`, from [`RequestSpec::render_target`], and `host`), or the
-    /// pre-encoded bytes with its cookies. A header value rendered with a
-    /// line break or a NUL fails it as `invalid_header_value`: nothing is
-    /// sent.
+    /// pre-encoded bytes with the headers this send adds. A header value
+    /// rendered with a line break or a NUL fails it as
+    /// `invalid_header_value`: nothing is sent.
     pub fn render(
         &self,
         scope: &mut Scope,
         target: &str,
         host: &str,
         keep_alive: bool,
-        cookie: Option<&str>,
+        added: Added<'_>,
         out: &mut Vec<u8>,
     ) -> Result<Wire, ErrorClass> {
         let Some(t) = &self.template else {
-            match cookie {
+            if added.is_empty() {
                 // Sent from the plan: not copied into the user's buffer,
                 // whose memory is a cache miss per request at 1,000
                 // connections.
-                None => return Ok(Wire::Encoded),
-                Some(cookie) => self.encoded_with_cookie(cookie, out),
+                return Ok(Wire::Encoded);
             }
+            self.encoded_with(added, out);
             return Ok(Wire::Rendered);
         };
         out.clear();
@@ -787,17 +789,18 @@ impl RequestSpec {
         for (name, value) in &t.headers {
             head.header(name, |out| value.render(scope, out));
         }
-        if let Some(cookie) = cookie {
-            head.header("Cookie", |out| out.extend_from_slice(cookie.as_bytes()));
+        for (name, value) in added.headers() {
+            head.header(name, |out| out.extend_from_slice(value.as_bytes()));
         }
         head.finish(keep_alive, |out| t.body.render(scope, out))
             .map_err(|_| ErrorClass::InvalidHeaderValue)?;
         Ok(Wire::Rendered)
     }
 
-    /// The pre-encoded request with a `Cookie` header, written into `out`.
-    pub fn encoded_with_cookie(&self, cookie: &str, out: &mut Vec<u8>) {
-        headroom_http::with_header(&self.encoded, ("Cookie", cookie), out);
+    /// The pre-encoded request with the headers this send adds, written
+    /// into `out`.
+    pub fn encoded_with(&self, added: Added<'_>, out: &mut Vec<u8>) {
+        headroom_http::with_headers(&self.encoded, added.headers(), out);
     }
 
     /// The bytes request `wire` sends, `rendered` holding those written
@@ -807,6 +810,31 @@ impl RequestSpec {
             Wire::Encoded => &self.encoded,
             Wire::Rendered => rendered,
         }
+    }
+}
+
+/// Headers a send adds to its request's own: the user's cookies, and the
+/// trace context of a run that sends it.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Added<'a> {
+    pub cookie: Option<&'a str>,
+    pub traceparent: Option<&'a str>,
+    pub tracestate: Option<&'a str>,
+}
+
+impl<'a> Added<'a> {
+    pub fn is_empty(&self) -> bool {
+        self.headers().next().is_none()
+    }
+
+    pub fn headers(&self) -> impl Iterator<Item = (&'static str, &'a str)> {
+        [
+            ("Cookie", self.cookie),
+            ("traceparent", self.traceparent),
+            ("tracestate", self.tracestate),
+        ]
+        .into_iter()
+        .filter_map(|(name, value)| Some((name, value?)))
     }
 }
 
@@ -867,18 +895,39 @@ mod tests {
         let mut out = b"left over".to_vec();
         let host = "127.0.0.1:8080";
         let wire = spec
-            .render(&mut scope, "/a", host, true, None, &mut out)
+            .render(&mut scope, "/a", host, true, Added::default(), &mut out)
             .unwrap();
         assert_eq!(wire, Wire::Encoded);
         assert_eq!(spec.wire(wire, &out), &spec.encoded[..]);
+        let added = Added {
+            cookie: Some("id=7"),
+            ..Added::default()
+        };
         let wire = spec
-            .render(&mut scope, "/a", host, true, Some("id=7"), &mut out)
+            .render(&mut scope, "/a", host, true, added, &mut out)
             .unwrap();
         assert_eq!(wire, Wire::Rendered);
         let sent = String::from_utf8(spec.wire(wire, &out).to_vec()).unwrap();
         assert!(sent.starts_with("GET /a HTTP/1.1\r\n"), "{sent}");
         assert!(sent.ends_with("\r\nCookie: id=7\r\n\r\n"), "{sent}");
         assert_eq!(sent.len(), spec.encoded.len() + "Cookie: id=7\r\n".len());
+        // Trace context: after the cookie, before the blank line.
+        let traced = Added {
+            cookie: Some("id=7"),
+            traceparent: Some("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"),
+            tracestate: Some("a=1"),
+        };
+        let wire = spec
+            .render(&mut scope, "/a", host, true, traced, &mut out)
+            .unwrap();
+        let sent = String::from_utf8(spec.wire(wire, &out).to_vec()).unwrap();
+        assert!(
+            sent.ends_with(
+                "\r\nCookie: id=7\r\ntraceparent: \
+                 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01\r\ntracestate: a=1\r\n\r\n"
+            ),
+            "{sent}"
+        );
     }
 
     #[test]

@@ -322,6 +322,7 @@ impl User {
                 return Control::Continue;
             }
         };
+        in_flight.trace_ids = self.script.trace_ids;
         let sent = if scheduled { Instant::now() } else { intended };
         in_flight.sent_at(sent);
         let mut outcome = self
@@ -704,11 +705,16 @@ async fn on_stream(
 
 /// A gRPC call's rendered request: the JSON its template rendered encoded
 /// as the method's message (a message that does not fit its type is a
-/// malformed request, not sent).
+/// malformed request, not sent). Without a template, the plan's bytes
+/// carry the message encoded already: the send only added headers
+/// (cookies, trace context).
 fn grpc_message(spec: &RequestSpec, request: H2Request) -> Result<H2Request, Failure> {
     let Some(method) = &spec.grpc else {
         return Ok(request);
     };
+    if spec.template.is_none() {
+        return Ok(request);
+    }
     let json = std::str::from_utf8(request.body()).map_err(|_| Failure::MalformedRequest)?;
     let framed = method
         .encode_json(json)

@@ -294,6 +294,9 @@ pub struct RunArgs {
     #[command(flatten)]
     pub dashboard: DashboardArgs,
 
+    #[command(flatten)]
+    pub trace: TraceArgs,
+
     /// Pass/fail bound, e.g. 'p95<500ms' or 'errors<1%', or for one request
     /// 'p95{login}<300ms' (repeatable; also `[thresholds]` in the scenario).
     /// Any breach makes the exit code 1.
@@ -396,6 +399,47 @@ pub struct RunOnly {
     pub run: RunArgs,
     #[command(flatten)]
     pub scale: ScaleArgs,
+}
+
+/// W3C trace context on every request, and where a trace ID leads.
+#[derive(Args, Debug, Clone, Default)]
+#[command(next_help_heading = "Trace context")]
+pub struct TraceArgs {
+    /// Send W3C `traceparent` on every request (HTTP/1.1, HTTP/2, HTTP/3,
+    /// WebSocket handshakes, gRPC metadata) and keep the slowest requests'
+    /// trace IDs in the results (`exemplars`), the report and the
+    /// OpenMetrics output. Also `[trace]` in the scenario.
+    #[arg(long)]
+    pub trace: bool,
+
+    /// A fresh trace ID for every request (default), or one per session
+    /// iteration whose requests are its spans. Implies --trace.
+    #[arg(long, value_name = "request|iteration", value_parser = parse_trace_per)]
+    pub trace_per: Option<headroom_engine::plan::trace_context::TracePer>,
+
+    /// Send traceparent's sampled flag as 00 (default 01: the server's
+    /// tracer is asked to record every trace). Implies --trace.
+    #[arg(long)]
+    pub trace_unsampled: bool,
+
+    /// A `tracestate` header sent as given on every request, e.g.
+    /// 'vendor=value'. Implies --trace.
+    #[arg(long, value_name = "VALUE")]
+    pub trace_state: Option<String>,
+
+    /// Where a trace ID leads from the report: a URL with {id}, e.g.
+    /// 'http://127.0.0.1:16686/trace/{id}'. Implies --trace.
+    #[arg(long, value_name = "URL")]
+    pub trace_url: Option<String>,
+}
+
+fn parse_trace_per(s: &str) -> Result<headroom_engine::plan::trace_context::TracePer, String> {
+    headroom_engine::plan::trace_context::TracePer::from_name(s).ok_or_else(|| {
+        format!(
+            "`{s}` is not one of {}",
+            headroom_engine::plan::trace_context::TracePer::NAMES.join(", ")
+        )
+    })
 }
 
 /// Scale-out: shards of one plan that together run exactly the plan.

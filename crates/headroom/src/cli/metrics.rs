@@ -4,7 +4,7 @@
 
 use super::args::MetricsArgs;
 use anyhow::Context;
-use headroom_measure::prometheus::LiveMetrics;
+use headroom_measure::prometheus::{Exposition, LiveMetrics};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -101,12 +101,16 @@ impl Exporter {
 fn serve(server: &tiny_http::Server, metrics: &LiveMetrics) {
     for request in server.incoming_requests() {
         let response = if request.url() == "/metrics" {
-            let header = tiny_http::Header::from_bytes(
-                "Content-Type",
-                "text/plain; version=0.0.4; charset=utf-8",
-            )
-            .expect("a valid header");
-            tiny_http::Response::from_string(metrics.render()).with_header(header)
+            // Prometheus asks for OpenMetrics first: it carries exemplars.
+            let accept = request
+                .headers()
+                .iter()
+                .find(|h| h.field.equiv("Accept"))
+                .map(|h| h.value.as_str());
+            let exposition = Exposition::accepted(accept);
+            let header = tiny_http::Header::from_bytes("Content-Type", exposition.content_type())
+                .expect("a valid header");
+            tiny_http::Response::from_string(metrics.render_as(exposition)).with_header(header)
         } else {
             tiny_http::Response::from_string("headroom: metrics are at /metrics\n")
                 .with_status_code(404)

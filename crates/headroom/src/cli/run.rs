@@ -20,7 +20,7 @@ use headroom_monitor::{Follow, MonitorConfig};
 use headroom_objectives::abort::AbortRule;
 use headroom_objectives::slo::Slo;
 use headroom_records::results::StartAt;
-use headroom_scenario::overrides::Overrides;
+use headroom_scenario::overrides::{Overrides, TraceOverrides};
 use headroom_scenario::raw::{
     RawExpect, RawHttp, RawRequest, RawScenario, RawStaleRetry, RawStatus,
 };
@@ -66,6 +66,13 @@ fn overrides(args: &RunArgs) -> Overrides {
         connect_to: args.connect_to.clone(),
         resolve: args.resolve.clone(),
         headers: args.headers.clone(),
+        trace: TraceOverrides {
+            on: args.trace.trace,
+            per: args.trace.trace_per,
+            unsampled: args.trace.trace_unsampled,
+            state: args.trace.trace_state.clone(),
+            url: args.trace.trace_url.clone(),
+        },
     }
 }
 

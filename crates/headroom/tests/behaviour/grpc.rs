@@ -6,6 +6,7 @@
 
 use crate::common::{import_to_scenario, run, scenario_dir, ProcessGuard};
 use serde_json::Value;
+use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
@@ -444,6 +445,54 @@ check = [ {{ json_path = "$.message", equals = "trace-bin=68690a x-tenant=t1" }}
         r.stderr
     );
     assert_eq!(n(&server.counts()["calls"]["SayHello"]), 6);
+}
+
+/// `--trace`: a unary call carries `traceparent` as metadata, the one its
+/// exemplar names.
+#[test]
+fn a_traced_call_carries_traceparent_metadata() {
+    let server = GrpcServer::start(&[]);
+    let dir = scenario_dir(&[(
+        "s.toml",
+        &format!(
+            r#"
+base_url = "http://127.0.0.1:{port}"
+[load]
+vus = 1
+iterations = 3
+[[request]]
+name = "metadata"
+grpc = "demo.v1.Greeter/SayHello"
+json = {{ name = "metadata" }}
+"#,
+            port = server.port
+        ),
+    )]);
+    let r = run(&[dir.path().join("s.toml").to_str().unwrap(), "--trace"]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    let results = r.results();
+    assert_eq!(results["requests"]["ok"], 3, "{}", results["errors"]);
+    let exemplars = results["exemplars"].as_array().unwrap();
+    assert_eq!(exemplars.len(), 3, "each call among the run's slowest");
+    // The server lists what it got: each call's traceparent, the IDs
+    // headroom kept for it.
+    let echoed: BTreeSet<String> = server.counts()["metadata_echoed"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m.as_str().unwrap().to_string())
+        .collect();
+    let kept: BTreeSet<String> = exemplars
+        .iter()
+        .map(|e| {
+            format!(
+                "traceparent=00-{}-{}-01",
+                e["trace_id"].as_str().unwrap(),
+                e["span_id"].as_str().unwrap()
+            )
+        })
+        .collect();
+    assert_eq!(echoed, kept);
 }
 
 /// `[grpc] compression = "gzip"`: messages go compressed (a 10,000-letter

@@ -34,4 +34,5 @@ mod sockets;
 mod study;
 mod target;
 mod tls;
+mod traces;
 mod validation;

@@ -3,7 +3,9 @@
 //! Prometheus started here — its own data folder, loopback only, the
 //! remote-write receiver on — both scrapes the endpoint and receives the
 //! remote-write stream; after the run, a query of
-//! `headroom_requests_total` equals `requests.total` in results.json.
+//! `headroom_requests_total` equals `requests.total` in results.json. The
+//! scrape is OpenMetrics (what Prometheus asks for), and the traced run's
+//! exemplars it stored are requests results.json lists as exemplars.
 
 use crate::common::{free_port, http_get, run, wait_for_port, ProcessGuard, Target};
 use std::io::Write;
@@ -67,6 +69,7 @@ fn a_real_prometheus_scrapes_and_receives_what_the_run_counted() {
         ))
         .arg(format!("--web.listen-address=127.0.0.1:{prom_port}"))
         .arg("--web.enable-remote-write-receiver")
+        .arg("--enable-feature=exemplar-storage")
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -137,6 +140,7 @@ fn a_real_prometheus_scrapes_and_receives_what_the_run_counted() {
         "10s",
         "--metrics-push",
         &format!("http://127.0.0.1:{prom_port}/api/v1/write"),
+        "--trace",
     ]);
     assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
     assert!(!r.stderr.contains("warning"), "{}", r.stderr);
@@ -168,5 +172,49 @@ fn a_real_prometheus_scrapes_and_receives_what_the_run_counted() {
             std::thread::sleep(Duration::from_millis(250));
         };
         assert_eq!(got, Some(total), "{what}: {q}");
+    }
+
+    // The exemplars Prometheus kept from the OpenMetrics scrapes: each a
+    // request results.json lists, at its latency.
+    let listed: std::collections::BTreeMap<String, f64> = r.results()["exemplars"]
+        .as_array()
+        .expect("a traced run lists exemplars")
+        .iter()
+        .map(|e| {
+            let id = e["trace_id"].as_str().unwrap().to_string();
+            (id, e["latency_ms"].as_f64().unwrap())
+        })
+        .collect();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let body = http_get(&format!(
+        "http://127.0.0.1:{prom_port}/api/v1/query_exemplars?query={}&start={}&end={}",
+        encode(r#"headroom_request_duration_seconds_bucket{job="headroom"}"#),
+        now - 300,
+        now + 60
+    ));
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let stored: Vec<(String, f64)> = v["data"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{body}"))
+        .iter()
+        .flat_map(|series| series["exemplars"].as_array().cloned().unwrap_or_default())
+        .map(|e| {
+            let id = e["labels"]["trace_id"].as_str().unwrap().to_string();
+            let seconds: f64 = e["value"].as_str().unwrap().parse().unwrap();
+            (id, seconds)
+        })
+        .collect();
+    assert!(!stored.is_empty(), "Prometheus kept no exemplar: {body}");
+    for (id, seconds) in &stored {
+        let ms = listed
+            .get(id)
+            .unwrap_or_else(|| panic!("exemplar {id} is not in results.json"));
+        assert!(
+            (ms / 1000.0 - seconds).abs() < 1e-6,
+            "{id}: {ms} ms vs {seconds} s"
+        );
     }
 }

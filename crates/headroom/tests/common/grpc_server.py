@@ -17,8 +17,10 @@ raw bytes) unless told otherwise; --protoset-out writes its protoset;
             "slow:MS" -> answers after MS ms (counted as "slow" when it
             arrives); "big" -> a 10 MB message;
             "trailers-only" -> an error status with no message at all;
-            "metadata" -> "NAME=VALUE ..." of the x- and -bin metadata
-            received, sorted (a -bin value as hex of its bytes)
+            "metadata" -> "NAME=VALUE ..." of the x-, -bin and traceparent
+            metadata received, sorted (a -bin value as hex of its bytes);
+            each such answer also listed in COUNTS_FILE's
+            "metadata_echoed"
   Countdown (server stream)  `times` replies "NAME N", N = times..1; NAME
             "every:MS" -> MS ms before each reply (the call is counted
             as it arrives, each reply once gRPC has taken it)
@@ -135,10 +137,13 @@ def say_hello(raw, context):
         time.sleep(int(name[5:]) / 1000.0)
         return reply("too late")
     if name == "metadata":
-        counted("SayHello", received=1, sent=1, context=context)
         got = sorted("%s=%s" % (k, v.hex() if k.endswith("-bin") else v)
                      for k, v in context.invocation_metadata()
-                     if k.startswith("x-") or k.endswith("-bin"))
+                     if k.startswith("x-") or k.endswith("-bin")
+                     or k == "traceparent")
+        with lock:
+            counts.setdefault("metadata_echoed", []).append(" ".join(got))
+        counted("SayHello", received=1, sent=1, context=context)
         return reply(" ".join(got))
     if name == "big":
         counted("SayHello", received=1, sent=1, context=context)

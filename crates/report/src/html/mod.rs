@@ -365,6 +365,55 @@ fn distribution_chart(r: &Results) -> Option<Markup> {
     )
 }
 
+/// The run's slowest traced requests (a run with `--trace`): each trace ID
+/// copied by a click, or a link where the run gave a URL with `{id}`.
+fn exemplars_html(r: &Results) -> Markup {
+    let ranked = crate::terminal::slowest_traced(r, SLOWEST_SHOWN);
+    if ranked.is_empty() {
+        return html! {};
+    }
+    let url = r.config.trace.as_ref().and_then(|t| t.url.as_deref());
+    // Only a web address becomes a link (results.json may be hand-edited).
+    let url = url.filter(|u| u.starts_with("http://") || u.starts_with("https://"));
+    html! {
+        h2 { "Slowest requests and their traces" }
+        p class="meta" {
+            "The " (ranked.len()) " slowest requests of the run (latency from the intended send              time), with the W3C trace ID each was sent with in traceparent. "
+            "results.json's exemplars hold the 100 slowest and each request's 5 slowest per second. "
+            @if url.is_none() { "Click an ID to copy it (--trace-url links them to your tracing backend)." }
+        }
+        div class="scroll" {
+            table {
+                thead { tr {
+                    th { "#" } th class="text" { "Request" } th { "second" } th { "latency ms" }
+                    th class="text" { "status" } th class="text" { "trace ID" }
+                } }
+                tbody {
+                    @for e in &ranked {
+                        tr {
+                            td { (e.rank.unwrap_or(0)) }
+                            td class="text" { (e.name) }
+                            td { (e.second) }
+                            td { (format!("{:.2}", e.latency_ms)) }
+                            td class="text" { (crate::terminal::exemplar_status(e)) }
+                            td class="text" {
+                                @match url {
+                                    Some(u) => a href=(u.replace("{id}", &e.trace_id)) { code { (e.trace_id) } },
+                                    None => code class="copy" title="click to copy"
+                                        onclick="navigator.clipboard.writeText(this.textContent)" { (e.trace_id) },
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Traced requests shown in the report (all 100 are in results.json).
+const SLOWEST_SHOWN: usize = 20;
+
 fn findings_html(r: &Results) -> Markup {
     let findings: Vec<_> = r.server.iter().flat_map(|s| &s.findings).collect();
     let nothing = !r.generator_bound && findings.is_empty() && r.warnings.is_empty();
@@ -526,6 +575,7 @@ pub fn run_report(r: &Results) -> String {
         }
         h2 { "Over time" }
         div class="charts" { @for c in timeline_charts(r) { (c) } }
+        (exemplars_html(r))
         @if let Some(c) = distribution_chart(r) {
             h2 { "Distribution" }
             div class="charts" { (c) }

@@ -6,7 +6,7 @@
 //! one file each: `load` (`[load]`), `requests`
 //! (`[[request]]`, `[[feeder]]`, template variables), `checks` (checks and
 //! extractions), `flow` (the mix or `[[session]]`s), `objectives`
-//! (`[capacity]`, `[thresholds]`), `events` (`[[event]]`).
+//! (`[capacity]`, `[thresholds]`), `events` (`[[event]]`), `trace` (`[trace]`).
 
 use super::errors::{Problem, Problems};
 use super::raw::*;
@@ -31,6 +31,7 @@ mod objectives;
 mod requests;
 mod scripts;
 mod sockets;
+mod trace;
 
 pub use builder::Builder;
 
@@ -101,6 +102,7 @@ impl Builder<'_> {
             .map(|l| self.events(&raw.events, l))
             .unwrap_or_default();
         let scripts = self.script_program(&mut requests);
+        let trace_context = self.trace_context(raw.trace.as_ref());
 
         let problems = std::mem::replace(&mut self.problems, Problems::new(""));
         problems.into_result(())?;
@@ -135,6 +137,7 @@ impl Builder<'_> {
             max_streams: http.max_streams.unwrap_or(DEFAULT_MAX_STREAMS),
             keepalive: self.grpc_keepalive,
             keep_second_histograms: false,
+            trace_context,
             scripts,
             script_data: None,
         };

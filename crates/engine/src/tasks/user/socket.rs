@@ -162,6 +162,7 @@ impl User {
                 Err(class) => return failed(in_flight, class),
             };
         in_flight.sent_at(now);
+        in_flight.trace_ids = self.script.trace_ids;
         let mut conn = match self.connect(shared, &origin, index).await {
             Ok(conn) => conn,
             Err(failure) => return failed(in_flight, failure.into()),
@@ -366,10 +367,14 @@ impl User {
         let mut request = Vec::new();
         match (&key, last_id) {
             (Some(key), _) => {
-                headroom_http::with_header(&wire, ("Sec-WebSocket-Key", key), &mut request)
+                headroom_http::with_headers(
+                    &wire,
+                    [("Sec-WebSocket-Key", key.as_str())],
+                    &mut request,
+                );
             }
             (None, Some(id)) => {
-                headroom_http::with_header(&wire, ("Last-Event-ID", id), &mut request)
+                headroom_http::with_headers(&wire, [("Last-Event-ID", id)], &mut request)
             }
             (None, None) => request = wire,
         }
