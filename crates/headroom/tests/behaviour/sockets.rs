@@ -163,6 +163,52 @@ fn a_websocket_echo_counts_every_message_exactly() {
     assert!(r.stdout.contains("messages sent"), "{}", r.stdout);
 }
 
+/// `--trace`: each WebSocket handshake carries a `traceparent`, the one
+/// its exemplar names; the messages on the socket are not requests with
+/// a trace of their own.
+#[test]
+fn traced_handshakes_carry_the_exemplars_traceparent() {
+    let _light = crate::common::light();
+    let server = SocketServer::start("echo");
+    let (_dir, file) = scenario(&format!(
+        r#"base_url = {:?}
+[load]
+vus = 2
+iterations = 3
+[[session]]
+name = "echo"
+steps = [
+  {{ ws = "/echo", name = "connect" }},
+  {{ send = "hi", name = "text", expect = {{ contains = "hi", within = "2s" }} }},
+  {{ close = 1000 }},
+]
+"#,
+        server.base()
+    ));
+    let r = run(&[&file, "--trace"]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    let exemplars = r.results()["exemplars"].as_array().unwrap();
+    let kept: std::collections::BTreeSet<String> = exemplars
+        .iter()
+        .map(|e| {
+            assert_eq!(e["name"], "connect", "only handshakes are traced: {e}");
+            format!(
+                "00-{}-{}-01",
+                e["trace_id"].as_str().unwrap(),
+                e["span_id"].as_str().unwrap()
+            )
+        })
+        .collect();
+    let received: std::collections::BTreeSet<String> = server.counts()["traceparents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(received.len(), 6, "six handshakes");
+    assert_eq!(kept, received);
+}
+
 /// Scripts on a socket: a `js` step builds each message (JSON of the
 /// round's numbers) that `send` renders, and after the echo's match a
 /// `js` step judges the value extracted from it — exactly the failures

@@ -11,7 +11,8 @@ Usage: socket_server.py MODE PORT
               hostile WebSocket servers written by hand (see below)
 
 Every mode answers `GET /count` (on a fresh connection) with JSON: the
-messages (or events) it received and sent, and the handshakes.
+messages (or events) it received and sent, and the handshakes (echo: and
+the `traceparent` of each traced handshake).
 Prints `ready PORT` once listening (PORT 0: any free port, the one
 printed — no race with another test for a port picked beforehand).
 """
@@ -173,6 +174,9 @@ async def main():
         import websockets
 
         async def count_route(path, request_headers):
+            # A traced handshake's trace context, as the server got it.
+            if path != "/count" and "traceparent" in request_headers:
+                counts.setdefault("traceparents", []).append(request_headers["traceparent"])
             if path == "/count":
                 return (http.HTTPStatus.OK, [("Content-Type", "application/json")], json.dumps(counts).encode())
             return None
