@@ -7,8 +7,12 @@ rounds. For each run: requests completed and the generator's CPU time
 (median over rounds) of both, and the dashboard's cost as the share of
 generator CPU it adds per request (target: < 1 %).
 
+`--option trace` measures `--trace` the same way instead: every request
+then carries a fresh traceparent (two random IDs, 55 bytes written into
+its head) and the slowest are kept as exemplars.
+
 Usage: bench/dashboard_overhead.py [--rounds 5] [--duration 10]
-                                   [--connections 50]
+                                   [--connections 50] [--option dashboard|trace]
                                    [--headroom target/release/headroom]
 """
 import argparse, json, os, socket, statistics, subprocess, sys, tempfile, threading, time
@@ -65,12 +69,15 @@ def watch(port, seconds):
         data += chunk
     return data.count(b"data: ")
 
-def one(a, url, dashboard, d):
+def one(a, url, on, d):
     out = f"{d}/r.json"
     cmd = ["taskset", "-c", "1", a.headroom, "run", "--url", url, "--vus", str(a.connections),
            "-d", f"{a.duration}s", "--threads", "1", "--quiet", "--out", out]
     events = [0]
     watcher = None
+    if on and a.option == "trace":
+        cmd.append("--trace")
+    dashboard = on and a.option == "dashboard"
     if dashboard:
         port = free_port()
         cmd.append(f"--dashboard=127.0.0.1:{port}")
@@ -89,6 +96,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--duration", type=int, default=10)
     ap.add_argument("--connections", type=int, default=50)
+    ap.add_argument("--option", choices=["dashboard", "trace"], default="dashboard")
     ap.add_argument("--headroom", default="target/release/headroom")
     a = ap.parse_args()
     d = tempfile.mkdtemp(prefix="headroom-dash-")
@@ -100,20 +108,21 @@ def main():
     rates = {False: [], True: []}
     try:
         for i in range(a.rounds):
-            for dashboard in (False, True) if i % 2 == 0 else (True, False):
-                ok, cpu, events = one(a, url, dashboard, d)
+            for on in (False, True) if i % 2 == 0 else (True, False):
+                ok, cpu, events = one(a, url, on, d)
                 rate = ok / cpu
-                rates[dashboard].append(rate)
-                label = "dashboard" if dashboard else "plain    "
-                seen = f"  {events} events read" if dashboard else ""
+                rates[on].append(rate)
+                label = f"{a.option:9}" if on else "plain    "
+                seen = f"  {events} events read" if on and a.option == "dashboard" else ""
                 print(f"round {i + 1} {label} {ok:>9} req  cpu {cpu:6.2f} s  {rate:>9.0f} req/cpu-s  "
                       f"{ok / a.duration:>8.0f} req/s{seen}", flush=True)
     finally:
         nginx.terminate(); nginx.wait()
-    plain, dash = statistics.median(rates[False]), statistics.median(rates[True])
-    print(f"median requests per generator CPU-second: plain {plain:.0f}, with the dashboard "
-          f"watched {dash:.0f}; the dashboard's cost: {(plain / dash - 1) * 100:+.2f} % of generator "
-          f"CPU per request (target < 1 %; rounds of {a.duration} s, {a.connections} users)")
+    plain, on = statistics.median(rates[False]), statistics.median(rates[True])
+    what = {"dashboard": "with the dashboard watched", "trace": "with --trace"}[a.option]
+    print(f"median requests per generator CPU-second: plain {plain:.0f}, {what} {on:.0f}; "
+          f"its cost: {(plain / on - 1) * 100:+.2f} % of generator CPU per request "
+          f"(rounds of {a.duration} s, {a.connections} users)")
 
 if __name__ == "__main__":
     main()
