@@ -1,7 +1,10 @@
 //! `--dashboard`: the live page in headless Chromium while a run goes and
-//! after it ended (its figures against results.json), the stop button's
-//! request, and the token.
+//! after it ended (its figures against results.json); its buttons clicked
+//! in Chromium during a live run and a live study (the DevTools protocol:
+//! `common/cdp.rs`) as a person would; the stop button's request; the
+//! token.
 
+use crate::common::cdp::Browser;
 use crate::common::chromium::{chromium_args, shots};
 use crate::common::{free_port, headroom_bin, wait_for_port, ProcessGuard, Target};
 use std::io::{Read, Write};
@@ -303,6 +306,77 @@ fn the_stop_button_ends_the_run_gracefully_and_keeps_the_results() {
     assert!(results["duration_s"].as_f64().unwrap() < 30.0);
 }
 
+/// As a person would: the page open in Chromium while the run goes, its
+/// figures and chart seen growing, the stop button clicked; the run ends
+/// as Ctrl-C ends it, its results written, and the page shows exactly
+/// the results' totals.
+#[test]
+fn a_person_watches_the_page_and_clicks_stop() {
+    let target = Target::start(1, 4);
+    let port = free_port();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("results.json");
+    let url = format!("{}/hello", target.base);
+    let addr = format!("--dashboard=127.0.0.1:{port}");
+    let args = [
+        "--url",
+        &url,
+        "--rate",
+        "50",
+        "-d",
+        "120s",
+        &addr,
+        "--dashboard-linger",
+        "60s",
+    ];
+    let mut run = start_run(&args, &out);
+    wait_for_port(port);
+    let mut browser = Browser::open(&format!("http://127.0.0.1:{port}/"));
+    let points = "Number(document.body.dataset.points || 0)";
+    browser.wait_for(&format!("{points} >= 2"), Duration::from_secs(60));
+    let (seen, drawn) = (
+        number(&browser.text("total-requests")),
+        browser.eval(points),
+    );
+    browser.wait_for(&format!("{points} > {drawn}"), Duration::from_secs(60));
+    assert!(
+        number(&browser.text("total-requests")) > seen,
+        "the totals never grew"
+    );
+    assert!(!out.exists(), "the run ended by itself");
+
+    browser.eval("document.getElementById('stop').click()");
+    // The page says so, the run ends with everything written.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !out.exists() {
+        assert!(Instant::now() < deadline, "no results after the click");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    browser.wait_for(
+        "document.getElementById('state').textContent.startsWith('stopped')",
+        Duration::from_secs(30),
+    );
+    let results: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    assert_eq!(results["stop_reason"], "stopped from the dashboard");
+    assert!(results["duration_s"].as_f64().unwrap() < 100.0);
+    for (id, field) in [
+        ("total-requests", "total"),
+        ("total-ok", "ok"),
+        ("total-failed", "failed"),
+    ] {
+        assert_eq!(
+            number(&browser.text(id)),
+            results["requests"][field].as_u64().unwrap(),
+            "{id} on the page"
+        );
+    }
+    assert!(browser.eval("document.getElementById('stop').disabled") == true);
+    // Stopped, not finished: 130, as Ctrl-C (the linger ends with SIGTERM).
+    unsafe { libc::kill(run.pid(), libc::SIGTERM) };
+    assert_eq!(wait_for_exit(&mut run, Duration::from_secs(30)), 130);
+}
+
 #[test]
 fn with_a_token_every_request_needs_it_and_off_loopback_one_is_required() {
     let target = Target::start(1, 4);
@@ -490,19 +564,18 @@ warmup = "500ms"
     };
     wait_for_port(port);
     let skipped = "target threads=2";
-    // The second configuration, skipped while it is under load.
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let events = events_for(port, Duration::from_millis(300));
-        let loading = events
-            .iter()
-            .any(|e| e.contains("\"state\":\"loading\"") && e.contains(&format!("\"{skipped}\"")));
-        if loading {
-            break;
-        }
-        assert!(Instant::now() < deadline, "{skipped} never loaded");
-    }
-    assert_eq!(post(port, "/skip", skipped), 200);
+    // A person watching the page clicks the second configuration's skip
+    // button while it is under load.
+    let mut browser = Browser::open(&format!("http://127.0.0.1:{port}/"));
+    let row = format!(
+        "[...document.querySelectorAll('#grid tbody tr')]\
+         .find(tr => tr.firstChild.textContent === {skipped:?})"
+    );
+    browser.wait_for(
+        &format!("({row} || {{dataset: {{}}}}).dataset.state === 'loading'"),
+        Duration::from_secs(60),
+    );
+    browser.eval(&format!("{row}.lastChild.querySelector('button').click()"));
     assert_eq!(post(port, "/skip", "target threads=9"), 404);
     let events = events_until_end(port, Duration::from_secs(90), "the study did not end");
     let report: serde_json::Value =

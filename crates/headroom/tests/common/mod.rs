@@ -2,6 +2,7 @@
 //! drop (even when the test fails), and a runner for the `headroom` binary.
 #![allow(dead_code)]
 
+pub mod cdp;
 pub mod chromium;
 pub mod study;
 
