@@ -307,9 +307,10 @@ fn the_stop_button_ends_the_run_gracefully_and_keeps_the_results() {
 }
 
 /// As a person would: the page open in Chromium while the run goes, its
-/// figures and chart seen growing, the stop button clicked; the run ends
-/// as Ctrl-C ends it, its results written, and the page shows exactly
-/// the results' totals.
+/// figures and chart seen growing (and, the run traced, its slowest
+/// requests listed with their trace IDs), the stop button clicked; the
+/// run ends as Ctrl-C ends it, its results written, and the page shows
+/// exactly the results' totals and slowest.
 #[test]
 fn a_person_watches_the_page_and_clicks_stop() {
     let target = Target::start(1, 4);
@@ -328,12 +329,16 @@ fn a_person_watches_the_page_and_clicks_stop() {
         &addr,
         "--dashboard-linger",
         "60s",
+        "--trace",
     ];
     let mut run = start_run(&args, &out);
     wait_for_port(port);
     let mut browser = Browser::open(&format!("http://127.0.0.1:{port}/"));
     let points = "Number(document.body.dataset.points || 0)";
     browser.wait_for(&format!("{points} >= 2"), Duration::from_secs(60));
+    // A traced run: its slowest requests listed live, with their IDs.
+    let listed = "[...document.querySelectorAll('#slowest tbody code')].map(c => c.textContent)";
+    browser.wait_for(&format!("{listed}.length > 0"), Duration::from_secs(30));
     let (seen, drawn) = (
         number(&browser.text("total-requests")),
         browser.eval(points),
@@ -372,6 +377,20 @@ fn a_person_watches_the_page_and_clicks_stop() {
         );
     }
     assert!(browser.eval("document.getElementById('stop').disabled") == true);
+    // The list now is results.json's ten slowest, in rank order.
+    let mut ranked: Vec<&serde_json::Value> = results["exemplars"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| !e["rank"].is_null())
+        .collect();
+    ranked.sort_by_key(|e| e["rank"].as_u64());
+    let expected: Vec<serde_json::Value> = ranked
+        .iter()
+        .take(10)
+        .map(|e| e["trace_id"].clone())
+        .collect();
+    assert_eq!(browser.eval(listed), serde_json::Value::Array(expected));
     // Stopped, not finished: 130, as Ctrl-C (the linger ends with SIGTERM).
     unsafe { libc::kill(run.pid(), libc::SIGTERM) };
     assert_eq!(wait_for_exit(&mut run, Duration::from_secs(30)), 130);

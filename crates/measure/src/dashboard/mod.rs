@@ -160,8 +160,10 @@ impl Feed {
             Load::Open(o) => Some(o.schedule.duration().as_secs_f64()),
             Load::Closed(c) => c.duration.map(|d| d.as_secs_f64()),
         };
+        let trace_url = plan.trace_context.as_ref().and_then(|t| t.url.clone());
         self.push(
-            json!({"kind": "run_start", "planned_s": planned_s, "events": events}),
+            json!({"kind": "run_start", "planned_s": planned_s, "events": events,
+                   "trace_url": trace_url}),
             false,
         );
     }
@@ -241,6 +243,20 @@ impl Feed {
             "distribution": distribution(&p.total.latency),
             "per_request": requests,
         });
+        if !p.exemplars.is_empty() {
+            // The second's slowest traced requests, for the page's list.
+            let traced: Vec<Value> = (p.exemplars.iter())
+                .map(|e| {
+                    json!({
+                        "trace_id": e.trace.trace_hex(),
+                        "name": plan.requests.get(e.request as usize).map(|r| &r.name),
+                        "second": e.second + 1,
+                        "latency_ms": e.latency_us as f64 / 1000.0,
+                    })
+                })
+                .collect();
+            event["exemplars"] = json!(traced);
+        }
         add_monitor(&mut event, sample);
         // A fleet's shard: the second's histogram, for the parent to
         // merge the fleet's percentiles exactly.
@@ -393,7 +409,23 @@ pub fn run_end(r: &Results) -> Value {
         "generator_bound": r.generator_bound,
         "generator_bound_reasons": r.generator_bound_reasons,
         "events": events,
+        // The run's slowest traced requests, as results.json ranks them.
+        "slowest": exemplars_shown(r),
     })
+}
+
+/// Traced requests the page lists.
+const SLOWEST_SHOWN: usize = 10;
+
+fn exemplars_shown(r: &Results) -> Vec<Value> {
+    let mut ranked: Vec<_> = r.exemplars.iter().filter(|e| e.rank.is_some()).collect();
+    ranked.sort_by_key(|e| e.rank);
+    (ranked.into_iter().take(SLOWEST_SHOWN))
+        .map(|e| {
+            json!({"trace_id": e.trace_id, "name": e.name, "second": e.second,
+                   "latency_ms": e.latency_ms})
+        })
+        .collect()
 }
 
 #[cfg(test)]
