@@ -5,12 +5,17 @@
 //! request carried a well-formed, fresh traceparent; each exemplar in
 //! results.json names a request the server really got; the slowest
 //! exemplar is the run's slowest request; a session iteration is one
-//! trace. The report shows the slowest with their IDs or links.
+//! trace. The report shows the slowest with their IDs or links. And a
+//! real tracing backend (Jaeger) holds the trace of every ranked exemplar.
 
-use crate::common::{free_port, headroom_bin, run, scenario_dir, wait_for_port, Nginx, Target};
+use crate::common::{
+    free_port, headroom_bin, http_get, peer_home, run, scenario_dir, wait_for_port, Nginx,
+    ProcessGuard, Target,
+};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
-use std::process::Command;
+use std::path::Path;
+use std::process::{Command, Stdio};
 
 /// nginx on HTTP/1.1 (`port`) and h2c (`h2c_port`) logging
 /// `$http_traceparent $http_tracestate $request_uri $server_protocol`;
@@ -319,4 +324,97 @@ fn trace_settings_that_cannot_be_sent_are_refused_with_their_line() {
     let r = run(&["--url", "http://127.0.0.1:9/", "--trace-per", "session"]);
     assert_eq!(r.code, 2, "{}", r.stderr);
     assert!(r.stderr.contains("request, iteration"), "{}", r.stderr);
+}
+
+/// A real tracing backend: Jaeger v2 (all-in-one, memory storage, built by
+/// `.ci/trace-peers.sh`) receives over OTLP the spans of a server
+/// instrumented with the OpenTelemetry SDK, which continues each
+/// request's trace (`bench/traces/instrumented_server.py`). Every one of
+/// the run's ranked exemplars is a trace Jaeger holds, the server's span
+/// a child of the exemplar's span.
+#[test]
+fn a_real_tracing_backend_holds_the_trace_of_every_ranked_exemplar() {
+    let jaeger = peer_home("JAEGER", "jaeger-1.76.0").join("jaeger");
+    let python = peer_home("OTEL_PYTHON", "otel-1.45.2").join("bin/python");
+    for (peer, path) in [("Jaeger", &jaeger), ("the OpenTelemetry SDK", &python)] {
+        assert!(path.exists(), "{peer}: run .ci/trace-peers.sh ({path:?})");
+    }
+    let bench = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../bench/traces");
+    let dir = tempfile::tempdir().unwrap();
+    let (otlp, query, query_grpc, port) = (free_port(), free_port(), free_port(), free_port());
+    let config = std::fs::read_to_string(bench.join("jaeger.yaml"))
+        .unwrap()
+        .replace("{otlp}", &otlp.to_string())
+        .replace("{query_grpc}", &query_grpc.to_string())
+        .replace("{query}", &query.to_string());
+    std::fs::write(dir.path().join("jaeger.yaml"), config).unwrap();
+    let _jaeger = ProcessGuard {
+        child: Command::new(&jaeger)
+            .arg("--config")
+            .arg(dir.path().join("jaeger.yaml"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start Jaeger"),
+    };
+    wait_for_port(otlp);
+    wait_for_port(query);
+    let mut server = ProcessGuard {
+        child: Command::new(&python)
+            .arg(bench.join("instrumented_server.py"))
+            .arg(port.to_string())
+            .arg(format!("http://127.0.0.1:{otlp}/v1/traces"))
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("start the instrumented server"),
+    };
+    wait_for_port(port);
+    let r = run(&[
+        "--url",
+        &format!("http://127.0.0.1:{port}/sleep?ms=5"),
+        "--vus",
+        "4",
+        "-d",
+        "2s",
+        "--trace",
+    ]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    // SIGTERM: the server exports the spans it still holds, then exits.
+    unsafe { libc::kill(server.pid(), libc::SIGTERM) };
+    let exited = server.child.wait().unwrap();
+    assert!(exited.success(), "the instrumented server: {exited:?}");
+    let ranked: Vec<&Value> = r.results()["exemplars"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| !e["rank"].is_null())
+        .collect();
+    assert_eq!(ranked.len() as u64, r.total().min(100));
+    let give_up = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    for e in ranked {
+        let id = e["trace_id"].as_str().unwrap();
+        let spans = loop {
+            let body = http_get(&format!("http://127.0.0.1:{query}/api/traces/{id}"));
+            let found: Value = serde_json::from_str(&body).unwrap_or_default();
+            if let Some(spans) = found["data"][0]["spans"].as_array() {
+                break spans.clone();
+            }
+            assert!(
+                std::time::Instant::now() < give_up,
+                "trace {id} never reached Jaeger: {body}"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(200));
+        };
+        let parents: BTreeSet<&str> = spans
+            .iter()
+            .flat_map(|s| s["references"].as_array().into_iter().flatten())
+            .filter(|r| r["refType"] == "CHILD_OF")
+            .filter_map(|r| r["spanID"].as_str())
+            .collect();
+        assert!(
+            parents.contains(e["span_id"].as_str().unwrap()),
+            "trace {id}: the server's span is not a child of {} ({parents:?})",
+            e["span_id"]
+        );
+    }
 }
