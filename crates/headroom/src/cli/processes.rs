@@ -613,6 +613,12 @@ mod tests {
             "--buckets",
             // Only the first shard acts on events.
             "--event",
+            // Each shard sends trace context; their exemplars merge.
+            "--trace",
+            "--trace-per",
+            "--trace-unsampled",
+            "--trace-state",
+            "--trace-url",
         ];
         let command = super::super::args::RunCmdArgs::augment_args(clap::Command::new("run"));
         assert!(

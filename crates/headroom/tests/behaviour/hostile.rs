@@ -1109,10 +1109,18 @@ fn attempts_are_what_the_server_counted_when_it_was_killed_and_restarted() {
             "{engine}: the outage was felt: {}",
             r.results()["errors"]
         );
-        assert_eq!(
-            requests["attempts"].as_u64(),
-            Some(counted),
-            "{engine}: the server counted {counted}; {requests}; {}",
+        // Every head the server read, it counted. A head written into the
+        // killed server's socket just before the kill, unread, is an
+        // attempt nobody can count on the server's side: its connection
+        // then ended reset, or it was sent again (a stale retry). So the
+        // server's count is exact up to those whose fate is unknowable.
+        let attempts = requests["attempts"].as_u64().unwrap();
+        let unknowable =
+            r.error("connection_reset") + requests["retried"]["stale"].as_u64().unwrap_or(0);
+        assert!(
+            counted <= attempts && attempts <= counted + unknowable,
+            "{engine}: the server counted {counted}, headroom {attempts} attempts \
+             ({unknowable} cut off by the kill); {requests}; {}",
             r.results()["errors"]
         );
     }
