@@ -108,18 +108,22 @@ impl Target {
     }
 }
 
-/// A blocking one-shot GET (for reading a server's own counters).
+/// A blocking one-shot GET (for reading a server's own counters). Read to
+/// the server's close, bounded: a server that keeps the connection open
+/// fails the test instead of hanging it.
 pub fn http_get(url: &str) -> String {
     let rest = url.strip_prefix("http://").unwrap();
     let (host, path) = rest.split_at(rest.find('/').unwrap());
     let mut s = TcpStream::connect(host).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
     write!(
         s,
         "GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
     )
     .unwrap();
     let mut out = String::new();
-    s.read_to_string(&mut out).unwrap();
+    s.read_to_string(&mut out)
+        .unwrap_or_else(|e| panic!("GET {url}: {e} (no close within 60 s)"));
     out.split_once("\r\n\r\n").unwrap().1.to_string()
 }
 
