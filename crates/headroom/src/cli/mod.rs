@@ -85,6 +85,12 @@ enum Command {
     /// Watch a server process on its host and serve the samples to
     /// `headroom run --monitor-url`.
     Monitor(MonitorArgs),
+    /// Print the shell completion script for bash, zsh, fish, elvish or
+    /// PowerShell, e.g. `source <(headroom completions bash)`.
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
     /// Write the references generated from headroom's own definitions
     /// (command line, man pages, scenario and study files) under DIR.
     #[command(hide = true)]
@@ -92,6 +98,16 @@ enum Command {
         #[arg(long, value_name = "DIR")]
         out: std::path::PathBuf,
     },
+}
+
+/// The completion script for `shell`, written whole (generated into memory
+/// first: a closed pipe is then an error the caller handles, not a panic).
+fn completions(shell: clap_complete::Shell) -> anyhow::Result<i32> {
+    use std::io::Write;
+    let mut script = Vec::new();
+    clap_complete::generate(shell, &mut command(), "headroom", &mut script);
+    std::io::stdout().write_all(&script)?;
+    Ok(EXIT_OK)
 }
 
 /// The command line's grammar, with `capacity --help` showing only the
@@ -136,6 +152,7 @@ pub fn main() -> i32 {
         Command::Schema(args) => schema(args),
         Command::Import(args) => import::import(args),
         Command::Monitor(args) => monitor(args),
+        Command::Completions { shell } => completions(shell),
         Command::Docs { out } => docs::docs(command(), &out),
     };
     match result {

@@ -100,6 +100,32 @@ fn help_and_version_exit_0() {
     assert!(out.contains(env!("CARGO_PKG_VERSION")));
 }
 
+/// `headroom completions SHELL`: a script the shell itself accepts —
+/// bash completes `headroom` with it, and its subcommands are in it.
+#[test]
+fn completions_load_in_bash() {
+    let (code, script, stderr) = headroom(&["completions", "bash"]);
+    assert_eq!(code, 0, "{stderr}");
+    for sub in ["run", "capacity", "study", "report"] {
+        assert!(script.contains(sub), "no `{sub}` in the bash script");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("headroom.bash");
+    std::fs::write(&file, &script).unwrap();
+    let out = Command::new("bash")
+        .arg("-c")
+        .arg(format!("source {} && complete -p headroom", file.display()))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("-F _headroom headroom"));
+    let (code, zsh, _) = headroom(&["completions", "zsh"]);
+    assert_eq!((code, zsh.starts_with("#compdef headroom")), (0, true));
+    let (code, _, stderr) = headroom(&["completions", "tcsh"]);
+    assert_eq!(code, 2);
+    assert!(stderr.contains("possible values"), "{stderr}");
+}
+
 fn interrupt_mid_run(signal: i32) {
     let target = Target::start(1, 4);
     let dir = tempfile::tempdir().unwrap();
