@@ -88,11 +88,13 @@ backend app
     let haproxy = ProcessGuard { child };
     wait_for_port(port);
     let html = dir.path().join("report.html");
-    // The live dashboard's events, read while the run goes.
+    // The live dashboard's events, read while the run goes and until it
+    // ends (the page closes with the run): a fixed window could end before
+    // the first queued sample on a loaded machine.
     let dashboard = free_port();
     let watching = std::thread::spawn(move || {
         wait_for_port(dashboard);
-        crate::dashboard::events_for(dashboard, std::time::Duration::from_millis(2500))
+        crate::dashboard::events_for(dashboard, std::time::Duration::from_secs(60))
     });
     let r = run(&[
         &format!("--dashboard=127.0.0.1:{dashboard}"),
