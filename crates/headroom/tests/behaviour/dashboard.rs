@@ -313,6 +313,7 @@ fn the_stop_button_ends_the_run_gracefully_and_keeps_the_results() {
 /// exactly the results' totals and slowest.
 #[test]
 fn a_person_watches_the_page_and_clicks_stop() {
+    let _light = crate::common::light();
     let target = Target::start(1, 4);
     let port = free_port();
     let dir = tempfile::tempdir().unwrap();

@@ -585,6 +585,8 @@ fn k8s_run_refuses_pods_that_do_not_fit_by_the_given_start() {
 /// steps' merged attempts (no warm-up: every request is in a step).
 #[test]
 fn capacity_on_a_cluster_runs_each_step_as_one_job_and_merges_it_exactly() {
+    // Its answer is a figure of the clock: alone on the machine.
+    let _alone = crate::common::serial();
     // 2 slots × 50 ms: 40 req/s at most.
     let target = Target::start(1, 2);
     let before = target.requests();

@@ -61,6 +61,12 @@ impl Browser {
 
     /// `expression` evaluated in the page (promises awaited): its value.
     pub fn eval(&mut self, expression: &str) -> Value {
+        self.try_eval(expression)
+            .unwrap_or_else(|thrown| panic!("`{expression}` threw: {thrown}"))
+    }
+
+    /// The same, or what it threw (a page still loading has no body yet).
+    fn try_eval(&mut self, expression: &str) -> Result<Value, Value> {
         self.next_id += 1;
         let id = self.next_id;
         let call = json!({
@@ -76,11 +82,10 @@ impl Browser {
             let answer: Value = serde_json::from_str(&text).unwrap();
             if answer["id"] == id {
                 let result = &answer["result"];
-                assert!(
-                    result["exceptionDetails"].is_null(),
-                    "`{expression}` threw: {result}"
-                );
-                return result["result"]["value"].clone();
+                if !result["exceptionDetails"].is_null() {
+                    return Err(result.clone());
+                }
+                return Ok(result["result"]["value"].clone());
             }
         }
     }
