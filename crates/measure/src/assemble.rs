@@ -3,7 +3,6 @@
 //! rates an open model was asked for and achieved, and the warnings.
 
 use headroom_engine::plan::schedule::Stage;
-use headroom_engine::plan::trace_context::TracePer;
 use headroom_engine::plan::{HttpVersion, Load, Plan};
 use headroom_engine::RunOutcome;
 use headroom_metrics::{histogram, ErrorClass, LimitReached};
@@ -48,11 +47,7 @@ pub fn run_config(plan: &Plan) -> RunConfig {
             })
             .collect(),
         trace: plan.trace_context.as_ref().map(|t| TraceConfig {
-            per: match t.per {
-                TracePer::Request => "request",
-                TracePer::Iteration => "iteration",
-            }
-            .into(),
+            per: t.per.name().into(),
             sampled: t.sampled,
             tracestate: t.tracestate.clone(),
             url: t.url.clone(),

@@ -56,6 +56,14 @@ impl Exemplar {
     }
 }
 
+/// The run's `n` slowest traced requests, slowest first (those ranked).
+pub fn ranked(exemplars: &[Exemplar], n: usize) -> Vec<&Exemplar> {
+    let mut ranked: Vec<&Exemplar> = exemplars.iter().filter(|e| e.rank.is_some()).collect();
+    ranked.sort_by_key(|e| e.rank);
+    ranked.truncate(n);
+    ranked
+}
+
 /// The exemplars to keep from `candidates` (a run's seconds and slowest,
 /// or the union of shards' lists): each name's [`PER_SECOND`] slowest in
 /// each second, and the run's [`SLOWEST`] slowest ranked — each request

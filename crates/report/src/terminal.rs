@@ -393,10 +393,7 @@ fn write_tables(out: &mut dyn Write, r: &Results) -> io::Result<()> {
 /// The run's `n` slowest traced requests, slowest first (a run with
 /// `--trace`; empty otherwise).
 pub fn slowest_traced(r: &Results, n: usize) -> Vec<&Exemplar> {
-    let mut ranked: Vec<&Exemplar> = r.exemplars.iter().filter(|e| e.rank.is_some()).collect();
-    ranked.sort_by_key(|e| e.rank);
-    ranked.truncate(n);
-    ranked
+    headroom_records::exemplars::ranked(&r.exemplars, n)
 }
 
 /// An exemplar's outcome: its status, or its error class.

@@ -36,12 +36,17 @@ pub enum TracePer {
 impl TracePer {
     pub const NAMES: &'static [&'static str] = &["request", "iteration"];
 
-    pub fn from_name(name: &str) -> Option<TracePer> {
-        match name {
-            "request" => Some(TracePer::Request),
-            "iteration" => Some(TracePer::Iteration),
-            _ => None,
+    pub fn name(self) -> &'static str {
+        match self {
+            TracePer::Request => "request",
+            TracePer::Iteration => "iteration",
         }
+    }
+
+    pub fn from_name(name: &str) -> Option<TracePer> {
+        [TracePer::Request, TracePer::Iteration]
+            .into_iter()
+            .find(|per| per.name() == name)
     }
 }
 

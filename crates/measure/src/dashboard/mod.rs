@@ -418,9 +418,8 @@ pub fn run_end(r: &Results) -> Value {
 const SLOWEST_SHOWN: usize = 10;
 
 fn exemplars_shown(r: &Results) -> Vec<Value> {
-    let mut ranked: Vec<_> = r.exemplars.iter().filter(|e| e.rank.is_some()).collect();
-    ranked.sort_by_key(|e| e.rank);
-    (ranked.into_iter().take(SLOWEST_SHOWN))
+    headroom_records::exemplars::ranked(&r.exemplars, SLOWEST_SHOWN)
+        .into_iter()
         .map(|e| {
             json!({"trace_id": e.trace_id, "name": e.name, "second": e.second,
                    "latency_ms": e.latency_ms})
