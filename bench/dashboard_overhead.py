@@ -9,11 +9,13 @@ generator CPU it adds per request (target: < 1 %).
 
 `--option trace` measures `--trace` the same way instead: every request
 then carries a fresh traceparent (two random IDs, 55 bytes written into
-its head) and the slowest are kept as exemplars.
+its head) and the slowest are kept as exemplars. `--option build --other
+BIN` measures another build of headroom against `--headroom` (e.g. the
+README's quick profile against the release build).
 
 Usage: bench/dashboard_overhead.py [--rounds 5] [--duration 10]
-                                   [--connections 50] [--option dashboard|trace]
-                                   [--headroom target/release/headroom]
+                                   [--connections 50] [--option dashboard|trace|build]
+                                   [--headroom target/release/headroom] [--other BIN]
 """
 import argparse, json, os, socket, statistics, subprocess, sys, tempfile, threading, time
 
@@ -71,7 +73,8 @@ def watch(port, seconds):
 
 def one(a, url, on, d):
     out = f"{d}/r.json"
-    cmd = ["taskset", "-c", "1", a.headroom, "run", "--url", url, "--vus", str(a.connections),
+    binary = a.other if on and a.option == "build" else a.headroom
+    cmd = ["taskset", "-c", "1", binary, "run", "--url", url, "--vus", str(a.connections),
            "-d", f"{a.duration}s", "--threads", "1", "--quiet", "--out", out]
     events = [0]
     watcher = None
@@ -96,9 +99,12 @@ def main():
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--duration", type=int, default=10)
     ap.add_argument("--connections", type=int, default=50)
-    ap.add_argument("--option", choices=["dashboard", "trace"], default="dashboard")
+    ap.add_argument("--option", choices=["dashboard", "trace", "build"], default="dashboard")
     ap.add_argument("--headroom", default="target/release/headroom")
+    ap.add_argument("--other", help="with --option build: the other binary")
     a = ap.parse_args()
+    if a.option == "build" and not a.other:
+        ap.error("--option build needs --other BIN")
     d = tempfile.mkdtemp(prefix="headroom-dash-")
     for sub in ("body", "proxy", "fcgi", "uwsgi", "scgi"):
         os.makedirs(f"{d}/{sub}", exist_ok=True)
@@ -119,7 +125,8 @@ def main():
     finally:
         nginx.terminate(); nginx.wait()
     plain, on = statistics.median(rates[False]), statistics.median(rates[True])
-    what = {"dashboard": "with the dashboard watched", "trace": "with --trace"}[a.option]
+    what = {"dashboard": "with the dashboard watched", "trace": "with --trace",
+            "build": f"{a.other}"}[a.option]
     print(f"median requests per generator CPU-second: plain {plain:.0f}, {what} {on:.0f}; "
           f"its cost: {(plain / on - 1) * 100:+.2f} % of generator CPU per request "
           f"(rounds of {a.duration} s, {a.connections} users)")

@@ -39,8 +39,10 @@ def main():
     a = ap.parse_args()
     d = tempfile.mkdtemp(prefix="headroom-traces-")
     query, query_grpc, otlp, port = free_port(), free_port(), free_port(), free_port()
+    metrics = free_port()
     config = open(os.path.join(os.path.dirname(__file__), "traces/jaeger.yaml")).read()
-    for name, value in (("{otlp}", otlp), ("{query}", query), ("{query_grpc}", query_grpc)):
+    for name, value in (("{otlp}", otlp), ("{query}", query), ("{query_grpc}", query_grpc),
+                        ("{metrics}", metrics)):
         config = config.replace(name, str(value))
     open(f"{d}/jaeger.yaml", "w").write(config)
     jaeger = subprocess.Popen([a.jaeger, "--config", f"{d}/jaeger.yaml"],

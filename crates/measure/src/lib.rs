@@ -11,12 +11,15 @@
 //! - [`act`]: running an event's command or signal on the run's clock.
 //! - [`abort`]: thresholds that stop a run early (k6's abortOnFail).
 //! - [`prometheus`]: live metrics, scraped or pushed while the run goes.
+//! - [`otlp`]: the same metrics, and a traced run's slowest requests as
+//!   spans, for an OpenTelemetry collector.
 
 pub mod abort;
 pub mod act;
 pub mod assemble;
 pub mod dashboard;
 pub mod fleet;
+pub mod otlp;
 pub mod prometheus;
 pub mod run;
 

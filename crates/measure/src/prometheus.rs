@@ -41,31 +41,42 @@ pub const BUCKETS_S: [f64; 13] = [
 
 pub type Labels = Vec<(String, String)>;
 
-/// One run's figures.
+/// One run's figures (read by `otlp` too).
 #[derive(Clone, Debug, Default, PartialEq)]
-struct Figures {
+pub(crate) struct Figures {
     /// (request, outcome) → count.
-    requests: BTreeMap<(String, &'static str), u64>,
-    responses: BTreeMap<u16, u64>,
-    errors: BTreeMap<String, u64>,
+    pub(crate) requests: BTreeMap<(String, &'static str), u64>,
+    pub(crate) responses: BTreeMap<u16, u64>,
+    pub(crate) errors: BTreeMap<String, u64>,
     /// Connections opened by protocol (`http/1.1`, `h2`).
-    connections: BTreeMap<String, u64>,
+    pub(crate) connections: BTreeMap<String, u64>,
     /// Non-cumulative counts per bucket of [`BUCKETS_S`], then +Inf.
-    buckets: Vec<u64>,
-    sum_s: f64,
-    count: u64,
-    gauges: BTreeMap<&'static str, f64>,
+    pub(crate) buckets: Vec<u64>,
+    pub(crate) sum_s: f64,
+    pub(crate) count: u64,
+    pub(crate) gauges: BTreeMap<&'static str, f64>,
     /// Messages sent and received on sockets, when the run has any.
-    messages: Option<(u64, u64)>,
+    pub(crate) messages: Option<(u64, u64)>,
     /// A traced request per bucket of [`BUCKETS_S`] (then +Inf): the
     /// newest offered, for OpenMetrics exemplars.
-    exemplars: Vec<Option<BucketExemplar>>,
+    pub(crate) exemplars: Vec<Option<BucketExemplar>>,
+}
+
+/// A finished run's exemplars, waiting to be sent as spans (`otlp`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct RunSpans {
+    /// The run's own labels (`config`, `step`).
+    pub labels: Labels,
+    /// When it started (its exemplars' `end_ms` count from here).
+    pub started_unix_ms: u64,
+    pub exemplars: Vec<headroom_records::exemplars::Exemplar>,
 }
 
 /// A traced request shown beside the bucket its latency fell in.
 #[derive(Clone, Debug, PartialEq)]
 pub struct BucketExemplar {
     pub trace_id: String,
+    pub span_id: String,
     pub latency_s: f64,
     /// When it was offered, Unix seconds.
     pub at_s: f64,
@@ -88,19 +99,21 @@ impl Figures {
         self.sum_s = h.mean() * h.len() as f64 / 1e6;
     }
 
-    /// Each traced request beside its bucket (the last offered wins).
-    fn exemplars(&mut self, traced: impl Iterator<Item = (String, f64)>) {
+    /// Each traced request (trace ID, span ID, latency) beside its bucket
+    /// (the last offered wins).
+    fn exemplars(&mut self, traced: impl Iterator<Item = (String, String, f64)>) {
         let at_s = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0.0, |d| d.as_secs_f64());
         self.exemplars.resize(BUCKETS_S.len() + 1, None);
-        for (trace_id, latency_s) in traced {
+        for (trace_id, span_id, latency_s) in traced {
             let bucket = BUCKETS_S
                 .iter()
                 .position(|le| latency_s <= *le)
                 .unwrap_or(BUCKETS_S.len());
             self.exemplars[bucket] = Some(BucketExemplar {
                 trace_id,
+                span_id,
                 latency_s,
                 at_s,
             });
@@ -114,6 +127,9 @@ struct State {
     /// Scrapes served, so a caller can wait for one after the last update.
     scrapes: u64,
     updates: u64,
+    /// Finished runs' exemplars not yet sent as spans; `None`: no one
+    /// sends them, so none are kept.
+    spans: Option<Vec<RunSpans>>,
 }
 
 /// The live figures, shared by the runs and the endpoint.
@@ -172,6 +188,25 @@ impl LiveMetrics {
         LiveMetrics::default()
     }
 
+    /// Figures that also keep each finished run's exemplars until
+    /// [`LiveMetrics::take_spans`] (for `--otlp`).
+    pub fn keeping_spans() -> LiveMetrics {
+        let metrics = LiveMetrics::default();
+        metrics.state.lock().expect("metrics lock").spans = Some(Vec::new());
+        metrics
+    }
+
+    /// The finished runs' exemplars kept since the last call.
+    pub fn take_spans(&self) -> Vec<RunSpans> {
+        let mut state = self.state.lock().expect("metrics lock");
+        state.spans.as_mut().map(std::mem::take).unwrap_or_default()
+    }
+
+    /// Reads every run's figures under the lock.
+    pub(crate) fn with_runs<R>(&self, f: impl FnOnce(&BTreeMap<Labels, Figures>) -> R) -> R {
+        f(&self.state.lock().expect("metrics lock").runs)
+    }
+
     fn update(&self, labels: &Labels, f: impl FnOnce(&mut Figures)) {
         let mut state = self.state.lock().expect("metrics lock");
         f(state.runs.entry(labels.clone()).or_default());
@@ -192,9 +227,10 @@ impl LiveMetrics {
                 .map(|(c, n)| (c.key().to_string(), n))
                 .collect();
             f.latency(&p.total.latency);
-            f.exemplars(
-                (p.exemplars.iter()).map(|e| (e.trace.trace_hex(), e.latency_us as f64 / 1e6)),
-            );
+            f.exemplars((p.exemplars.iter()).map(|e| {
+                let latency_s = e.latency_us as f64 / 1e6;
+                (e.trace.trace_hex(), e.trace.span_hex(), latency_s)
+            }));
             f.connections = Connections::by_protocol(p.total);
             f.gauges
                 .insert("active_users", p.second.active_users as f64);
@@ -218,6 +254,17 @@ impl LiveMetrics {
 
     /// At a run's end: its exact totals (the last partial second included).
     pub fn finish(&self, labels: &Labels, r: &Results) {
+        if let Some(spans) = &mut self.state.lock().expect("metrics lock").spans {
+            if let (false, Some(started_unix_ms)) =
+                (r.exemplars.is_empty(), r.meta.started_at_unix_ms)
+            {
+                spans.push(RunSpans {
+                    labels: labels.clone(),
+                    started_unix_ms,
+                    exemplars: r.exemplars.clone(),
+                });
+            }
+        }
         self.update(labels, |f| {
             for (name, s) in &r.per_request {
                 f.requests.insert((name.clone(), "ok"), s.requests.ok);
@@ -238,7 +285,10 @@ impl LiveMetrics {
             // By second, so each bucket keeps its latest traced request.
             let mut traced: Vec<_> = r.exemplars.iter().collect();
             traced.sort_by_key(|e| e.second);
-            f.exemplars((traced.into_iter()).map(|e| (e.trace_id.clone(), e.latency_ms / 1000.0)));
+            f.exemplars(
+                (traced.into_iter())
+                    .map(|e| (e.trace_id.clone(), e.span_id.clone(), e.latency_ms / 1000.0)),
+            );
             f.gauges.insert("active_users", 0.0);
             f.gauges.insert("in_flight", 0.0);
             if let Some(k) = &r.sockets {

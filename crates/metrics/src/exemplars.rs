@@ -44,6 +44,8 @@ pub struct Exemplar {
     pub latency_us: u64,
     /// The second of the run it ended in (0: the first).
     pub second: u32,
+    /// From the run's start to its end, in microseconds (its span's end).
+    pub end_us: u64,
     pub status: Option<u16>,
     #[serde(with = "error_key")]
     pub error: Option<ErrorClass>,
@@ -179,6 +181,7 @@ mod tests {
             },
             latency_us,
             second: 0,
+            end_us: latency_us,
             status: Some(200),
             error: None,
         }

@@ -302,6 +302,7 @@ impl Recorder {
                 trace: ids,
                 latency_us: latency,
                 second: self.current.index,
+                end_us: done_ns / 1000,
                 status: outcome.status,
                 error: outcome.error,
             };

@@ -25,6 +25,10 @@ pub struct Exemplar {
     pub second: u32,
     /// From its intended send to its end.
     pub latency_ms: f64,
+    /// From the run's start (`started_at_unix_ms`) to its end: with
+    /// `latency_ms`, when its span began and ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end_ms: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<u16>,
     /// Its error class, when it failed.
@@ -45,6 +49,7 @@ impl Exemplar {
             name: names.get(e.request as usize).cloned().unwrap_or_default(),
             second: e.second + 1,
             latency_ms: e.latency_us as f64 / 1000.0,
+            end_ms: Some(e.end_us as f64 / 1000.0),
             status: e.status,
             error: e.error.map(|c| c.key().to_string()),
             rank: None,
@@ -122,6 +127,7 @@ mod tests {
             name: name.into(),
             second,
             latency_ms,
+            end_ms: None,
             status: Some(200),
             error: None,
             rank: None,

@@ -163,8 +163,11 @@ pub fn merge(
 /// selected again: exact (see `exemplars`).
 fn merge_exemplars(parts: &[&Results], axis: &Axis) -> Vec<Exemplar> {
     let shifted = parts.iter().zip(&axis.offsets).flat_map(|(r, offset)| {
+        // Its end from the first shard's start, to the millisecond.
+        let later_ms = (start_ms(r) - axis.first_start_ms) as f64;
         r.exemplars.iter().map(move |e| Exemplar {
             second: e.second + offset,
+            end_ms: e.end_ms.map(|end| end + later_ms),
             ..e.clone()
         })
     });

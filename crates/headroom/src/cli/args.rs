@@ -1342,6 +1342,14 @@ pub struct MetricsArgs {
     #[arg(long, value_name = "URL")]
     pub metrics_push: Option<String>,
 
+    /// Send the live metrics every 5 s and at the end to an OpenTelemetry
+    /// collector over OTLP/HTTP (protobuf): URL is its base, e.g.
+    /// http://127.0.0.1:4318 (POST URL/v1/metrics). With --trace, each
+    /// run's exemplars (its slowest requests) go to URL/v1/traces as
+    /// spans, the parents of the server's spans.
+    #[arg(long, value_name = "URL")]
+    pub otlp: Option<String>,
+
     /// After the load, keep --metrics-listen up until it has been scraped
     /// once more (at most this long), so the final figures are collected.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "0s")]

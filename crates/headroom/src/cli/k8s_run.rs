@@ -50,6 +50,7 @@ const SET_BY_THE_JOB: &[&str] = &[
     "--dashboard",
     "--metrics-listen",
     "--metrics-push",
+    "--otlp",
 ];
 
 /// The Job and its ConfigMap, deleted when the run ends however it ends

@@ -1,9 +1,12 @@
-//! `--metrics-listen` and `--metrics-push`: the live metrics of
+//! `--metrics-listen`, `--metrics-push` and `--otlp`: the live metrics of
 //! `headroom_measure::prometheus` served at `/metrics` for a scrape, and
-//! sent every 5 s (and at the end) with Prometheus remote write.
+//! sent every 5 s (and at the end) with Prometheus remote write and as
+//! OTLP to an OpenTelemetry collector (with a traced run's exemplars as
+//! spans).
 
 use super::args::MetricsArgs;
 use anyhow::Context;
+use headroom_measure::otlp;
 use headroom_measure::prometheus::{Exposition, LiveMetrics};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -17,17 +20,57 @@ pub struct Exporter {
     pub metrics: LiveMetrics,
     server: Option<(Arc<tiny_http::Server>, JoinHandle<()>)>,
     pusher: Option<(Arc<AtomicBool>, JoinHandle<()>)>,
-    push_url: Option<String>,
+    pushes: Arc<Pushes>,
     linger: Duration,
+}
+
+/// Where the figures are sent: remote write, an OTLP collector.
+struct Pushes {
+    remote_write: Option<String>,
+    /// The collector's base URL, and when the exporter started (the
+    /// cumulative figures' start time).
+    otlp: Option<(String, u64)>,
+}
+
+impl Pushes {
+    fn any(&self) -> bool {
+        self.remote_write.is_some() || self.otlp.is_some()
+    }
+
+    /// One push to each; one failing does not keep the other from its.
+    fn send(&self, metrics: &LiveMetrics) -> anyhow::Result<()> {
+        let written = match &self.remote_write {
+            Some(url) => push(url, metrics).context("--metrics-push"),
+            None => Ok(()),
+        };
+        let exported = match &self.otlp {
+            Some((base, start_ns)) => export(base, *start_ns, metrics).context("--otlp"),
+            None => Ok(()),
+        };
+        written.and(exported)
+    }
 }
 
 impl Exporter {
     /// Starts what the flags ask for; `None` when they ask for nothing.
     pub fn start(args: &MetricsArgs) -> anyhow::Result<Option<Exporter>> {
-        if args.metrics_listen.is_none() && args.metrics_push.is_none() {
+        if let Some(url) = &args.metrics_push {
+            check_push_url("--metrics-push", url, "http://127.0.0.1:9090/api/v1/write")?;
+        }
+        if let Some(url) = &args.otlp {
+            check_push_url("--otlp", url, "http://127.0.0.1:4318")?;
+        }
+        let pushes = Arc::new(Pushes {
+            remote_write: args.metrics_push.clone(),
+            otlp: (args.otlp.clone()).map(|url| (url, otlp::now_unix_ns())),
+        });
+        if args.metrics_listen.is_none() && !pushes.any() {
             return Ok(None);
         }
-        let metrics = LiveMetrics::new();
+        let metrics = match pushes.otlp {
+            Some(_) => LiveMetrics::keeping_spans(),
+            None => LiveMetrics::new(),
+        };
         let server = match args.metrics_listen {
             None => None,
             Some(addr) => {
@@ -42,34 +85,32 @@ impl Exporter {
                 Some((server, handle))
             }
         };
-        let pusher = match &args.metrics_push {
-            None => None,
-            Some(url) => {
-                check_push_url(url)?;
-                let stop = Arc::new(AtomicBool::new(false));
-                let (s, m, u) = (stop.clone(), metrics.clone(), url.clone());
-                let handle = std::thread::Builder::new()
-                    .name("headroom-push".into())
-                    .spawn(move || {
-                        let mut next = Instant::now() + PUSH_EVERY;
-                        while !s.load(Ordering::SeqCst) {
-                            std::thread::sleep(Duration::from_millis(50));
-                            if Instant::now() >= next {
-                                next += PUSH_EVERY;
-                                if let Err(e) = push(&u, &m) {
-                                    eprintln!("headroom: --metrics-push: {e:#}");
-                                }
+        let pusher = if pushes.any() {
+            let stop = Arc::new(AtomicBool::new(false));
+            let (s, m, p) = (stop.clone(), metrics.clone(), pushes.clone());
+            let handle = std::thread::Builder::new()
+                .name("headroom-push".into())
+                .spawn(move || {
+                    let mut next = Instant::now() + PUSH_EVERY;
+                    while !s.load(Ordering::SeqCst) {
+                        std::thread::sleep(Duration::from_millis(50));
+                        if Instant::now() >= next {
+                            next += PUSH_EVERY;
+                            if let Err(e) = p.send(&m) {
+                                eprintln!("headroom: {e:#}");
                             }
                         }
-                    })?;
-                Some((stop, handle))
-            }
+                    }
+                })?;
+            Some((stop, handle))
+        } else {
+            None
         };
         Ok(Some(Exporter {
             metrics,
             server,
             pusher,
-            push_url: args.metrics_push.clone(),
+            pushes,
             linger: args.metrics_linger,
         }))
     }
@@ -81,9 +122,9 @@ impl Exporter {
             stop.store(true, Ordering::SeqCst);
             let _ = handle.join();
         }
-        let pushed = match &self.push_url {
-            Some(url) => push(url, &self.metrics).context("--metrics-push: the final push"),
-            None => Ok(()),
+        let pushed = match self.pushes.any() {
+            true => (self.pushes.send(&self.metrics)).context("the final push"),
+            false => Ok(()),
         };
         if let Some((server, handle)) = self.server {
             let (scraped, _) = self.metrics.counters();
@@ -119,15 +160,12 @@ fn serve(server: &tiny_http::Server, metrics: &LiveMetrics) {
     }
 }
 
-fn check_push_url(url: &str) -> anyhow::Result<()> {
+fn check_push_url(flag: &str, url: &str, example: &str) -> anyhow::Result<()> {
     let rest = url
         .strip_prefix("http://")
         .or_else(|| url.strip_prefix("https://"));
     if rest.is_none_or(|r| r.is_empty() || r.starts_with('/')) {
-        anyhow::bail!(
-            "--metrics-push `{url}`: give an http:// or https:// URL, e.g. \
-             http://127.0.0.1:9090/api/v1/write"
-        );
+        anyhow::bail!("{flag} `{url}`: give an http:// or https:// URL, e.g. {example}");
     }
     Ok(())
 }
@@ -138,11 +176,7 @@ fn push(url: &str, metrics: &LiveMetrics) -> anyhow::Result<()> {
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as i64);
     let body = metrics.remote_write_body(now_ms);
-    let agent: ureq::Agent = ureq::Agent::config_builder()
-        .timeout_global(Some(Duration::from_secs(5)))
-        .build()
-        .into();
-    agent
+    agent()
         .post(url)
         .header("Content-Type", "application/x-protobuf")
         .header("Content-Encoding", "snappy")
@@ -153,6 +187,41 @@ fn push(url: &str, metrics: &LiveMetrics) -> anyhow::Result<()> {
         )
         .send(&body[..])
         .with_context(|| format!("POST {url}"))?;
+    Ok(())
+}
+
+fn agent() -> ureq::Agent {
+    ureq::Agent::config_builder()
+        .timeout_global(Some(Duration::from_secs(5)))
+        .build()
+        .into()
+}
+
+/// One OTLP export of every metric, then of the spans of the runs that
+/// finished since the last (sent once: a failed send is not retried).
+fn export(base: &str, start_ns: u64, metrics: &LiveMetrics) -> anyhow::Result<()> {
+    let base = base.trim_end_matches('/');
+    let post = |path: &str, body: Vec<u8>| -> anyhow::Result<()> {
+        let url = format!("{base}{path}");
+        agent()
+            .post(&url)
+            .header("Content-Type", "application/x-protobuf")
+            .header(
+                "User-Agent",
+                concat!("headroom/", env!("CARGO_PKG_VERSION")),
+            )
+            .send(&body[..])
+            .with_context(|| format!("POST {url}"))?;
+        Ok(())
+    };
+    post(
+        "/v1/metrics",
+        otlp::metrics_body(metrics, start_ns, otlp::now_unix_ns()),
+    )?;
+    let spans = metrics.take_spans();
+    if !spans.is_empty() {
+        post("/v1/traces", otlp::spans_body(&spans))?;
+    }
     Ok(())
 }
 

@@ -63,6 +63,7 @@ const PARENT_ONLY: &[(&str, Option<char>, bool)] = &[
     // One endpoint and one stream for the whole run: the merged figures.
     ("--metrics-listen", None, true),
     ("--metrics-push", None, true),
+    ("--otlp", None, true),
     ("--metrics-linger", None, true),
     ("--progress", None, true),
     ("--dashboard", None, false),

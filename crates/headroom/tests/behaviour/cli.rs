@@ -27,6 +27,7 @@ fn bad_input_is_one_clear_error_and_exit_2() {
         (&["run", "--url", url, "--rate=-5"], "not a rate"),
         (&["run", "--url", url, "--rate", "fast"], "not a rate"),
         (&["run", "--url", "not a url"], "not a valid URL"),
+        (&["run", "--url", url, "--otlp", "127.0.0.1:4318"], "--otlp"),
         (&["run", "--url", "ftp://127.0.0.1/"], "unsupported scheme"),
         (&["run", "--url", url, "--stages", "10s"], "DURATION:RATE"),
         (

@@ -20,6 +20,7 @@ mod h3;
 mod hostile;
 mod import;
 mod injection;
+mod install;
 mod kubernetes;
 mod layout;
 mod probes;

@@ -326,95 +326,235 @@ fn trace_settings_that_cannot_be_sent_are_refused_with_their_line() {
     assert!(r.stderr.contains("request, iteration"), "{}", r.stderr);
 }
 
-/// A real tracing backend: Jaeger v2 (all-in-one, memory storage, built by
-/// `.ci/trace-peers.sh`) receives over OTLP the spans of a server
-/// instrumented with the OpenTelemetry SDK, which continues each
-/// request's trace (`bench/traces/instrumented_server.py`). Every one of
-/// the run's ranked exemplars is a trace Jaeger holds, the server's span
-/// a child of the exemplar's span.
-#[test]
-fn a_real_tracing_backend_holds_the_trace_of_every_ranked_exemplar() {
-    let jaeger = peer_home("JAEGER", "jaeger-1.76.0").join("jaeger");
-    let python = peer_home("OTEL_PYTHON", "otel-1.45.2").join("bin/python");
-    for (peer, path) in [("Jaeger", &jaeger), ("the OpenTelemetry SDK", &python)] {
-        assert!(path.exists(), "{peer}: run .ci/trace-peers.sh ({path:?})");
+/// Jaeger v2 all-in-one (memory storage, built by `.ci/trace-peers.sh`;
+/// an OpenTelemetry Collector inside) and a server instrumented with the
+/// OpenTelemetry SDK that continues each request's trace
+/// (`bench/traces/instrumented_server.py`), both on free loopback ports.
+struct TracingBackend {
+    otlp: u16,
+    query: u16,
+    /// The collector's Prometheus exporter (what OTLP metrics became).
+    metrics: u16,
+    port: u16,
+    server: ProcessGuard,
+    _jaeger: ProcessGuard,
+    _dir: tempfile::TempDir,
+}
+
+impl TracingBackend {
+    fn start() -> TracingBackend {
+        let jaeger = peer_home("JAEGER", "jaeger-1.76.0").join("jaeger");
+        let python = peer_home("OTEL_PYTHON", "otel-1.45.2").join("bin/python");
+        for (peer, path) in [("Jaeger", &jaeger), ("the OpenTelemetry SDK", &python)] {
+            assert!(path.exists(), "{peer}: run .ci/trace-peers.sh ({path:?})");
+        }
+        let bench = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../bench/traces");
+        let dir = tempfile::tempdir().unwrap();
+        let (otlp, query, query_grpc) = (free_port(), free_port(), free_port());
+        let (metrics, port) = (free_port(), free_port());
+        let config = std::fs::read_to_string(bench.join("jaeger.yaml"))
+            .unwrap()
+            .replace("{otlp}", &otlp.to_string())
+            .replace("{query_grpc}", &query_grpc.to_string())
+            .replace("{query}", &query.to_string())
+            .replace("{metrics}", &metrics.to_string());
+        std::fs::write(dir.path().join("jaeger.yaml"), config).unwrap();
+        let jaeger = ProcessGuard {
+            child: Command::new(&jaeger)
+                .arg("--config")
+                .arg(dir.path().join("jaeger.yaml"))
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("start Jaeger"),
+        };
+        wait_for_port(otlp);
+        wait_for_port(query);
+        let server = ProcessGuard {
+            child: Command::new(&python)
+                .arg(bench.join("instrumented_server.py"))
+                .arg(port.to_string())
+                .arg(format!("http://127.0.0.1:{otlp}/v1/traces"))
+                .stdout(Stdio::null())
+                .spawn()
+                .expect("start the instrumented server"),
+        };
+        wait_for_port(port);
+        TracingBackend {
+            otlp,
+            query,
+            metrics,
+            port,
+            server,
+            _jaeger: jaeger,
+            _dir: dir,
+        }
     }
-    let bench = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../bench/traces");
-    let dir = tempfile::tempdir().unwrap();
-    let (otlp, query, query_grpc, port) = (free_port(), free_port(), free_port(), free_port());
-    let config = std::fs::read_to_string(bench.join("jaeger.yaml"))
-        .unwrap()
-        .replace("{otlp}", &otlp.to_string())
-        .replace("{query_grpc}", &query_grpc.to_string())
-        .replace("{query}", &query.to_string());
-    std::fs::write(dir.path().join("jaeger.yaml"), config).unwrap();
-    let _jaeger = ProcessGuard {
-        child: Command::new(&jaeger)
-            .arg("--config")
-            .arg(dir.path().join("jaeger.yaml"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start Jaeger"),
-    };
-    wait_for_port(otlp);
-    wait_for_port(query);
-    let mut server = ProcessGuard {
-        child: Command::new(&python)
-            .arg(bench.join("instrumented_server.py"))
-            .arg(port.to_string())
-            .arg(format!("http://127.0.0.1:{otlp}/v1/traces"))
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("start the instrumented server"),
-    };
-    wait_for_port(port);
-    let r = run(&[
-        "--url",
-        &format!("http://127.0.0.1:{port}/sleep?ms=5"),
-        "--vus",
-        "4",
-        "-d",
-        "2s",
-        "--trace",
-    ]);
-    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
-    // SIGTERM: the server exports the spans it still holds, then exits.
-    unsafe { libc::kill(server.pid(), libc::SIGTERM) };
-    let exited = server.child.wait().unwrap();
-    assert!(exited.success(), "the instrumented server: {exited:?}");
-    let ranked: Vec<&Value> = r.results()["exemplars"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|e| !e["rank"].is_null())
-        .collect();
-    assert_eq!(ranked.len() as u64, r.total().min(100));
-    let give_up = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    for e in ranked {
-        let id = e["trace_id"].as_str().unwrap();
-        let spans = loop {
-            let body = http_get(&format!("http://127.0.0.1:{query}/api/traces/{id}"));
+
+    /// SIGTERM: the server exports the spans it still holds, then exits.
+    fn flush_server(&mut self) {
+        unsafe { libc::kill(self.server.pid(), libc::SIGTERM) };
+        let exited = self.server.child.wait().unwrap();
+        assert!(exited.success(), "the instrumented server: {exited:?}");
+    }
+
+    /// The trace's spans once Jaeger holds at least `spans` of them.
+    fn trace(&self, id: &str, spans: usize, give_up: std::time::Instant) -> Value {
+        loop {
+            let body = http_get(&format!("http://127.0.0.1:{}/api/traces/{id}", self.query));
             let found: Value = serde_json::from_str(&body).unwrap_or_default();
-            if let Some(spans) = found["data"][0]["spans"].as_array() {
-                break spans.clone();
+            let held = found["data"][0]["spans"].as_array().map_or(0, Vec::len);
+            if held >= spans {
+                return found["data"][0].clone();
             }
             assert!(
                 std::time::Instant::now() < give_up,
-                "trace {id} never reached Jaeger: {body}"
+                "trace {id} never reached Jaeger with {spans} spans: {body}"
             );
             std::thread::sleep(std::time::Duration::from_millis(200));
-        };
-        let parents: BTreeSet<&str> = spans
-            .iter()
-            .flat_map(|s| s["references"].as_array().into_iter().flatten())
-            .filter(|r| r["refType"] == "CHILD_OF")
-            .filter_map(|r| r["spanID"].as_str())
-            .collect();
+        }
+    }
+}
+
+/// The span IDs a trace's spans name as their parents.
+fn parents(trace: &Value) -> BTreeSet<String> {
+    (trace["spans"].as_array().unwrap().iter())
+        .flat_map(|s| s["references"].as_array().into_iter().flatten())
+        .filter(|r| r["refType"] == "CHILD_OF")
+        .filter_map(|r| r["spanID"].as_str().map(String::from))
+        .collect()
+}
+
+fn ranked(results: &Value) -> Vec<&Value> {
+    (results["exemplars"].as_array().unwrap().iter())
+        .filter(|e| !e["rank"].is_null())
+        .collect()
+}
+
+/// A real tracing backend: Jaeger v2 receives over OTLP the spans of the
+/// instrumented server. Every one of the run's ranked exemplars is a
+/// trace Jaeger holds, the server's span a child of the exemplar's span.
+#[test]
+fn a_real_tracing_backend_holds_the_trace_of_every_ranked_exemplar() {
+    let mut backend = TracingBackend::start();
+    let url = format!("http://127.0.0.1:{}/sleep?ms=5", backend.port);
+    let r = run(&["--url", &url, "--vus", "4", "-d", "2s", "--trace"]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    backend.flush_server();
+    let ranked = ranked(r.results());
+    assert_eq!(ranked.len() as u64, r.total().min(100));
+    let give_up = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    for e in ranked {
+        let trace = backend.trace(e["trace_id"].as_str().unwrap(), 1, give_up);
+        let parents = parents(&trace);
         assert!(
             parents.contains(e["span_id"].as_str().unwrap()),
-            "trace {id}: the server's span is not a child of {} ({parents:?})",
+            "trace {}: the server's span is not a child of {} ({parents:?})",
+            e["trace_id"],
             e["span_id"]
         );
     }
+}
+
+/// `--otlp`: headroom's own figures and spans reach a real OpenTelemetry
+/// Collector (Jaeger v2's) over OTLP/HTTP. The metrics, as the
+/// collector's Prometheus exporter shows them, are results.json's exact
+/// counts; every exemplar is a CLIENT span of service `headroom` in
+/// Jaeger with the span ID its traceparent sent, its duration the
+/// exemplar's latency, the instrumented server's span its child.
+#[test]
+fn otlp_export_reaches_a_real_collector_with_exact_counts_and_the_exemplars_as_spans() {
+    let mut backend = TracingBackend::start();
+    let url = format!("http://127.0.0.1:{}/sleep?ms=5", backend.port);
+    let collector = format!("http://127.0.0.1:{}", backend.otlp);
+    let r = run(&[
+        "--url", &url, "--vus", "4", "-d", "2s", "--trace", "--otlp", &collector,
+    ]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    assert!(!r.stderr.contains("warning"), "{}", r.stderr);
+    backend.flush_server();
+    let results = r.results();
+
+    // Metrics: the collector's exposition holds the run's exact totals.
+    let exposition = http_get(&format!("http://127.0.0.1:{}/metrics", backend.metrics));
+    let sum_of = |prefix: &str, filter: &str| -> f64 {
+        (exposition.lines())
+            .filter(|l| l.starts_with(prefix) && l.contains(filter))
+            .map(|l| l.rsplit(' ').next().unwrap().parse::<f64>().unwrap())
+            .sum()
+    };
+    let ok = results["requests"]["ok"].as_u64().unwrap() as f64;
+    assert!(ok > 0.0);
+    assert_eq!(
+        sum_of("headroom_requests_total{", "outcome=\"ok\""),
+        ok,
+        "{exposition}"
+    );
+    assert_eq!(
+        sum_of("headroom_request_duration_seconds_count", ""),
+        r.total() as f64,
+        "{exposition}"
+    );
+    assert_eq!(
+        sum_of("headroom_responses_total{", "status=\"200\""),
+        ok,
+        "{exposition}"
+    );
+
+    // Spans: every exemplar, as headroom's span, parent of the server's.
+    let exemplars = results["exemplars"].as_array().unwrap();
+    assert!(exemplars.len() as u64 >= r.total().min(100));
+    let give_up = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    for e in exemplars {
+        let (trace_id, span_id) = (
+            e["trace_id"].as_str().unwrap(),
+            e["span_id"].as_str().unwrap(),
+        );
+        let trace = backend.trace(trace_id, 2, give_up);
+        let spans = trace["spans"].as_array().unwrap();
+        let ours = spans
+            .iter()
+            .find(|s| s["spanID"] == span_id)
+            .unwrap_or_else(|| {
+                panic!("trace {trace_id}: no span {span_id} of headroom's: {trace}")
+            });
+        let process = &trace["processes"][ours["processID"].as_str().unwrap()];
+        assert_eq!(process["serviceName"], "headroom", "{trace}");
+        assert_eq!(ours["operationName"], e["name"]);
+        let kind = ours["tags"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["key"] == "span.kind");
+        assert_eq!(
+            kind.map(|t| &t["value"]),
+            Some(&Value::from("client")),
+            "{ours}"
+        );
+        let duration_ms = ours["duration"].as_f64().unwrap() / 1000.0;
+        let latency_ms = e["latency_ms"].as_f64().unwrap();
+        assert!(
+            (duration_ms - latency_ms).abs() <= 0.01,
+            "{duration_ms} vs {latency_ms} ms"
+        );
+        assert!(parents(&trace).contains(span_id), "{trace}");
+    }
+}
+
+/// A collector that is not there costs a warning, not the results.
+#[test]
+fn an_unreachable_collector_is_a_warning_and_the_results_are_written() {
+    let target = Target::start(1, 2);
+    let url = target.url("/hello");
+    let collector = format!("http://127.0.0.1:{}", free_port());
+    let r = run(&["--url", &url, "-n", "50", "--trace", "--otlp", &collector]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(r.total(), 50);
+    assert!(
+        r.stderr.contains("warning")
+            && r.stderr.contains("--otlp")
+            && r.stderr.contains(&collector),
+        "{}",
+        r.stderr
+    );
 }

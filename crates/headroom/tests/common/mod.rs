@@ -124,7 +124,29 @@ pub fn http_get(url: &str) -> String {
     let mut out = String::new();
     s.read_to_string(&mut out)
         .unwrap_or_else(|e| panic!("GET {url}: {e} (no close within 60 s)"));
-    out.split_once("\r\n\r\n").unwrap().1.to_string()
+    let (head, body) = out.split_once("\r\n\r\n").unwrap();
+    if head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
+        dechunked(body).unwrap_or_else(|| panic!("GET {url}: a malformed chunked body"))
+    } else {
+        body.to_string()
+    }
+}
+
+/// A chunked body's data (a Go server chunks what it streams).
+fn dechunked(mut body: &str) -> Option<String> {
+    let mut data = String::new();
+    loop {
+        let (size, rest) = body.split_once("\r\n")?;
+        let size = usize::from_str_radix(size.split(';').next()?.trim(), 16).ok()?;
+        if size == 0 {
+            return Some(data);
+        }
+        data.push_str(rest.get(..size)?);
+        body = rest.get(size..)?.strip_prefix("\r\n")?;
+    }
 }
 
 /// The path of a shipped example file.
