@@ -1,7 +1,9 @@
 //! Credentials never reach a file or a terminal: what headroom writes about
 //! a run (the command line in `meta.command`, the URL in titles and
-//! summaries) has header values that carry secrets and URL passwords
-//! replaced by `***`. The requests themselves still carry them.
+//! summaries) has header values that carry secrets, URL passwords, `token=`
+//! query values and the values of token flags (`--dashboard-token`,
+//! `--monitor-token`, `--token`) replaced by `***`. The requests themselves
+//! still carry them.
 
 /// Headers whose values are credentials, whatever the user says.
 pub const SECRET_HEADERS: [&str; 4] = [
@@ -21,18 +23,45 @@ pub fn is_secret_header(name: &str, extra: &[String]) -> bool {
         || extra.iter().any(|s| s.trim().eq_ignore_ascii_case(name))
 }
 
-/// `scheme://user:password@host/…` → `scheme://***@host/…`; any other text
-/// unchanged.
+/// `scheme://user:password@host/…?token=T` → `scheme://***@host/…?token=***`;
+/// any other text unchanged.
 pub fn url(text: &str) -> String {
     let Some(scheme_end) = text.find("://") else {
         return text.to_string();
     };
     let rest = &text[scheme_end + 3..];
     let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    match rest[..authority_end].rfind('@') {
+    let text = match rest[..authority_end].rfind('@') {
         Some(at) => format!("{}{HIDDEN}{}", &text[..scheme_end + 3], &rest[at..]),
         None => text.to_string(),
-    }
+    };
+    query_tokens(&text)
+}
+
+/// A URL's `token=` query values hidden (a dashboard's, a Puma control
+/// app's `/stats?token=…`).
+fn query_tokens(url: &str) -> String {
+    let Some((path, query)) = url.split_once('?') else {
+        return url.to_string();
+    };
+    let (query, fragment) = match query.split_once('#') {
+        Some((q, f)) => (q, Some(f)),
+        None => (query, None),
+    };
+    let hidden: Vec<String> = (query.split('&'))
+        .map(|kv| match kv.split_once('=') {
+            Some((k, _)) if k.eq_ignore_ascii_case("token") => format!("{k}={HIDDEN}"),
+            _ => kv.to_string(),
+        })
+        .collect();
+    let fragment = fragment.map(|f| format!("#{f}")).unwrap_or_default();
+    format!("{path}?{}{fragment}", hidden.join("&"))
+}
+
+/// Flags whose value is a credential: `--token`, `--dashboard-token`,
+/// `--monitor-token`, and any later `--…-token`.
+fn is_token_flag(flag: &str) -> bool {
+    flag.starts_with("--") && (flag == "--token" || flag.ends_with("-token"))
 }
 
 /// A `Name: value` header argument with its value hidden when secret.
@@ -48,10 +77,17 @@ fn header(text: &str, extra: &[String]) -> String {
 /// passwords hidden.
 pub fn command(args: &[String], extra: &[String]) -> Vec<String> {
     let mut out = Vec::with_capacity(args.len());
-    let mut header_next = false;
+    let (mut header_next, mut token_next) = (false, false);
     for arg in args {
         let redacted = if std::mem::take(&mut header_next) {
             header(arg, extra)
+        } else if std::mem::take(&mut token_next) {
+            HIDDEN.to_string()
+        } else if is_token_flag(arg) {
+            token_next = true;
+            arg.clone()
+        } else if let Some((flag, _)) = arg.split_once('=').filter(|(f, _)| is_token_flag(f)) {
+            format!("{flag}={HIDDEN}")
         } else if arg == "-H" || arg == "--header" {
             header_next = true;
             arg.clone()
@@ -93,6 +129,11 @@ mod tests {
             "-H",
             "X-Trace: visible",
             "http://127.0.0.1/no-userinfo@here",
+            "--dashboard-token",
+            "dash1",
+            "--monitor-token=mon2",
+            "--probe",
+            "puma=http://127.0.0.1:9293/stats?token=pum3&x=1",
         ]);
         let out = command(&line, &["x-api-key".to_string()]);
         assert_eq!(
@@ -113,10 +154,17 @@ mod tests {
                 "-H",
                 "X-Trace: visible",
                 "http://127.0.0.1/no-userinfo@here",
+                "--dashboard-token",
+                "***",
+                "--monitor-token=***",
+                "--probe",
+                "puma=http://127.0.0.1:9293/stats?token=***&x=1",
             ])
         );
         let written = out.join(" ");
-        for secret in ["s3cret", "abc", "xyz", "zz", "a=b", "k1"] {
+        for secret in [
+            "s3cret", "abc", "xyz", "zz", "a=b", "k1", "dash1", "mon2", "pum3",
+        ] {
             assert!(!written.contains(secret), "{secret} leaked: {written}");
         }
     }

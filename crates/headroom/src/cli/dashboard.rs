@@ -2,7 +2,10 @@
 //! self-contained HTML file (uPlot embedded, nothing fetched from the
 //! network), fed by server-sent events from [`Feed`], with a stop button.
 //! Loopback only unless a token is given; the token is checked on every
-//! request and never printed.
+//! request and never printed. Without a token, a request must name a
+//! loopback host (a page whose name was rebound to 127.0.0.1 is refused),
+//! and with or without one, a browser's POST must come from the page
+//! itself (another site's form or script is refused: no cross-site stop).
 
 use super::args::DashboardArgs;
 use headroom_engine::stop::Phase;
@@ -180,6 +183,17 @@ impl Serving {
     fn serve(&self, server: &tiny_http::Server) {
         let mut streams = Vec::new();
         for mut request in server.incoming_requests() {
+            if let Err(why) = self.refuse_other_sites(&request) {
+                eprintln!(
+                    "headroom: dashboard: refused {} {}: {why}",
+                    request.method(),
+                    request.url().split('?').next().unwrap_or("")
+                );
+                let _ = request.respond(
+                    tiny_http::Response::from_string(format!("{why}\n")).with_status_code(403),
+                );
+                continue;
+            }
             if !self.authorised(&request) {
                 let _ = request.respond(
                     tiny_http::Response::from_string("a token is needed\n").with_status_code(401),
@@ -253,6 +267,44 @@ impl Serving {
         }
     }
 
+    /// Refuses what a browser sends on another site's behalf: without a
+    /// token, a `Host` that is not loopback (DNS rebinding: a name the
+    /// attacker controls, answered with 127.0.0.1, reaches this port as
+    /// the attacker's origin); and a POST whose `Origin` is not this page's
+    /// (cross-site request forgery: another site's form posting to /stop).
+    /// A client that is not a browser (curl) sends no `Origin` and is
+    /// judged by the token alone.
+    fn refuse_other_sites(&self, request: &tiny_http::Request) -> Result<(), String> {
+        let header = |name: &'static str| {
+            (request.headers().iter())
+                .find(|h| h.field.equiv(name))
+                .map(|h| h.value.as_str().to_string())
+        };
+        let host = header("Host").unwrap_or_default();
+        if self.token.is_none() && !is_loopback_host(&host) {
+            return Err(format!(
+                "Host {host:?} is not a loopback name (a rebound DNS name?); this dashboard \
+                 answers 127.0.0.1, [::1] and localhost only (or give --dashboard-token)"
+            ));
+        }
+        if *request.method() != tiny_http::Method::Get {
+            if let Some(origin) = header("Origin") {
+                // https: the page served through a TLS-terminating proxy.
+                let own = [format!("http://{host}"), format!("https://{host}")];
+                if !own.contains(&origin) {
+                    return Err(format!(
+                        "a {} from the page of {origin:?}, not this dashboard's",
+                        request.method()
+                    ));
+                }
+            }
+            if header("Sec-Fetch-Site").is_some_and(|s| s != "same-origin" && s != "none") {
+                return Err(format!("a {} from another site", request.method()));
+            }
+        }
+        Ok(())
+    }
+
     /// With a token: `?token=` or `Authorization: Bearer`.
     fn authorised(&self, request: &tiny_http::Request) -> bool {
         let Some(token) = &self.token else {
@@ -268,6 +320,19 @@ impl Serving {
         });
         in_query || in_header
     }
+}
+
+/// `127.0.0.1:5665`, `localhost`, `[::1]:5665`: a name that can only mean
+/// this machine (not a DNS name that resolves to it today).
+fn is_loopback_host(host: &str) -> bool {
+    let name = match host.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().unwrap_or(""),
+        None => host.rsplit_once(':').map_or(host, |(name, _)| name),
+    };
+    name.eq_ignore_ascii_case("localhost")
+        || name
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
 }
 
 /// One browser's event stream: the history, then each second as it
@@ -304,6 +369,28 @@ fn stream(request: tiny_http::Request, feed: &Feed, over: &AtomicBool, start: &s
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_names_of_this_machine_are_loopback_hosts() {
+        for host in [
+            "127.0.0.1:5665",
+            "127.0.0.2",
+            "localhost:80",
+            "LOCALHOST",
+            "[::1]:5665",
+        ] {
+            assert!(is_loopback_host(host), "{host}");
+        }
+        for host in [
+            "",
+            "evil.example:5665",
+            "127.0.0.1.nip.io:5665",
+            "[::2]:1",
+            "10.0.0.1:5665",
+        ] {
+            assert!(!is_loopback_host(host), "{host}");
+        }
+    }
 
     #[test]
     fn only_loopback_goes_without_a_token() {

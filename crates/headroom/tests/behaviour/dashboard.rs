@@ -123,6 +123,106 @@ fn post(port: u16, path: &str, body: &str) -> u16 {
     String::from_utf8_lossy(&head[9..12]).parse().unwrap()
 }
 
+/// One request with `headers` (CRLF-separated, Host included) as a forged
+/// client sends it; the status code.
+fn forged(port: u16, method: &str, path: &str, headers: &str) -> u16 {
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\n{headers}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut head = [0u8; 12];
+    s.read_exact(&mut head).unwrap();
+    String::from_utf8_lossy(&head[9..12]).parse().unwrap()
+}
+
+/// Another site: a page at `http://127.0.0.1:PORT/` — another origin than
+/// the dashboard's (another port; Chromium here resolves nothing else) —
+/// whose script posts to the dashboard's /stop as a cross-site form would,
+/// then says so in its title. Serves until the test ends.
+fn another_site(dashboard: u16) -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let page = format!(
+        "<!doctype html><title>loading</title><script>\
+         fetch('http://127.0.0.1:{dashboard}/stop', {{method: 'POST', mode: 'no-cors', body: 'x'}})\
+         .then(() => document.title = 'sent', e => document.title = 'failed ' + e);</script>"
+    );
+    std::thread::spawn(move || {
+        for mut stream in listener.incoming().flatten() {
+            let _ = crate::common::read_request_head(&mut stream);
+            let _ = write!(
+                stream,
+                "HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{page}",
+                page.len()
+            );
+        }
+    });
+    port
+}
+
+/// The dashboard as a security surface, without a token (loopback): a
+/// forged client naming another host (DNS rebinding) is refused every
+/// path; a POST whose Origin or Sec-Fetch-Site says another site
+/// (request forgery) is refused; and a real browser on another origin,
+/// whose script posts to /stop, does not stop the run. The page's own
+/// POST (same origin) and a client without an Origin (curl) still stop it.
+#[test]
+fn requests_made_on_another_sites_behalf_are_refused() {
+    let _light = crate::common::light();
+    let target = Target::start(1, 4);
+    let port = free_port();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("results.json");
+    let url = format!("{}/hello", target.base);
+    let addr = format!("--dashboard=127.0.0.1:{port}");
+    let mut run = start_run(&["--url", &url, "--rate", "20", "-d", "120s", &addr], &out);
+    wait_for_port(port);
+    let rebound = format!("Host: rebind.example:{port}");
+    for (method, path) in [("GET", "/"), ("GET", "/events"), ("POST", "/stop")] {
+        assert_eq!(forged(port, method, path, &rebound), 403, "{method} {path}");
+    }
+    let ours = format!("Host: 127.0.0.1:{port}");
+    for forgery in [
+        "Origin: http://evil.example",
+        "Origin: null",
+        "Sec-Fetch-Site: cross-site",
+    ] {
+        let headers = format!("{ours}\r\n{forgery}");
+        assert_eq!(forged(port, "POST", "/stop", &headers), 403, "{forgery}");
+    }
+    assert_eq!(forged(port, "GET", "/", &ours), 200);
+
+    let site = another_site(port);
+    let mut browser = Browser::open(&format!("http://127.0.0.1:{site}/"));
+    let answered = "document.title === 'sent' || document.title.startsWith('failed')";
+    browser.wait_for(answered, Duration::from_secs(60));
+    assert_eq!(browser.eval("document.title"), "sent");
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(
+        run.child.try_wait().unwrap().is_none(),
+        "another site's page stopped the run"
+    );
+
+    // The dashboard's own page may stop it.
+    let own = format!("{ours}\r\nOrigin: http://127.0.0.1:{port}\r\nSec-Fetch-Site: same-origin");
+    assert_eq!(forged(port, "POST", "/stop", &own), 200);
+    assert_eq!(wait_for_exit(&mut run, Duration::from_secs(30)), 130);
+    let mut stderr = String::new();
+    (run.child.stderr.take().unwrap())
+        .read_to_string(&mut stderr)
+        .unwrap();
+    let from_browser =
+        format!("refused POST /stop: a POST from the page of \"http://127.0.0.1:{site}\"");
+    assert!(
+        stderr.contains(&from_browser),
+        "the browser's POST never came: {stderr}"
+    );
+    assert!(stderr.contains("rebound DNS name"), "{stderr}");
+}
+
 /// The event stream's `data:` lines read for `long`.
 pub fn events_for(port: u16, long: Duration) -> Vec<String> {
     let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
@@ -444,6 +544,23 @@ fn with_a_token_every_request_needs_it_and_off_loopback_one_is_required() {
         !stderr.contains("s3cret"),
         "the token was printed: {stderr}"
     );
+    // Nor written: results.json keeps the command line, the report shows it.
+    let written = std::fs::read_to_string(&out).unwrap();
+    assert!(!written.contains("s3cret"), "the token is in results.json");
+    assert!(
+        written.contains("--dashboard-token"),
+        "no command line kept"
+    );
+    let html = dir.path().join("report.html");
+    let report = Command::new(headroom_bin())
+        .arg("report")
+        .arg(&out)
+        .arg("--html")
+        .arg(&html)
+        .output()
+        .unwrap();
+    assert!(report.status.success(), "{report:?}");
+    assert!(!std::fs::read_to_string(&html).unwrap().contains("s3cret"));
 
     // Off loopback without a token: refused before any load.
     let refused = Command::new(headroom_bin())
