@@ -212,6 +212,9 @@ pub fn manifests(plan: &JobPlan) -> Result<(ConfigMap, Job), K8sError> {
                 }),
                 spec: Some(PodSpec {
                     restart_policy: Some("Never".into()),
+                    // headroom never calls the API server from a pod: no
+                    // credential a compromised target could lead it to use.
+                    automount_service_account_token: Some(false),
                     containers: vec![container],
                     security_context: Some(PodSecurityContext {
                         run_as_non_root: Some(true),
@@ -425,6 +428,10 @@ mod tests {
         assert_eq!(spec.backoff_limit_per_index, Some(0));
         let pod = spec.template.spec.unwrap();
         assert_eq!(pod_security::restricted(&pod), Vec::<String>::new());
+        // Beyond the profile: no API credential in the pod, a read-only root.
+        assert_eq!(pod.automount_service_account_token, Some(false));
+        let container = pod.containers[0].security_context.as_ref().unwrap();
+        assert_eq!(container.read_only_root_filesystem, Some(true));
         let mut p = plan();
         p.host_network = true;
         p.node_selector = BTreeMap::from([("pool".into(), "load".into())]);
