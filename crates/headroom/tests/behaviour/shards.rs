@@ -6,6 +6,7 @@
 use crate::common::{headroom_bin, invoke, run, scenario_dir, Nginx, Run, Target};
 use headroom_metrics::histogram;
 use serde_json::Value;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::Duration;
@@ -695,4 +696,103 @@ fn hand_started_shards_report_to_a_coordinator_that_judges_the_fleet() {
             assert_eq!(total(&m), 400);
         }
     }
+}
+
+/// POST `body` to the coordinator at `listen` as a forged client: the status.
+fn forged_post(listen: &str, path: &str, session: Option<&str>, body: &str) -> u16 {
+    let mut s = std::net::TcpStream::connect(listen).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let session = session.map_or(String::new(), |v| format!("X-Headroom-Session: {v}\r\n"));
+    write!(
+        s,
+        "POST {path} HTTP/1.1\r\nHost: {listen}\r\n{session}Content-Type: application/json\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut head = [0u8; 12];
+    std::io::Read::read_exact(&mut s, &mut head).unwrap();
+    String::from_utf8_lossy(&head[9..12]).parse().unwrap()
+}
+
+/// A coordinator takes shard K from one process: once the real shard has
+/// reported, a forged stream claiming the same shard — a second process,
+/// with or without a session of its own — is refused (409), its lines and
+/// its results alike, and the merge is the real shard's, equal to the
+/// server's count.
+#[test]
+fn a_coordinator_refuses_a_second_process_claiming_a_shard() {
+    let target = Target::start(1, 4);
+    let dir = tempfile::tempdir().unwrap();
+    let url = target.url("/hello");
+    let listen = format!("127.0.0.1:{}", crate::common::free_port());
+    let merged = dir.path().join("merged.json");
+    let flags = ["--rate", "50", "-d", "4s"];
+    let mut coordinator = crate::common::ProcessGuard {
+        child: Command::new(headroom_bin())
+            .args(["fleet", &url, "--shards", "2", "--listen", &listen])
+            .args([
+                "--out",
+                merged.to_str().unwrap(),
+                "--progress",
+                "never",
+                "--",
+            ])
+            .args(flags)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap(),
+    };
+    crate::common::wait_for_port(listen.rsplit(':').next().unwrap().parse().unwrap());
+    // The shard's first POST (its hello) leaves as it starts, 3 s before
+    // its load: once the server has seen requests, the shard is known.
+    let start =
+        humantime::format_rfc3339_millis(std::time::SystemTime::now() + Duration::from_secs(3))
+            .to_string();
+    let shards: Vec<_> = (1..=2)
+        .map(|k| crate::common::ProcessGuard {
+            child: Command::new(headroom_bin())
+                .args(["run", &url])
+                .args(flags)
+                .args(["--shard", &format!("{k}/2"), "--start-at", &start, "-q"])
+                .args(["--report-to", &format!("http://{listen}"), "--out"])
+                .arg(dir.path().join(format!("s{k}.json")))
+                .spawn()
+                .unwrap(),
+        })
+        .collect();
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while target.requests() == 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the shard never loaded the server"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let line = r#"{"headroom_fleet":"hello","shard":1,"of":2,"version":"0.1.0"}"#;
+    assert_eq!(
+        forged_post(&listen, "/shards/1/report", Some("forged"), line),
+        409
+    );
+    assert_eq!(forged_post(&listen, "/shards/1/report", None, line), 409);
+    assert_eq!(
+        forged_post(&listen, "/shards/1/results", Some("forged"), "{}"),
+        409
+    );
+
+    for mut shard in shards {
+        assert_eq!(shard.child.wait().unwrap().code(), Some(0));
+    }
+    let code = coordinator.child.wait().unwrap().code();
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(coordinator.child.stderr.as_mut().unwrap(), &mut stderr).unwrap();
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(
+        stderr.contains("refused a POST for shard 1/2 from another process"),
+        "{stderr}"
+    );
+    let m: Value = serde_json::from_str(&std::fs::read_to_string(&merged).unwrap()).unwrap();
+    assert_eq!(total(&m), 200, "{stderr}");
+    assert_eq!(target.requests(), attempts(&m));
 }

@@ -9,7 +9,9 @@
 //! - `http://[TOKEN@]HOST:PORT`: POSTed to a `headroom fleet` coordinator
 //!   (with `Authorization: Bearer TOKEN`), whose answer may say stop (the
 //!   fleet breached an aborting threshold, or was interrupted); the
-//!   results are POSTed at the end too.
+//!   results are POSTed at the end too. Every POST names this process's
+//!   session (`X-Headroom-Session`): the coordinator takes shard K's lines
+//!   from one process only.
 
 use anyhow::{bail, Context};
 use headroom_engine::plan::shard::Shard;
@@ -31,8 +33,13 @@ enum Destination {
     Http {
         base: String,
         token: Option<String>,
+        /// This process's, on every POST.
+        session: String,
     },
 }
+
+/// The header that names a shard's process to the coordinator.
+pub const SESSION_HEADER: &str = "X-Headroom-Session";
 
 pub struct Reporter {
     destination: Destination,
@@ -60,9 +67,15 @@ impl Reporter {
                 Some((token, host)) => (Some(token.to_string()), host),
                 None => (None, rest),
             };
+            // Unique among the shards of a fleet (not a secret: the token
+            // is); a second process claiming the shard is told apart.
+            let started = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos());
             Destination::Http {
                 base: format!("http://{host}"),
                 token,
+                session: format!("{:x}-{started:x}", std::process::id()),
             }
         } else {
             bail!(
@@ -143,11 +156,16 @@ impl Reporter {
     /// The results JSON, for a coordinator over HTTP (on standard output
     /// the pod's log or the parent's `--out` file carries them).
     pub fn results(&self, json: &str) -> anyhow::Result<()> {
-        let Destination::Http { base, token } = &self.destination else {
+        let Destination::Http {
+            base,
+            token,
+            session,
+        } = &self.destination
+        else {
             return Ok(());
         };
         let url = format!("{base}/shards/{}/results", self.shard.index + 1);
-        post(&agent(), &url, token.as_deref(), json)
+        post(&agent(), &url, (token.as_deref(), session), json)
             .map(|_| ())
             .with_context(|| format!("cannot send the results to {url}"))
     }
@@ -175,9 +193,13 @@ fn send_lines(
                 // failure: the results are written all the same.
                 let _ = writeln!(out, "{line}").and_then(|()| out.flush());
             }
-            Destination::Http { base, token } => {
+            Destination::Http {
+                base,
+                token,
+                session,
+            } => {
                 let url = format!("{base}/shards/{}/report", shard.index + 1);
-                match post(&agent, &url, token.as_deref(), &line) {
+                match post(&agent, &url, (token.as_deref(), session), &line) {
                     Ok(answer) => {
                         let stop_why = serde_json::from_str::<serde_json::Value>(&answer)
                             .ok()
@@ -209,9 +231,18 @@ fn agent() -> ureq::Agent {
         .into()
 }
 
-/// POSTs `body` (JSON); the answer's body.
-fn post(agent: &ureq::Agent, url: &str, token: Option<&str>, body: &str) -> anyhow::Result<String> {
-    let mut request = agent.post(url).header("Content-Type", "application/json");
+/// POSTs `body` (JSON) with the token (if any) and the session; the
+/// answer's body.
+fn post(
+    agent: &ureq::Agent,
+    url: &str,
+    (token, session): (Option<&str>, &str),
+    body: &str,
+) -> anyhow::Result<String> {
+    let mut request = agent
+        .post(url)
+        .header("Content-Type", "application/json")
+        .header(SESSION_HEADER, session);
     if let Some(t) = token {
         request = request.header("Authorization", format!("Bearer {t}"));
     }

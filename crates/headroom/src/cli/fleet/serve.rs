@@ -159,7 +159,11 @@ fn shard_files(results: Vec<Option<String>>) -> Vec<ShardFile> {
     files
 }
 
-/// Answers the shards' POSTs until the coordinator ends.
+/// Answers the shards' POSTs until the coordinator ends. Shard K is the
+/// process whose POST for it came first (its `X-Headroom-Session`): a
+/// second process claiming K — started twice by mistake, or a forged
+/// stream — is refused (409), so it can neither add to the fleet's
+/// seconds nor replace K's results.
 fn serve(
     server: &tiny_http::Server,
     shards: usize,
@@ -167,6 +171,7 @@ fn serve(
     stop_why: &Mutex<Option<String>>,
     to: &mpsc::Sender<Posted>,
 ) {
+    let mut sessions: Vec<Option<String>> = vec![None; shards];
     for mut request in server.incoming_requests() {
         let authorized = token.is_none_or(|t| {
             request.headers().iter().any(|h| {
@@ -189,6 +194,16 @@ fn serve(
             .as_reader()
             .take(256 << 20)
             .read_to_string(&mut body);
+        let session = (request.headers().iter())
+            .find(|h| h.field.equiv(super::report::SESSION_HEADER))
+            .map_or(String::new(), |h| h.value.as_str().to_string());
+        let theirs = match (authorized, &shard) {
+            (true, Some((k, _))) => {
+                let owner = sessions[*k].get_or_insert_with(|| session.clone());
+                *owner == session
+            }
+            _ => true,
+        };
         let (status, answer) = match (authorized, shard, read) {
             (false, _, _) => (401, r#"{"error":"a token is needed"}"#.to_string()),
             (_, None, _) => (
@@ -196,6 +211,18 @@ fn serve(
                 r#"{"error":"POST /shards/K/report or /shards/K/results"}"#.into(),
             ),
             (_, _, Err(_)) => (400, r#"{"error":"unreadable body"}"#.into()),
+            (true, Some((k, _)), Ok(_)) if !theirs => {
+                eprintln!(
+                    "headroom: refused a POST for shard {}/{shards} from another process \
+                     (session {session:?}): shard {} reports from its first",
+                    k + 1,
+                    k + 1
+                );
+                (
+                    409,
+                    r#"{"error":"this shard reports from another process"}"#.into(),
+                )
+            }
             (true, Some((k, what)), Ok(_)) => {
                 let posted = match what.as_str() {
                     "report" => Some(Posted::Line(k, body)),
