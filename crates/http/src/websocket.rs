@@ -125,6 +125,14 @@ impl WebSocket {
                 Ok(Message::Ping(_)) => Ok(Incoming::Ping),
                 Ok(Message::Pong(_)) => Ok(Incoming::Pong),
                 Ok(Message::Frame(_)) => continue,
+                // 1002 is a protocol error by its own name; tungstenite
+                // also hands over a code no endpoint may send (below 1000,
+                // 1004–1006, 1015, the unassigned range: RFC 6455 §7.4) as
+                // 1002, having answered it so. Either fails the socket as a
+                // protocol error, not as a close.
+                Ok(Message::Close(Some(frame))) if frame.code == CloseCode::Protocol => {
+                    Err(Failure::WsProtocolError)
+                }
                 Ok(Message::Close(frame)) => Ok(Incoming::Closed(frame.map(|f| f.code.into()))),
                 Err(WsError::Protocol(ProtocolError::ResetWithoutClosingHandshake))
                 | Err(WsError::ConnectionClosed)

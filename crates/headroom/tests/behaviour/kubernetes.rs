@@ -585,64 +585,73 @@ fn k8s_run_refuses_pods_that_do_not_fit_by_the_given_start() {
 /// steps' merged attempts (no warm-up: every request is in a step).
 #[test]
 fn capacity_on_a_cluster_runs_each_step_as_one_job_and_merges_it_exactly() {
-    // Its answer is a figure of the clock: alone on the machine.
+    // Its answer is a figure of the clock: alone among the tests that
+    // take the lock, and tried again (up to three times) when the answer
+    // missed — a CI run once found the generator short of a step's sends
+    // on a machine the other tests loaded. Every try asserts the merges.
     let _alone = crate::common::serial();
-    // 2 slots × 50 ms: 40 req/s at most.
-    let target = Target::start(1, 2);
-    let before = target.requests();
-    let (dir, scenario) = hello_scenario(&target, "/sleep?ms=50");
-    let cluster = FakeCluster::new();
-    let cap = dir.path().join("cap.json");
-    let o = cluster
-        .env(Command::new(headroom_bin()).args(["capacity", scenario.to_str().unwrap()]))
-        .args(["--k8s", "--shards", "3", "--image", "headroom:test"])
-        .args(["--kubectl", cluster.kubectl.to_str().unwrap()])
-        .args(["--namespace", "load", "--start-lead", "3s"])
-        .args(["--slo", "p99<1s", "--min", "20", "--max", "80"])
-        .args(["--step-duration", "2s", "--warmup", "0s", "--pause", "0s"])
-        .args(["--precision", "20%"])
-        .args(["--out", cap.to_str().unwrap()])
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&o.stderr);
-    let stdout = String::from_utf8_lossy(&o.stdout);
-    assert_eq!(o.status.code(), Some(0), "{stdout}\n{stderr}");
-    let report = results_of(&cap);
-    let steps = report["steps"].as_array().unwrap();
-    let mut attempts = 0;
-    for (k, step) in steps.iter().enumerate() {
-        let r = &step["results"];
-        assert_eq!(r["meta"]["shards"].as_array().unwrap().len(), 3, "step {k}");
-        attempts += r["requests"]["attempts"].as_u64().unwrap();
-        // The pods' shares of the load add up to the step's (the
-        // confirmation runs 3 × the step).
-        let load = step["offered"].as_f64().unwrap();
-        let seconds = if step["confirmation"] == true {
-            6.0
-        } else {
-            2.0
-        };
-        let total = r["requests"]["total"].as_u64().unwrap() as f64;
-        assert!(
-            (total - load * seconds).abs() <= 3.0,
-            "step {k}: {total} at {load}"
+    crate::common::in_three_tries("capacity --k8s of 2 × 50 ms", || {
+        // 2 slots × 50 ms: 40 req/s at most.
+        let target = Target::start(1, 2);
+        let before = target.requests();
+        let (dir, scenario) = hello_scenario(&target, "/sleep?ms=50");
+        let cluster = FakeCluster::new();
+        let cap = dir.path().join("cap.json");
+        let o = cluster
+            .env(Command::new(headroom_bin()).args(["capacity", scenario.to_str().unwrap()]))
+            .args(["--k8s", "--shards", "3", "--image", "headroom:test"])
+            .args(["--kubectl", cluster.kubectl.to_str().unwrap()])
+            .args(["--namespace", "load", "--start-lead", "3s"])
+            .args(["--slo", "p99<1s", "--min", "20", "--max", "80"])
+            .args(["--step-duration", "2s", "--warmup", "0s", "--pause", "0s"])
+            .args(["--precision", "20%"])
+            .args(["--out", cap.to_str().unwrap()])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        let stdout = String::from_utf8_lossy(&o.stdout);
+        assert_eq!(o.status.code(), Some(0), "{stdout}\n{stderr}");
+        let report = results_of(&cap);
+        let steps = report["steps"].as_array().unwrap();
+        let mut attempts = 0;
+        for (k, step) in steps.iter().enumerate() {
+            let r = &step["results"];
+            assert_eq!(r["meta"]["shards"].as_array().unwrap().len(), 3, "step {k}");
+            attempts += r["requests"]["attempts"].as_u64().unwrap();
+            // The pods' shares of the load add up to the step's (the
+            // confirmation runs 3 × the step).
+            let load = step["offered"].as_f64().unwrap();
+            let seconds = if step["confirmation"] == true {
+                6.0
+            } else {
+                2.0
+            };
+            let total = r["requests"]["total"].as_u64().unwrap() as f64;
+            assert!(
+                (total - load * seconds).abs() <= 3.0,
+                "step {k}: {total} at {load}"
+            );
+        }
+        assert_eq!(target.requests() - before, attempts, "nothing unaccounted");
+        // One Job per step, each deleted: headroom-hello-1, -2, …
+        let calls = cluster.calls();
+        assert_eq!(calls.matches("apply -f -").count(), steps.len(), "{calls}");
+        for k in 1..=steps.len() {
+            assert!(
+                calls.contains(&format!(" job/headroom-hello-{k} ")),
+                "job {k} not deleted: {calls}"
+            );
+        }
+        // The answer is confirmed, never above what the server can sustain.
+        let answer = report["capacity"].as_f64();
+        crate::common::ensure!(
+            answer.is_some() && report["confirmed"] == report["capacity"],
+            "no confirmed capacity: {stdout}\n{stderr}"
         );
-    }
-    assert_eq!(target.requests() - before, attempts, "nothing unaccounted");
-    // One Job per step, each deleted: headroom-hello-1, -2, …
-    let calls = cluster.calls();
-    assert_eq!(calls.matches("apply -f -").count(), steps.len(), "{calls}");
-    for k in 1..=steps.len() {
-        assert!(
-            calls.contains(&format!(" job/headroom-hello-{k} ")),
-            "job {k} not deleted: {calls}"
-        );
-    }
-    // The answer is confirmed, never above what the server can sustain.
-    assert_eq!(report["confirmed"], report["capacity"], "{stdout}");
-    let answer = report["capacity"].as_f64();
-    let answer = answer.unwrap_or_else(|| panic!("no capacity: {stdout}\n{stderr}"));
-    assert!((20.0..=40.8).contains(&answer), "{answer}: {stdout}");
+        let answer = answer.unwrap_or_default();
+        crate::common::ensure!((20.0..=40.8).contains(&answer), "{answer}: {stdout}");
+        Ok(())
+    });
 }
 
 /// `study --k8s`: each configuration's run (its warm-up in the same pods)

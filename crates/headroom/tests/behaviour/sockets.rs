@@ -719,3 +719,46 @@ steps = [ { ws = "/" }, { hold = "1200ms", ping_every = "200ms", name = "ping" }
     assert_books_balance(&r);
     assert!(r.elapsed < Duration::from_secs(10));
 }
+
+/// More hostile WebSocket peers (issue 59's third round), each classified
+/// once and bounded by the scenario's 1 s timeout and `within`: invalid
+/// UTF-8 in a text frame, a close frame with a code no endpoint may send
+/// and bytes after the upgrade that are no frame all fail the socket as a
+/// protocol error (RFC 6455 §8.1, §7.4.2, §5.2); a ping between the
+/// fragments of a message is answered and the message read whole; a close
+/// the server never answers is waited for 2 s and counted as unanswered.
+#[test]
+fn hostile_websocket_peers_of_the_third_round_are_classified_once() {
+    let _light = crate::common::light();
+    for mode in ["invalid-utf8", "bad-close-code", "http-after-upgrade"] {
+        let r = hostile(mode);
+        let k = sockets(&r);
+        assert!(r.error("ws_protocol_error") > 0, "{mode}: {}", r.stdout);
+        assert_eq!(
+            r.error("ws_protocol_error"),
+            n(&k["closes"]["error:ws_protocol_error"]),
+            "{mode}: {k}"
+        );
+        assert_eq!(
+            r.results()["requests"]["failed"],
+            r.error("ws_protocol_error"),
+            "{mode}: one class per failure: {}",
+            r.stdout
+        );
+        assert_books_balance(&r);
+    }
+
+    let r = hostile("ping-in-fragments");
+    assert_eq!(r.results()["requests"]["failed"], 0, "{}", r.stdout);
+    let k = sockets(&r);
+    assert!(n(&k["messages_received"]) > 0, "{k}");
+    assert_eq!(n(&k["pings_received"]), n(&k["messages_received"]), "{k}");
+
+    let r = hostile("no-close-reply");
+    assert_eq!(r.results()["requests"]["failed"], 0, "{}", r.stdout);
+    let k = sockets(&r);
+    let unanswered = n(&k["closes"]["client:1000:unanswered"]);
+    assert!(unanswered > 0, "{k}");
+    assert!(k["closes"].get("client:1000").is_none(), "{k}");
+    assert_books_balance(&r);
+}

@@ -7,7 +7,8 @@ Usage: socket_server.py MODE PORT
   sse         event streams by hand: GET /events sends `tick` events, ends
               after 5, resumes after Last-Event-ID
   upgrade-200, no-handshake, fragmented, masked, oversized, ping-flood,
-  close-1011, silent
+  close-1011, silent, invalid-utf8, bad-close-code, http-after-upgrade,
+  ping-in-fragments, no-close-reply
               hostile WebSocket servers written by hand (see below)
 
 Every mode answers `GET /count` (on a fresh connection) with JSON: the
@@ -107,9 +108,21 @@ async def hostile(reader, writer):
             b"Sec-WebSocket-Accept: " + accept_key(headers["sec-websocket-key"]).encode() + b"\r\n\r\n"
         )
         await writer.drain()
+        if MODE == "http-after-upgrade":
+            # Upgraded, then an HTTP answer with a page: read as a frame,
+            # 'H' sets RSV1 on a fragmented close (no frame may).
+            page = b"<html>" + b"x" * 300 + b"</html>"
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(page) + page)
+            await writer.drain()
+            await asyncio.sleep(5)
+            return
         while True:
             opcode, data = await read_frame(reader)
             if opcode == 8:
+                if MODE == "no-close-reply":
+                    # The close handshake never answered, the socket held.
+                    await asyncio.sleep(30)
+                    return
                 writer.write(frame(8, data[:2]))
                 await writer.drain()
                 return
@@ -137,6 +150,21 @@ async def hostile(reader, writer):
                 return
             elif MODE == "silent":
                 continue
+            elif MODE == "invalid-utf8":
+                writer.write(frame(1, b"hello \xff\xfe"))
+            elif MODE == "bad-close-code":
+                # 999 is no close code (RFC 6455 7.4): a protocol error.
+                writer.write(frame(8, struct.pack("!H", 999) + b"odd"))
+                await writer.drain()
+                await asyncio.sleep(1)
+                return
+            elif MODE == "no-close-reply":
+                writer.write(frame(opcode, data))
+            elif MODE == "ping-in-fragments":
+                half = max(1, len(data) // 2)
+                writer.write(frame(opcode, data[:half], fin=False))
+                writer.write(frame(9, b"mid"))
+                writer.write(frame(0, data[half:], fin=True))
             counts["sent"] += 1
             await writer.drain()
     except (asyncio.IncompleteReadError, ConnectionError):

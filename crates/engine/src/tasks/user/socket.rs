@@ -761,7 +761,8 @@ impl User {
     }
 
     /// Closes the user's socket (if it has one) with `code`, waiting at
-    /// most [`CLOSE_WAIT`] for the server's close frame.
+    /// most [`CLOSE_WAIT`] for the server's close frame (a close the server
+    /// never answered is counted as `client:CODE:unanswered`).
     pub(super) async fn close_socket(&mut self, shared: &Shared, code: u16) {
         let Some(mut socket) = self.socket.take() else {
             return;
@@ -773,6 +774,7 @@ impl User {
             recorder.sockets().close(how);
             return;
         }
+        let mut unanswered = false;
         if let Wire::Ws(ws) = &mut socket.wire {
             let mut pushed = (0u64, 0u64, 0u64);
             let close = ws.close(code, |m| match m {
@@ -783,7 +785,7 @@ impl User {
                 Incoming::Ping => pushed.2 += 1,
                 _ => {}
             });
-            let _ = tokio::time::timeout(CLOSE_WAIT, close).await;
+            unanswered = tokio::time::timeout(CLOSE_WAIT, close).await.is_err();
             let mut recorder = shared.recorder.borrow_mut();
             let counts = recorder.sockets();
             counts.messages_received += pushed.0;
@@ -793,7 +795,8 @@ impl User {
         }
         let mut recorder = shared.recorder.borrow_mut();
         recorder.socket_open(false);
-        recorder.sockets().close(format!("client:{code}"));
+        let suffix = if unanswered { ":unanswered" } else { "" };
+        recorder.sockets().close(format!("client:{code}{suffix}"));
     }
 
     /// A gRPC stream's close: our side half-closed, the server's status
