@@ -10,6 +10,8 @@ Usage: socket_server.py MODE PORT
   close-1011, silent, invalid-utf8, bad-close-code, http-after-upgrade,
   ping-in-fragments, no-close-reply
               hostile WebSocket servers written by hand (see below)
+  sse-huge, sse-no-newline, sse-retry-0, sse-retry-huge, sse-comments
+              hostile event streams (see hostile_stream)
 
 Every mode answers `GET /count` (on a fresh connection) with JSON: the
 messages (or events) it received and sent, and the handshakes (echo: and
@@ -94,6 +96,8 @@ async def hostile(reader, writer):
             return await answer_count(writer)
         if MODE == "sse":
             return await event_stream(path, headers, writer)
+        if MODE.startswith("sse-"):
+            return await hostile_stream(writer)
         if MODE == "upgrade-200":
             writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nhi")
             await writer.drain()
@@ -194,6 +198,45 @@ async def event_stream(path, headers, writer):
         counts["sent"] += 1
         await writer.drain()
         await asyncio.sleep(0.02)
+    writer.close()
+
+
+async def hostile_stream(writer):
+    """An event stream that misbehaves as MODE says."""
+    counts["handshakes"] += 1
+    writer.write(
+        b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
+        b"Connection: close\r\n\r\n"
+    )
+    if MODE == "sse-huge":
+        # One event of 20 MiB, then a good one: the first is refused whole.
+        writer.write(b"data: ")
+        for _ in range(20):
+            writer.write(b"x" * (1 << 20))
+            await writer.drain()
+        writer.write(b"\n\ndata: after\n\n")
+    elif MODE == "sse-no-newline":
+        # Data that never ends a line, for as long as anyone listens.
+        for _ in range(600):
+            writer.write(b"data: " + b"y" * 1000)
+            await writer.drain()
+            await asyncio.sleep(0.01)
+    elif MODE in ("sse-retry-0", "sse-retry-huge"):
+        # One event, then the stream ends, asking for a reconnect at once
+        # (0) or after 31,700 years.
+        retry = b"0" if MODE == "sse-retry-0" else b"1000000000000"
+        writer.write(b"retry: " + retry + b"\nid: 1\ndata: one\n\n")
+    elif MODE == "sse-comments":
+        # Only comments: no event ever.
+        for _ in range(300):
+            writer.write(b": keep-alive\n")
+            await writer.drain()
+            await asyncio.sleep(0.01)
+    counts["sent"] += 1
+    try:
+        await writer.drain()
+    except ConnectionError:
+        pass
     writer.close()
 
 

@@ -78,6 +78,17 @@ impl Socket {
     }
 }
 
+/// What became of an event stream the server ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Reconnect {
+    /// Open again.
+    Open,
+    /// Not reconnected: not an event stream, no time left, or refused.
+    No,
+    /// The run began stopping while it waited to reconnect.
+    Stopped,
+}
+
 /// Why waiting for a message ended without one.
 enum Gone {
     /// The server closed the socket (counted under this key).
@@ -533,10 +544,14 @@ impl User {
                 Err(gone) => {
                     // An event stream the server ended reconnects (as a
                     // browser's does) if there is time left to wait.
-                    if self.reconnect_stream(shared, &gone, due).await {
+                    let reconnect = self.reconnect_stream(shared, &gone, due).await;
+                    if reconnect == Reconnect::Open {
                         continue;
                     }
                     outcome.error = Some(match &gone {
+                        // The run's stop came while it waited to reconnect:
+                        // cut off by the stop, as a request in flight is.
+                        _ if reconnect == Reconnect::Stopped => ErrorClass::Aborted,
                         Gone::Closed(_) => ErrorClass::SocketClosed,
                         Gone::Failed(f) => (*f).into(),
                         Gone::Error(class) => *class,
@@ -696,7 +711,7 @@ impl User {
                 Ok(Some(_)) => shared.recorder.borrow_mut().sockets().unmatched += 1,
                 Ok(None) => {}
                 Err(gone) => {
-                    if !self.reconnect_stream(shared, &gone, wake).await {
+                    if self.reconnect_stream(shared, &gone, wake).await != Reconnect::Open {
                         self.socket_gone(shared, gone);
                     }
                 }
@@ -705,17 +720,21 @@ impl User {
     }
 
     /// An event stream the server ended: wait its retry time and open it
-    /// again with `Last-Event-ID`, when that fits before `until`. Whether
-    /// it is open again.
-    async fn reconnect_stream(&mut self, shared: &Shared, gone: &Gone, until: Instant) -> bool {
+    /// again with `Last-Event-ID`, when that fits before `until`.
+    async fn reconnect_stream(
+        &mut self,
+        shared: &Shared,
+        gone: &Gone,
+        until: Instant,
+    ) -> Reconnect {
         let Some(socket) = self.socket.as_deref() else {
-            return false;
+            return Reconnect::No;
         };
         let Wire::Sse(stream) = &socket.wire else {
-            return false;
+            return Reconnect::No;
         };
         if !matches!(gone, Gone::Closed(_)) {
-            return false;
+            return Reconnect::No;
         }
         let wait = stream
             .parser
@@ -724,16 +743,21 @@ impl User {
         let (last_id, handshake) = (stream.parser.last_id.clone(), socket.handshake);
         let at = Instant::now() + wait;
         if at >= until {
-            return false;
+            return Reconnect::No;
         }
         self.socket_gone(shared, Gone::Closed("server:ended".into()));
-        if !shared.sleep_until(at).await {
-            return false;
+        if !shared.sleep_until(at).await || shared.stop.is_stopping() {
+            return Reconnect::Stopped;
         }
         shared.recorder.borrow_mut().sockets().sse_reconnects += 1;
-        self.open_socket(shared, SocketKind::EventStream, handshake, last_id)
+        match self
+            .open_socket(shared, SocketKind::EventStream, handshake, last_id)
             .await
-            .is_ok()
+        {
+            Ok(_) => Reconnect::Open,
+            Err(_) if shared.stop.is_stopping() => Reconnect::Stopped,
+            Err(_) => Reconnect::No,
+        }
     }
 
     /// The socket ended under us: counted and dropped (a gRPC stream's
