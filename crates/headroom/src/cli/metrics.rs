@@ -176,51 +176,42 @@ fn push(url: &str, metrics: &LiveMetrics) -> anyhow::Result<()> {
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as i64);
     let body = metrics.remote_write_body(now_ms);
-    agent()
+    let headers = [
+        ("Content-Encoding", "snappy"),
+        ("X-Prometheus-Remote-Write-Version", "0.1.0"),
+    ];
+    post_protobuf(url, &headers, &body)
+}
+
+/// POSTs a protobuf `body` (within 5 s) with `headers` besides its type.
+fn post_protobuf(url: &str, headers: &[(&str, &str)], body: &[u8]) -> anyhow::Result<()> {
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .timeout_global(Some(Duration::from_secs(5)))
+        .build()
+        .into();
+    let mut request = agent
         .post(url)
         .header("Content-Type", "application/x-protobuf")
-        .header("Content-Encoding", "snappy")
-        .header("X-Prometheus-Remote-Write-Version", "0.1.0")
         .header(
             "User-Agent",
             concat!("headroom/", env!("CARGO_PKG_VERSION")),
-        )
-        .send(&body[..])
-        .with_context(|| format!("POST {url}"))?;
+        );
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    request.send(body).with_context(|| format!("POST {url}"))?;
     Ok(())
-}
-
-fn agent() -> ureq::Agent {
-    ureq::Agent::config_builder()
-        .timeout_global(Some(Duration::from_secs(5)))
-        .build()
-        .into()
 }
 
 /// One OTLP export of every metric, then of the spans of the runs that
 /// finished since the last (sent once: a failed send is not retried).
 fn export(base: &str, start_ns: u64, metrics: &LiveMetrics) -> anyhow::Result<()> {
     let base = base.trim_end_matches('/');
-    let post = |path: &str, body: Vec<u8>| -> anyhow::Result<()> {
-        let url = format!("{base}{path}");
-        agent()
-            .post(&url)
-            .header("Content-Type", "application/x-protobuf")
-            .header(
-                "User-Agent",
-                concat!("headroom/", env!("CARGO_PKG_VERSION")),
-            )
-            .send(&body[..])
-            .with_context(|| format!("POST {url}"))?;
-        Ok(())
-    };
-    post(
-        "/v1/metrics",
-        otlp::metrics_body(metrics, start_ns, otlp::now_unix_ns()),
-    )?;
+    let body = otlp::metrics_body(metrics, start_ns, otlp::now_unix_ns());
+    post_protobuf(&format!("{base}/v1/metrics"), &[], &body)?;
     let spans = metrics.take_spans();
     if !spans.is_empty() {
-        post("/v1/traces", otlp::spans_body(&spans))?;
+        post_protobuf(&format!("{base}/v1/traces"), &[], &otlp::spans_body(&spans))?;
     }
     Ok(())
 }
