@@ -807,8 +807,12 @@ fn hostile_event_streams_are_bounded_and_classified_once() {
     let r = hostile_stream("sse-huge");
     let failed = r.results()["requests"]["failed"].as_u64().unwrap();
     assert!(failed > 0, "{}", r.stdout);
-    let classes = r.results()["errors"].as_object().unwrap();
-    assert_eq!(classes.len(), 1, "one class: {classes:?}");
+    // Refused once 16 MiB arrived (`malformed_response`); on a loaded
+    // machine a wait may end first at its 500 ms (`message_timeout`, a CI
+    // run saw 2 of 14): each awaited event one of the two, once.
+    let refused = r.error("malformed_response");
+    assert!(refused > 0, "{}", r.stdout);
+    assert_eq!(refused + r.error("message_timeout"), failed, "{}", r.stdout);
     assert_books_balance(&r);
 
     // Every event but a user's last, which the run's end may leave
